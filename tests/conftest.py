@@ -21,6 +21,13 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that read ../shared/data carry the ``real_data`` marker (``-m "not real_data"`` skips them)."""
+    for item in items:
+        if "shared_data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_data)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real data sets and weights in ../shared/data (skips the test where they are absent)."""

@@ -431,6 +431,7 @@ def test_corrupted_set_caches_and_recovers(cifar: np.ndarray, monkeypatch) -> No
 
 
 # ------------------------------------------------------------------------------- accuracy on a real model
+@pytest.mark.slow
 def test_resnet56_accuracy_drops_with_severity(shared_data: Path) -> None:
     """The shared ResNet-56 on a prefix of the 1,017 pixel-exact CIFAR-10 images, averaged over all 19
     corruptions: accuracy falls at every step 1 -> 3 -> 5 (64 images: 19 x 3 x 64 forward passes on 2 cores;

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from relu_core import distributed, engine, models
@@ -47,6 +48,7 @@ def test_shard_bounds_cover_in_order():
         assert max(lengths) - min(lengths) <= 1 and lengths[0] == max(lengths)
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_gather_single_process_logits(tmp_path: Path):
     script = tmp_path / "shard.py"
     script.write_text(SCRIPT)
@@ -68,4 +70,5 @@ def test_torchrun_two_processes_gather_single_process_logits(tmp_path: Path):
     for rank in (0, 1):
         gathered = np.load(tmp_path / f"rank{rank}.npy")
         assert gathered.shape == single.shape
-        np.testing.assert_allclose(gathered, single, rtol=0, atol=1e-6)
+        # Shards batch other images together: equal to float32 rounding, not bit for bit.
+        np.testing.assert_allclose(gathered, single, rtol=1e-5, atol=1e-5 * np.abs(single).max())

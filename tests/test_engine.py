@@ -43,14 +43,17 @@ def _reference_logits(model: torch.nn.Module, images: np.ndarray, mean, std) -> 
         return model(x.contiguous()).numpy()
 
 
-def test_logits_equal_between_batch_sizes(small_model, rgb_images):
+def test_logits_agree_between_batch_sizes(small_model, rgb_images):
+    # Kernels pick other vector paths per batch size and CPU (AVX-512/AMX differ in the last bits):
+    # agreement to float32 rounding, not bit identity. A misplaced or dropped batch differs by O(1).
     outputs = [
         engine.compute_logits(small_model, rgb_images, mean=SPEC.mean, std=SPEC.std, device="cpu", batch_size=b)
         for b in (7, 64, 1000)
     ]
     assert outputs[0].dtype == np.float32 and outputs[0].shape == (150, 10)
     for other in outputs[1:]:
-        assert np.array_equal(outputs[0], other)
+        np.testing.assert_allclose(other, outputs[0], rtol=1e-5, atol=1e-5 * np.abs(outputs[0]).max())
+        np.testing.assert_array_equal(other.argmax(1), outputs[0].argmax(1))
 
 
 def test_logits_match_plain_pytorch_forward(small_model, rgb_images):
@@ -185,6 +188,7 @@ def test_key_digest_is_order_independent_and_discriminating():
 # --------------------------------------------------------------------------- logits_for on real data
 
 
+@pytest.mark.slow
 def test_resnet20_on_exact_cifar10_and_logits_cache(shared_data, monkeypatch, tmp_path):
     if models.pretrained_weights("resnet20") is None:
         pytest.skip("pretrained ResNet-20 weights not found")
@@ -214,9 +218,10 @@ def test_resnet20_on_exact_cifar10_and_logits_cache(shared_data, monkeypatch, tm
     target.write_bytes(target.read_bytes()[:100])  # corrupt the cache file
     recomputed = engine.logits_for("resnet20", None, "cifar10-exact", device="cpu", batch_size=128)
     assert len(calls) == 2
-    assert np.array_equal(recomputed.logits, run.logits)
+    np.testing.assert_allclose(recomputed.logits, run.logits, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "expected"), [("resnet20", 0.810), ("resnet56", 0.832)])
 def test_pretrained_accuracy_on_the_cifar10_jpeg_folder(shared_data, name, expected):
     if models.pretrained_weights(name) is None:

@@ -75,6 +75,7 @@ def test_pretrained_weights_absent_or_unknown() -> None:
         pretrained_weights("resnet1000")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "expected"), [("resnet20", 0.916), ("resnet56", 0.927)])
 def test_accuracy_on_exact_cifar10_images(
     name: str, expected: float, exact_cifar10: tuple[np.ndarray, np.ndarray]

@@ -29,9 +29,10 @@ def _scores(run, detector, eps, **kw):
 
 
 @pytest.mark.parametrize("key", ["relu", "doctor", "odin"])
-def test_eps_zero_is_exactly_the_clean_score(run, key):
+def test_eps_zero_is_the_clean_score(run, key):
+    # The same images in other batches: equal to float rounding (kernels differ per batch size and CPU).
     detector = _fitted(run, key)
-    assert np.array_equal(_scores(run, detector, 0.0), detector.score(run.logits[SUBSET]))
+    np.testing.assert_allclose(_scores(run, detector, 0.0), detector.score(run.logits[SUBSET]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("key, temperature, rises", [("relu", 1.0, True), ("doctor", 1.0, True), ("odin", 1000.0, False)])

@@ -36,6 +36,7 @@ def _accuracy(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray) ->
         return float((model(x).argmax(1).numpy() == labels).mean())
 
 
+@pytest.mark.slow
 def test_cnn8_reaches_95_percent_on_digits(digits: Digits) -> None:
     x_train, y_train, x_test, y_test = digits
     model = train_small_cnn(x_train, y_train, 10, arch="cnn8", epochs=15, seed=0, batch_size=64)
@@ -43,6 +44,7 @@ def test_cnn8_reaches_95_percent_on_digits(digits: Digits) -> None:
     assert _accuracy(model, x_test, y_test) >= 0.95
 
 
+@pytest.mark.slow
 def test_same_seed_same_weights_other_seed_other_weights(digits: Digits) -> None:
     x_train, y_train, _, _ = digits
     runs = [train_small_cnn(x_train, y_train, 10, arch="cnn8", epochs=2, seed=s, batch_size=64) for s in (7, 7, 8)]
