@@ -22,7 +22,6 @@ arrays or Python floats.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,32 +176,56 @@ def auroc(uncertainty, correct) -> float:
     return _auroc(ranking)
 
 
+def _first_reaching(reached: np.ndarray, total: int, target: float) -> int:
+    """Index of the first group whose cumulative count / ``total`` is >= ``target`` (float division,
+    compared as ``sklearn.metrics.roc_curve``'s ``tpr >= target``). ``reached[-1] == total``, so one exists."""
+    return int(np.argmax(reached / total >= target))
+
+
 def _fpr_at_tpr(ranking: _Ranking, tpr: float, positive: str) -> float:
-    fpr_points, tpr_points, _ = _roc_points(ranking, positive, drop_intermediate=True)
-    return float(fpr_points[np.argmax(tpr_points >= tpr)])
+    # Every distinct threshold is a candidate (never the thinned curve): on tied scores sklearn's default
+    # drop_intermediate=True can skip the point where the TPR first reaches the target.
+    if positive == "correct":
+        g = _first_reaching(ranking.n_correct, ranking.total_correct, tpr)
+        return ranking.n_errors[g] / ranking.total_errors
+    # Errors as positives, flagged when uncertainty >= t: walk the groups from the most uncertain down.
+    errors_from = ranking.total_errors - np.concatenate(([0], ranking.n_errors[:-1]))
+    correct_from = ranking.total_correct - np.concatenate(([0], ranking.n_correct[:-1]))
+    g = _first_reaching(errors_from[::-1], ranking.total_errors, tpr)
+    return correct_from[::-1][g] / ranking.total_correct
 
 
 def fpr_at_tpr(uncertainty, correct, tpr: float = 0.95, positive: str = "correct") -> float:
-    """False positive rate at the first ROC threshold whose true positive rate reaches ``tpr``.
+    """False positive rate at the lowest threshold whose true positive rate reaches ``tpr``.
 
     ``positive="correct"`` (the paper's FPR at 95% TPR): positives are the correctly classified
-    samples, accepted when their uncertainty is low; the result is the fraction of *misclassified*
-    samples still accepted when 95% of the correct ones are. ``positive="error"``: positives are the
-    misclassified samples, flagged when their uncertainty is high; the result is the fraction of
-    *correct* samples flagged when 95% of the errors are caught.
+    samples, accepted when ``uncertainty <= t``; the result is the fraction of *misclassified* samples
+    still accepted when at least 95% of the correct ones are. ``positive="error"``: positives are the
+    misclassified samples, flagged when ``uncertainty >= t``; the result is the fraction of *correct*
+    samples flagged when at least 95% of the errors are caught.
 
-    The threshold is read off the curve of ``sklearn.metrics.roc_curve`` with its default
-    ``drop_intermediate=True``, i.e. ``fpr[np.argmax(tpr >= 0.95)]`` as in the reference code. (On
-    tied scores that curve can skip a point, which then moves the first crossing one point further.)
+    Every distinct uncertainty is a candidate threshold, and tied samples are accepted (or flagged)
+    together: the value is ``fpr[np.argmax(tpr >= 0.95)]`` on
+    ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``. The authors' scripts read it off the
+    default, thinned curve (``drop_intermediate=True``), which on tied scores can skip the crossing point
+    and overstate the FPR. Equals ``operating_point(u, c, "tpr", tpr).fpr`` (one computation).
     Raises :class:`InputError` unless both correct and misclassified samples are present.
     """
+    _check_target(tpr, "tpr")
     if positive not in _POSITIVE_CONVENTIONS:
         raise InputError(f'positive must be "correct" or "error", got {positive!r}')
-    if not 0.0 < float(tpr) <= 1.0:
-        raise InputError(f"tpr must lie in (0, 1], got {tpr!r}")
     ranking = _rank(uncertainty, correct)
     _require_both_classes(ranking, "FPR at TPR")
-    return _fpr_at_tpr(ranking, float(tpr), positive)
+    return float(_fpr_at_tpr(ranking, float(tpr), positive))
+
+
+def _check_target(target: float, what: str) -> None:
+    try:
+        value = float(target)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number in (0, 1], got {target!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise InputError(f"{what} must lie in (0, 1], got {target!r}")
 
 
 def _expected_errors(ranking: _Ranking) -> np.ndarray:
@@ -345,33 +368,33 @@ class OperatingPoint:
                 "correct rejected": int((correct & ~self.accepted).sum())}
 
 
-def operating_point(uncertainty: np.ndarray, correct: np.ndarray, kind: str, target: float) -> OperatingPoint:
+def operating_point(uncertainty, correct, kind: str, target: float) -> OperatingPoint:
     """The lowest threshold reaching ``target``: a TPR (fraction of correct predictions accepted,
     ``kind="tpr"``) or a coverage (fraction of all predictions accepted, ``kind="coverage"``).
 
     Positives are the correct predictions and a sample is accepted when its uncertainty is <= the
-    threshold, as in :func:`roc_curve`; with ``kind="tpr"`` and ``target=0.95`` the FPR equals
-    :func:`fpr_at_tpr`. Ties at the threshold are all accepted, so the reached TPR / coverage can exceed
-    the target.
+    threshold, as in :func:`roc_curve`. The threshold is looked up over every distinct uncertainty by
+    the same computation as :func:`fpr_at_tpr`, so with ``kind="tpr"`` its ``fpr`` equals
+    ``fpr_at_tpr(uncertainty, correct, target)``. Ties at the threshold are all accepted, so the reached
+    TPR / coverage can exceed the target. FPR (TPR) is 0 when there are no errors (no correct samples).
     """
-    uncertainty = np.asarray(uncertainty, dtype=np.float64)
-    correct = np.asarray(correct, dtype=bool)
-    if not 0.0 < target <= 1.0:
-        raise InputError(f"the target must be in (0, 1], got {target:g}")
-    pool = uncertainty[correct] if kind == "tpr" else uncertainty
     if kind not in ("tpr", "coverage"):
-        raise InputError(f"unknown operating point kind {kind!r}")
-    if pool.size == 0:
-        threshold = -np.inf
+        raise InputError(f"unknown operating point kind {kind!r}: choose 'tpr' or 'coverage'")
+    _check_target(target, "the target")
+    ranking = _rank(uncertainty, correct)
+    if kind == "tpr":
+        if ranking.total_correct == 0:
+            raise InputError("a TPR target needs correctly classified samples")
+        g = _first_reaching(ranking.n_correct, ranking.total_correct, float(target))
     else:
-        ranked = np.sort(pool)
-        threshold = float(ranked[max(math.ceil(target * ranked.size) - 1, 0)])
-    accepted = uncertainty <= threshold
-    n_pos, n_neg, n_acc = int(correct.sum()), int((~correct).sum()), int(accepted.sum())
-    errors_accepted = int((accepted & ~correct).sum())
+        g = _first_reaching(ranking.n_accepted, ranking.size, float(target))
+    n_acc, n_corr, n_err = int(ranking.n_accepted[g]), int(ranking.n_correct[g]), int(ranking.n_errors[g])
+    threshold = float(ranking.values[g])
     return OperatingPoint(
-        threshold=threshold, accepted=accepted,
-        fpr=errors_accepted / n_neg if n_neg else 0.0,
-        tpr=int((accepted & correct).sum()) / n_pos if n_pos else 0.0,
-        coverage=n_acc / accepted.size, risk=errors_accepted / n_acc if n_acc else 0.0,
+        threshold=threshold,
+        accepted=_to_numpy(uncertainty).astype(np.float64, copy=False) <= threshold,
+        fpr=n_err / ranking.total_errors if ranking.total_errors else 0.0,
+        tpr=n_corr / ranking.total_correct if ranking.total_correct else 0.0,
+        coverage=n_acc / ranking.size,
+        risk=n_err / n_acc,
     )

@@ -55,28 +55,45 @@ def test_roc_curve_matches_sklearn(seed: int, tied: bool) -> None:
         np.testing.assert_array_equal(thresholds, -ref_thresholds)  # uncertainty scale
 
 
+def _full_curve_fpr(positives: np.ndarray, scores: np.ndarray, target: float) -> float:
+    """FPR at the first point of sklearn's *full* ROC curve (every distinct threshold) with TPR >= target."""
+    fpr, tpr, _ = skm.roc_curve(positives, scores, drop_intermediate=False)
+    return float(fpr[np.argmax(tpr >= target)])
+
+
 @pytest.mark.parametrize("tied", [False, True])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_auroc_and_fpr_match_sklearn(seed: int, tied: bool) -> None:
     uncertainty, correct = _scores(seed, tied)
     assert metrics.auroc(uncertainty, correct) == pytest.approx(skm.roc_auc_score(correct, -uncertainty), abs=1e-12)
-    for target in (0.95, 0.5, 0.8, 1.0):
-        fpr, tpr, _ = skm.roc_curve(correct, -uncertainty)
-        assert metrics.fpr_at_tpr(uncertainty, correct, target) == fpr[np.argmax(tpr >= target)]
-        fpr, tpr, _ = skm.roc_curve(~correct, uncertainty)
-        assert metrics.fpr_at_tpr(uncertainty, correct, target, positive="error") == fpr[np.argmax(tpr >= target)]
+    for target in (0.95, 0.5, 0.8, 0.07, 0.3, 1.0):
+        assert metrics.fpr_at_tpr(uncertainty, correct, target) == _full_curve_fpr(correct, -uncertainty, target)
+        assert metrics.fpr_at_tpr(uncertainty, correct, target, positive="error") == _full_curve_fpr(
+            ~correct, uncertainty, target
+        )
+        assert metrics.operating_point(uncertainty, correct, "tpr", target).fpr == metrics.fpr_at_tpr(
+            uncertainty, correct, target
+        )
 
 
-def test_fpr_at_tpr_follows_sklearn_dropped_points() -> None:
-    # Two identical tie groups in a row: sklearn drops the middle point, so the first crossing of
-    # TPR >= 0.5 moves to the next point (FPR 1.0 instead of 0.5). We reproduce sklearn's value.
-    uncertainty = np.array([0, 0, 1, 1, 2, 2], dtype=float)
-    correct = np.array([True, False, True, False, True, False])
-    fpr, tpr, _ = skm.roc_curve(correct, -uncertainty)
-    expected = fpr[np.argmax(tpr >= 0.5)]
-    assert metrics.fpr_at_tpr(uncertainty, correct, 0.5) == expected
-    full_fpr, full_tpr, _ = skm.roc_curve(correct, -uncertainty, drop_intermediate=False)
-    assert full_fpr[np.argmax(full_tpr >= 0.5)] != expected  # the case really differs
+def test_fpr95_on_ties_uses_every_threshold() -> None:
+    # The issue's example: u <= 2 accepts 19/20 correct (TPR exactly 0.95) and 2/4 errors, so FPR95 = 0.5.
+    # sklearn's default (thinned) curve skips that point and gives 0.75, as the authors' scripts would.
+    uncertainty = np.array([0.0] * 17 + [1, 1, 2, 2, 3, 3, 4])
+    correct = np.array([True] * 17 + [True, False] * 3 + [False])
+    assert metrics.fpr_at_tpr(uncertainty, correct, 0.95) == 0.5
+    assert metrics.summary(uncertainty, correct)["fpr95"] == 0.5
+    assert metrics.operating_point(uncertainty, correct, "tpr", 0.95).fpr == 0.5
+    thinned_fpr, thinned_tpr, _ = skm.roc_curve(correct, -uncertainty)
+    assert thinned_fpr[np.argmax(thinned_tpr >= 0.95)] == 0.75  # the case really differs
+    # Two tied pairs in a row: the thinned curve drops the crossing point in both conventions.
+    tied_pairs = np.array([0, 0, 1, 1, 2, 2], dtype=float)
+    alternating = np.array([True, False, True, False, True, False])
+    for positive, flags, scores in (("correct", alternating, -tied_pairs), ("error", ~alternating, tied_pairs)):
+        full = _full_curve_fpr(flags, scores, 0.5)
+        fpr, tpr, _ = skm.roc_curve(flags, scores)
+        assert fpr[np.argmax(tpr >= 0.5)] != full
+        assert metrics.fpr_at_tpr(tied_pairs, alternating, 0.5, positive=positive) == full
 
 
 def test_auroc_ties_count_one_half() -> None:
@@ -187,8 +204,9 @@ def test_fpr_at_tpr_rejects_bad_options() -> None:
     uncertainty, correct = _scores(0, tied=False)
     with pytest.raises(InputError, match="positive"):
         metrics.fpr_at_tpr(uncertainty, correct, positive="wrong")
-    with pytest.raises(InputError, match="tpr"):
-        metrics.fpr_at_tpr(uncertainty, correct, tpr=1.5)
+    for bad in (1.5, 0.0, float("nan"), "x"):
+        with pytest.raises(InputError, match="tpr"):
+            metrics.fpr_at_tpr(uncertainty, correct, tpr=bad)
 
 
 # --------------------------------------------------------------------------- classifier metrics
@@ -301,3 +319,5 @@ def test_operating_point_rejects_bad_targets():
         metrics.operating_point(np.zeros(3), np.array([True, False, True]), "tpr", 0.0)
     with pytest.raises(InputError):
         metrics.operating_point(np.zeros(3), np.array([True, False, True]), "precision", 0.5)
+    with pytest.raises(InputError, match="correctly classified"):
+        metrics.operating_point(np.zeros(3), np.zeros(3, dtype=bool), "tpr", 0.5)
