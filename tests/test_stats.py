@@ -1,0 +1,120 @@
+"""Paired bootstrap of Rel-U − Doctor: every resample against the metrics recomputed on the materialised
+resample (metrics are themselves checked against scikit-learn), verdicts, seeding and validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relu_core import metrics, stats
+from relu_core.errors import InputError
+
+
+def _pair(seed: int, n: int = 400, tied: bool = False, gap: float = 0.5):
+    """(a, b, correct): b is a's noisier copy, so a is the better detector by a margin set by ``gap``."""
+    rng = np.random.default_rng(seed)
+    correct = rng.random(n) < 0.75
+    correct[:2] = (True, False)
+    a = rng.normal(size=n) + (~correct) * 1.5
+    b = a + rng.normal(size=n) * gap
+    if tied:
+        a, b = np.round(a), np.round(b)
+    return a, b, correct
+
+
+def _draws(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """The documented resampling stream: blocks of BLOCK rows of N uniform indices."""
+    rng = np.random.default_rng(seed)
+    blocks = [rng.integers(0, n, size=(min(stats.BLOCK, n_resamples - i), n))
+              for i in range(0, n_resamples, stats.BLOCK)]
+    return np.concatenate(blocks)
+
+
+@pytest.mark.parametrize("positive", ["correct", "error"])
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_each_resample_equals_the_metrics_of_the_materialised_resample(seed, tied, positive):
+    a, b, correct = _pair(seed, n=int(50 + 100 * seed), tied=tied)
+    n_resamples = stats.BLOCK + 7  # a full block and a partial one
+    got = stats.bootstrap_differences(a, b, correct, n_resamples=n_resamples, seed=seed, fpr_positive=positive)
+    for r, idx in enumerate(_draws(len(a), n_resamples, seed)):
+        if correct[idx].all() or not correct[idx].any():
+            assert all(np.isnan(got[k][r]) for k in got)
+            continue
+        sa, sb = metrics.summary(a[idx], correct[idx], positive), metrics.summary(b[idx], correct[idx], positive)
+        for key in ("fpr95", "auroc", "aurc"):
+            assert got[key][r] == pytest.approx(sa[key] - sb[key], abs=1e-12), (r, key)
+
+
+def test_estimate_is_the_difference_on_the_samples_and_lies_in_a_sensible_interval():
+    a, b, correct = _pair(0, n=2000)
+    result = stats.paired_bootstrap(a, b, correct, n_resamples=1000, seed=1)
+    sa, sb = metrics.summary(a, correct), metrics.summary(b, correct)
+    for key, diff in result.items():
+        assert diff.estimate == pytest.approx(sa[key] - sb[key], abs=1e-15)
+        assert diff.low <= diff.estimate <= diff.high and diff.n_resamples == 1000
+    # a is clearly better: higher AUROC, lower FPR95 and AURC, all significant
+    assert result["auroc"].significant and result["auroc"].a_is_better() and result["auroc"].low > 0
+    assert result["aurc"].significant and result["aurc"].high < 0
+    assert result["auroc"].verdict().startswith("AUROC: Rel-U better than Doctor by ")
+    swapped = stats.paired_bootstrap(b, a, correct, n_resamples=1000, seed=1)
+    assert swapped["auroc"].verdict().startswith("AUROC: Doctor better than Rel-U by ")
+
+
+def test_identical_detectors_show_no_significant_difference():
+    a, _, correct = _pair(3)
+    result = stats.paired_bootstrap(a, a.copy(), correct, n_resamples=200)
+    for diff in result.values():
+        assert (diff.estimate, diff.low, diff.high) == (0.0, 0.0, 0.0)
+        assert not diff.significant
+        assert "no significant difference" in diff.verdict()
+    # a real but tiny difference on few samples is not called a win either
+    a, b, correct = _pair(4, n=60, gap=0.05)
+    assert not stats.paired_bootstrap(a, b, correct)["auroc"].significant
+
+
+def test_same_seed_same_interval_other_seed_other_draws():
+    a, b, correct = _pair(5)
+    first = stats.paired_bootstrap(a, b, correct, n_resamples=300, seed=7)
+    assert stats.paired_bootstrap(a, b, correct, n_resamples=300, seed=7) == first
+    other = stats.bootstrap_differences(a, b, correct, n_resamples=300, seed=8)
+    assert not np.array_equal(other["auroc"], stats.bootstrap_differences(a, b, correct, n_resamples=300, seed=7)["auroc"])
+
+
+def test_pooled_over_one_seed_equals_the_single_split_and_averages_seeds():
+    pairs = [_pair(s, n=300) for s in range(3)]
+    single = stats.paired_bootstrap(*pairs[0], n_resamples=200, seed=4)
+    assert stats.pooled_bootstrap(pairs[:1], n_resamples=200, seed=4) == single
+    pooled = stats.pooled_bootstrap(pairs, n_resamples=200, seed=4)
+    mean = np.mean([metrics.auroc(a, c) - metrics.auroc(b, c) for a, b, c in pairs])
+    assert pooled["auroc"].estimate == pytest.approx(mean, abs=1e-14)
+    per_seed = [stats.bootstrap_differences(*p, metrics=("auroc",), n_resamples=200, seed=4 + s)["auroc"]
+                for s, p in enumerate(pairs)]
+    low, high = np.quantile(np.mean(per_seed, axis=0), [0.025, 0.975])
+    assert (pooled["auroc"].low, pooled["auroc"].high) == pytest.approx((low, high), abs=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"metrics": ("precision",)}, "unknown metric"),
+        ({"n_resamples": 0}, "n_resamples"),
+        ({"n_resamples": 2.5}, "n_resamples"),
+        ({"confidence": 1.0}, "confidence"),
+        ({"fpr_positive": "both"}, "fpr_positive"),
+    ],
+)
+def test_bad_options_raise(kwargs, message):
+    a, b, correct = _pair(0, n=50)
+    with pytest.raises(InputError, match=message):
+        stats.paired_bootstrap(a, b, correct, **kwargs)
+
+
+def test_bad_inputs_raise():
+    a, b, correct = _pair(0, n=50)
+    with pytest.raises(InputError, match="differ in length"):
+        stats.paired_bootstrap(a, b[:-1], correct)
+    with pytest.raises(InputError, match="correctly and wrongly"):
+        stats.paired_bootstrap(a, b, np.ones(50, bool))
+    with pytest.raises(InputError, match="NaN"):
+        stats.paired_bootstrap(np.full(50, np.nan), b, correct)
