@@ -9,6 +9,7 @@ split and is cached). Target: at most 50 ms at 10k x 100. Run: ``.venv/bin/pytho
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -19,6 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ui_common as ui  # noqa: E402
+from bench.busy import one_core_busy  # noqa: E402
 from relu_core.runs import Run, content_id  # noqa: E402
 from relu_core import metrics  # noqa: E402
 
@@ -46,8 +48,9 @@ def slider_change(run_id: str, class_names, temperature: float, lam: float) -> N
     ui.view_figures(view, class_names, points)
 
 
-def bench(n: int, n_classes: int) -> None:
-    run = synthetic_run(n, n_classes)
+def bench(n: int, n_classes: int, label: str, seed: int) -> tuple[float, float]:
+    """Median λ-move and T-move times (ms) on a fresh run (its own softmax cache)."""
+    run = synthetic_run(n, n_classes, seed)
     run_id = ui.register_run(run)
     slider_change(run_id, run.class_names, 1.0, 0.5)  # warm-up: softmax at T=1, split, confusion figure
     lam_times, t_times = [], []
@@ -59,14 +62,20 @@ def bench(n: int, n_classes: int) -> None:
         start = time.perf_counter()
         slider_change(run_id, run.class_names, temperature, 0.5)  # a new T: its softmax is computed here
         t_times.append(time.perf_counter() - start)
-    print(f"{n:>6} x {n_classes:<4} λ move: median {1e3 * statistics.median(lam_times):6.1f} ms "
-          f"(max {1e3 * max(lam_times):6.1f})   T move (new softmax): median "
-          f"{1e3 * statistics.median(t_times):6.1f} ms (max {1e3 * max(t_times):6.1f})")
+    lam_ms, t_ms = 1e3 * statistics.median(lam_times), 1e3 * statistics.median(t_times)
+    print(f"{n:>6} x {n_classes:<4} {label:<16} λ move: median {lam_ms:6.1f} ms (max {1e3 * max(lam_times):6.1f})"
+          f"   T move (new softmax): median {t_ms:6.1f} ms (max {1e3 * max(t_times):6.1f})")
+    return lam_ms, t_ms
 
 
 if __name__ == "__main__":
     import logging
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)
+    print(f"Explore slider change, server side (includes the paired bootstrap of Rel-U − Doctor); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs before the runs")
     for shape in ((10_000, 10), (10_000, 100)):
-        bench(*shape)
+        quiet = bench(*shape, "quiet", seed=0)
+        with one_core_busy():
+            loaded = bench(*shape, "one core busy", seed=1)
+        print(f"{'':>12} loaded / quiet: λ {loaded[0] / quiet[0]:.2f}x, T {loaded[1] / quiet[1]:.2f}x")

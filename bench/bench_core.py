@@ -33,6 +33,7 @@ import sklearn.metrics as skm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.busy import one_core_busy  # noqa: E402
 from relu_core import metrics  # noqa: E402
 from relu_core.detectors import MSP, ODIN, Doctor, RelU, softmax  # noqa: E402
 
@@ -155,6 +156,8 @@ def main() -> None:
         split = synthetic_split(n, n_classes)
         fast_repeats = 3 if args.quick else (5 if n * n_classes > 10**7 else 21)
         fast, fast_cpu = median_seconds(lambda: fast_update(*split), fast_repeats)
+        with one_core_busy():
+            loaded, _ = median_seconds(lambda: fast_update(*split), fast_repeats)
         naive_n = min(n, NAIVE_MAX_SAMPLES[n_classes])
         naive_split = _subsample(split, naive_n) if naive_n < n else split
         _assert_agree(fast_update(*naive_split), naive_update(*naive_split), f"{n} x {n_classes}")
@@ -165,17 +168,20 @@ def main() -> None:
                 "(conservative: its AURC loop is quadratic)"
             )
         accuracy = float(np.mean(np.concatenate([split[0].argmax(1) == split[1], split[2].argmax(1) == split[3]])))
-        rows.append((f"{n:,} x {n_classes}", accuracy, fast, fast_cpu, naive))
+        rows.append((f"{n:,} x {n_classes}", accuracy, fast, fast_cpu, loaded, naive))
 
     print("One slider update: fit Rel-U on the tuning half; score Rel-U, Doctor, MSP, ODIN on the evaluation half;")
     print("ROC, FPR95, AUROC, risk-coverage and AURC for each. Median wall time; both ways agree on every value.")
     print()
-    print("| logits (N x C) | accuracy | fast | fast, CPU time | naive | speed-up |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for label, accuracy, fast, fast_cpu, naive in rows:
+    print("'loaded': the same with another process saturating one core (started and stopped here).")
+    print()
+    print("| logits (N x C) | accuracy | fast | fast, CPU time | fast, one core busy | loaded / quiet | naive "
+          "| speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, accuracy, fast, fast_cpu, loaded, naive in rows:
         print(
-            f"| {label} | {accuracy:.3f} | {_format(fast)} | {_format(fast_cpu)} | {_format(naive)} "
-            f"| {naive / fast:,.0f}x |"
+            f"| {label} | {accuracy:.3f} | {_format(fast)} | {_format(fast_cpu)} | {_format(loaded)} "
+            f"| {loaded / fast:.2f}x | {_format(naive)} | {naive / fast:,.0f}x |"
         )
     for note in notes:
         print(f"\nNote: {note}.")

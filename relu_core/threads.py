@@ -1,0 +1,168 @@
+"""The library's thread policy: slider-sized work runs on one BLAS / torch thread, scoped to the call.
+
+Why: the hot paths (softmax, second moments, Rel-U scores, curves) multiply matrices of a few MB. On a
+quiet 2-core machine a second BLAS thread saves a millisecond or two; on a busy one (a Streamlit server
+with several sessions, a benchmark beside a training job) the threads spin against each other and the
+same update takes 10-20x longer (bench/bench_core.py prints both). So every public entry point that does
+such work runs inside :func:`limited`, which pins OpenBLAS/MKL (through threadpoolctl) and torch's
+intra-op pool to :data:`SMALL_WORK_THREADS` for the duration of the outermost call, then restores what
+the process had. Work estimated at :data:`LARGE_WORK_FLOPS` or more keeps the process's setting, where
+parallel BLAS pays (e.g. 50k x 1000 moments).
+
+This module is the one place to change the policy (:func:`configure`). Importing ``relu_core`` changes
+no thread setting; model inference in :mod:`relu_core.engine` is not limited (it is large work).
+
+The BLAS thread count is process-wide, so its limit is reference-counted under a lock: it is set when
+the first limited section of any thread starts and restored when the last one ends (a large BLAS
+computation that starts meanwhile runs with one thread until then). OpenBLAS is set through
+``openblas_set_num_threads_local`` where the build has it (numpy's and scipy's wheels do): unlike
+``openblas_set_num_threads`` it takes effect from any thread, including Streamlit's script threads after
+the main thread has set it. Other BLAS builds (e.g. the OpenBLAS 0.3.15 bundled with opencv, which the
+corruptions load) are set through threadpoolctl, best effort: from a worker thread such a build may keep
+its threads, which costs nothing here because no hot path calls into it. torch's intra-op setting belongs to the calling thread (OpenMP), so each
+thread saves and restores its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import torch
+
+#: Threads for slider-sized work.
+SMALL_WORK_THREADS = 1
+#: Estimated multiply-adds from which a call keeps the process's thread setting.
+LARGE_WORK_FLOPS = 5e9
+
+_lock = threading.Lock()
+_depth = 0  # limited sections running in any thread: the BLAS setting is the process's
+_saved: tuple[list, list, list[int]] | None = None
+_local = threading.local()  # per-thread depth and torch setting
+_libraries: tuple[list, list] | None = None
+_modules_seen = 0
+_enabled = True
+
+F = TypeVar("F", bound=Callable)
+
+
+def configure(*, enabled: bool | None = None, small_work_threads: int | None = None,
+              large_work_flops: float | None = None) -> None:
+    """Change the policy for the whole process: switch it off (``enabled=False``: the process's own
+    settings everywhere), or set the thread count for small work and the size from which work is large."""
+    global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS
+    if enabled is not None:
+        _enabled = bool(enabled)
+    if small_work_threads is not None:
+        if int(small_work_threads) < 1:
+            raise ValueError("small_work_threads must be at least 1")
+        SMALL_WORK_THREADS = int(small_work_threads)
+    if large_work_flops is not None:
+        LARGE_WORK_FLOPS = float(large_work_flops)
+
+
+def _blas_libraries() -> tuple[list, list]:
+    """``(per_thread, process_wide)``: ``openblas_set_num_threads_local`` of each loaded OpenBLAS that has
+    it (0.3.27+: numpy's and scipy's wheels), and threadpoolctl controllers of the other BLAS libraries.
+    Looked up again whenever modules were imported since the last look (an import may load another BLAS)."""
+    global _libraries, _modules_seen
+    if _libraries is None or len(sys.modules) != _modules_seen:
+        _modules_seen = len(sys.modules)
+        from threadpoolctl import ThreadpoolController
+
+        per_thread, process_wide = [], []
+        for controller in ThreadpoolController().lib_controllers:
+            if controller.user_api != "blas":
+                continue
+            setter = getattr(ctypes.CDLL(controller.filepath), "openblas_set_num_threads_local", None)
+            if controller.internal_api == "openblas" and setter is not None:
+                setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
+                per_thread.append(setter)
+            else:
+                process_wide.append(controller)
+        _libraries = per_thread, process_wide
+    return _libraries
+
+
+def _enter() -> None:
+    global _depth, _saved
+    with _lock:
+        if _depth == 0:
+            per_thread, process_wide = _blas_libraries()
+            # set_num_threads_local returns the previous setting; it takes effect from whichever thread calls
+            previous = [setter(SMALL_WORK_THREADS) for setter in per_thread]
+            previous += [lib.get_num_threads() for lib in process_wide]
+            _saved = (per_thread, process_wide, previous)  # restored on exactly these libraries
+            for lib in process_wide:
+                lib.set_num_threads(SMALL_WORK_THREADS)
+        _depth += 1
+    depth = getattr(_local, "depth", 0)
+    if depth == 0:
+        _local.torch_threads = torch.get_num_threads()
+        if _local.torch_threads != SMALL_WORK_THREADS:
+            torch.set_num_threads(SMALL_WORK_THREADS)
+    _local.depth = depth + 1
+
+
+def _exit() -> None:
+    global _depth, _saved
+    _local.depth -= 1
+    if _local.depth == 0 and torch.get_num_threads() != _local.torch_threads:
+        torch.set_num_threads(_local.torch_threads)
+    with _lock:
+        _depth -= 1
+        if _depth == 0 and _saved is not None:
+            per_thread, process_wide, previous = _saved
+            for setter, n in zip(per_thread, previous):
+                setter(n)
+            for lib, n in zip(process_wide, previous[len(per_thread):]):
+                lib.set_num_threads(n)
+            _saved = None
+
+
+@contextmanager
+def limited(work: float = 0.0) -> Iterator[None]:
+    """Run the block under the small-work thread limit unless ``work`` (estimated multiply-adds) is at
+    least :data:`LARGE_WORK_FLOPS` or the policy is off. Nested and concurrent sections share one limit."""
+    if not _enabled or work >= LARGE_WORK_FLOPS:
+        yield
+        return
+    _enter()
+    try:
+        yield
+    finally:
+        _exit()
+
+
+def estimated_flops(*args: object) -> float:
+    """``N * C * C`` of the first (N, C) array among ``args`` (a second moment or a Rel-U score costs
+    about that many multiply-adds), 0 when there is none."""
+    for value in args:
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) == 2:
+            return float(shape[0]) * float(shape[1]) ** 2
+    return 0.0
+
+
+def small_work(function: F) -> F:
+    """Decorator: run ``function`` under :func:`limited`, sized by :func:`estimated_flops` of its arguments."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with limited(estimated_flops(*args, *kwargs.values())):
+            return function(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def current_limit() -> tuple[list[int], int]:
+    """(BLAS thread counts, torch intra-op threads) as the process has them now (for tests and benchmarks)."""
+    from threadpoolctl import ThreadpoolController
+
+    blas = [lib.num_threads for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    return blas, torch.get_num_threads()
