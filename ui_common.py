@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import streamlit as st
-from threadpoolctl import threadpool_limits
 
-from relu_core import detectors, figures, metrics, protocol
+from relu_core import detectors, figures, metrics, protocol, stats, threads
 from relu_core.errors import Cancelled, InputError
 
 # ------------------------------------------------------------------------------------------- constants
@@ -45,10 +45,6 @@ PERTURBED: tuple[str, ...] = ("relu", "doctor")
 #: Thin ROC / risk-coverage lines to this many points when drawing (metrics use every sample).
 CURVE_POINTS = 1500
 USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
-
-# The matrices of a slider change are small (C x C moments, N x C scores): one BLAS thread computes them
-# in a few ms, while several threads on a busy machine spin and wait for each other (10-20x slower).
-threadpool_limits(limits=1, user_api="blas")
 
 # ------------------------------------------------------------------------------------------- runs
 
@@ -451,10 +447,14 @@ class ExploreView:
     correct: np.ndarray
     dstar: np.ndarray
     lam_used: float
+    fallback: bool
     accuracy_eval: float
     detectors: dict[str, DetectorView] = field(default_factory=dict)
+    #: Rel-U − Doctor on the evaluation split with its paired bootstrap interval, per metric.
+    paired: dict[str, stats.PairedDifference] = field(default_factory=dict)
 
 
+@threads.small_work
 def explore(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int,
             keys: Sequence[str], perturbed: dict[str, np.ndarray] | None = None) -> ExploreView:
     """The compute path of one Explore setting: Rel-U fit on the tuning split at T, every detector scored,
@@ -475,7 +475,7 @@ def explore(run_id: str, temperature: float, lam: float | str, tune_fraction: fl
             scores[key] = fixed_scores(run_id, key)
     correct_eval = correct[eval_idx]
     view = ExploreView(run_id, tune_idx, eval_idx, predictions, correct, relu.matrix_, float(relu.lam_),
-                       float(correct_eval.mean()))
+                       bool(relu.fallback_), float(correct_eval.mean()))
     for key in dict.fromkeys([*keys, "relu", "doctor"]):
         uncertainty = scores[key]
         eval_u = perturbed[key] if perturbed and key in perturbed else uncertainty[eval_idx]
@@ -483,6 +483,8 @@ def explore(run_id: str, temperature: float, lam: float | str, tune_fraction: fl
         coverage, risk = metrics.risk_coverage_curve(eval_u, correct_eval)
         view.detectors[key] = DetectorView(DETECTOR_LABELS[key], uncertainty, eval_u, fpr, tpr, coverage, risk,
                                            metrics.summary(eval_u, correct_eval))
+    view.paired = stats.paired_bootstrap(view.detectors["relu"].eval_uncertainty,
+                                         view.detectors["doctor"].eval_uncertainty, correct_eval, seed=seed)
     return view
 
 
@@ -528,6 +530,40 @@ def view_figures(view: ExploreView, class_names: Sequence[str], points: dict[str
 
 
 # ------------------------------------------------------------------------------------------- display helpers
+
+
+def paired_rows(paired: dict[str, stats.PairedDifference]) -> pd.DataFrame:
+    """One row per metric: the difference Rel-U − Doctor, its 95 % interval and the verdict in words."""
+    return pd.DataFrame(
+        [{"metric": stats.METRIC_LABELS[m], "Rel-U − Doctor": f"{d.estimate:+.4f}",
+          "95 % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
+          "verdict": d.verdict().split(": ", 1)[1]} for m, d in paired.items()]
+    )
+
+
+def paired_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """``robustness.RobustnessResult.paired`` in words: corruption, metric, mean ± std over seeds, interval,
+    verdict."""
+    return pd.DataFrame({
+        "corruption": frame["corruption"],
+        "metric": [stats.METRIC_LABELS[m] for m in frame["metric"]],
+        "Rel-U − Doctor (mean ± std over seeds)": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])],
+        "95 % CI of the mean": [f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(frame["ci_low"], frame["ci_high"])],
+        "verdict": [v.split(": ", 1)[1] for v in frame["verdict"]],
+    })
+
+
+def readable_hyperparameters(frame: pd.DataFrame) -> pd.DataFrame:
+    """The selected hyperparameters with readable headers: T, λ (– where none), the fallback in words."""
+    return pd.DataFrame({
+        "seed": frame["seed"],
+        "detector": frame["detector"],
+        "T": [f"{t:g}" for t in frame["temperature"]],
+        "λ": ["–" if lam is None or pd.isna(lam) else f"{lam:g}" for lam in frame["lam"]],
+        "D*": [protocol.FALLBACK_LABEL if f else ("learned" if d == "Rel-U" else "–")
+               for f, d in zip(frame["hamming_fallback"], frame["detector"])],
+        "settings searched": frame["settings_searched"],
+    })
 
 
 def thumbnail(image: np.ndarray, size: int = 72) -> np.ndarray:

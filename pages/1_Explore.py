@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from relu_core import detectors, figures, metrics, protocol
+from relu_core import detectors, figures, metrics, protocol, stats
 from relu_core.errors import Cancelled
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
@@ -151,7 +151,9 @@ def explore_panel(run_id: str) -> None:
                                        "dstar_matrix.csv", "text/csv"),
                                       ("D* (.npy)", npy.getvalue(), "dstar.npy", "application/octet-stream")])
         st.caption(f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {temperature:g}, "
-                   f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm.")
+                   f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm."
+                   + (f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
+                      if view.fallback else ""))
     with right:
         cm, cm_fig = ui.confusion_figure(run_id, tune_fraction, seed)
         event = _chart(cm_fig, "confusion", on_select="rerun", selection_mode="points")
@@ -189,15 +191,16 @@ def explore_panel(run_id: str) -> None:
         table.loc["Rel-U − Doctor"] = table.loc[relu_row] - table.loc[doctor_row]
         table = table.astype(float)
 
+    significant = {f"{stats.METRIC_LABELS[m]} {'↑' if d.higher_is_better else '↓'}": d
+                   for m, d in view.paired.items() if d.significant}
+
     def _highlight(row: pd.Series) -> list[str]:
+        # Only a difference whose paired interval excludes 0 is coloured: the rest is noise.
         if row.name != "Rel-U − Doctor":
             return [""] * len(row)
-        styles = []
-        for column, value in row.items():
-            better = (value > 0) if "↑" in column else (value < 0)
-            styles.append("" if pd.isna(value) or value == 0 else
-                          f"background-color: {'#c7e9c0' if better else '#fcbba1'}; font-weight: bold")
-        return styles
+        return ["" if column not in significant else
+                f"background-color: {'#c7e9c0' if significant[column].a_is_better() else '#fcbba1'}; font-weight: bold"
+                for column in row.index]
 
     st.subheader("Metrics on the evaluation split")
     st.dataframe(table.style.apply(_highlight, axis=1).format("{:.4f}", na_rep=""))
@@ -206,6 +209,11 @@ def explore_panel(run_id: str) -> None:
                f"ε = {eps:g}" + (" (Rel-U and Doctor pre-processed)" if eps > 0 else "") + ".")
     st.download_button("metrics (CSV)", table.to_csv(), file_name="metrics.csv", mime="text/csv",
                        on_click="ignore", key="dl_metrics")
+    st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
+    st.dataframe(ui.paired_rows(view.paired), hide_index=True)
+    st.caption(f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired bootstrap "
+               "resamples of the evaluation samples (the same resample scores both detectors). The difference row "
+               "above is coloured only where the interval excludes 0.")
 
     # ---------------------------------------------------------------- operating point
     st.subheader("Operating point")

@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 
 import ui_common as ui
-from relu_core import corruptions, detectors, figures, protocol, robustness
+from relu_core import corruptions, detectors, figures, protocol, robustness, stats
 
 st.set_page_config(page_title="Corruptions · Rel-U Studio", layout="wide")
 run = ui.sidebar_run_picker()
@@ -116,11 +116,12 @@ else:
     fallback = result.hyperparameters.loc[result.hyperparameters["hamming_fallback"], "seed"].tolist()
     if fallback and {"Rel-U", "Doctor"} <= set(result.hyperparameters["detector"]):
         st.info(
-            f"On seed(s) {', '.join(map(str, fallback))} of {n_seeds}, the λ selected on the clean tuning split "
-            "makes D* the Hamming matrix: Rel-U then ranks exactly like Doctor (the grid search found no learned "
-            "D* better than it), and where T agrees too the two polygons coincide. See the hyperparameters below; "
-            "another selection criterion or tuning fraction may select a learned D*."
+            f"On seed(s) {', '.join(map(str, fallback))} of {n_seeds}, Rel-U's D* is the Hamming fallback "
+            "(= Doctor): the clean tuning split left D* empty, so Rel-U ranks exactly like Doctor there."
         )
+    searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
+    st.caption("Settings searched by the cross-validated selection on the clean tuning split: "
+               + ", ".join(f"{d} {n}" for d, n in searched.items()) + ".")
 
     # ------------------------------------------------------------------ radar plots
     auroc, fpr = result.pivot("auroc"), result.pivot("fpr95")
@@ -142,6 +143,24 @@ else:
             radial_range=(0.0, 1.0),
         )
         st.plotly_chart(fig, config=figures.chart_config("radar_fpr95"), key="rob_radar_fpr")
+
+    # ------------------------------------------------------------------ paired statistics
+    if not result.paired.empty:
+        st.subheader("Rel-U − Doctor, paired, per corruption")
+        corrupted_rows = result.paired[result.paired["corruption"] != robustness.CLEAN]
+        for metric in ("auroc", "fpr95"):
+            rows = corrupted_rows[corrupted_rows["metric"] == metric]
+            higher_better = metric == "auroc"
+            wins = int((rows["significant"] & ((rows["estimate"] > 0) == higher_better)).sum())
+            losses = int((rows["significant"] & ((rows["estimate"] > 0) != higher_better)).sum())
+            st.markdown(
+                f"**{stats.METRIC_LABELS[metric]}**: Rel-U significantly better on {wins}, significantly worse on "
+                f"{losses}, no significant difference on {len(rows) - wins - losses} of {len(rows)} corruptions "
+                f"(95 % paired bootstrap interval of the mean over {n_seeds} seed(s))."
+            )
+        st.dataframe(ui.paired_table(result.paired), hide_index=True)
+        st.caption("Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "
+                   "over seeds, and whether the 95 % interval excludes 0. The radar plots above show the means.")
 
     # ------------------------------------------------------------------ accuracy
     corrupted = result.accuracy[result.accuracy["corruption"] != robustness.CLEAN]
@@ -171,7 +190,7 @@ else:
         key="rob_dl_seeds",
     )
     with st.expander("Hyperparameters selected on each clean tuning split"):
-        st.dataframe(result.hyperparameters, hide_index=True)
+        st.dataframe(ui.readable_hyperparameters(result.hyperparameters), hide_index=True)
 
 
 # ------------------------------------------------------------------------------------------- gallery

@@ -191,7 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--fpr-positive", choices=["correct", "error"], default="correct",
                     help="which samples are the positives for FPR at 95%% TPR: correct (the paper's, default) "
                          "or error; the table and the JSON name the convention")
-    ev.add_argument("--json", action="store_true", help="print one JSON object keyed by method")
+    ev.add_argument("--bootstrap", default="1000",
+                    help="paired bootstrap resamples for the Rel-U − Doctor interval (default 1000; 0: none)")
+    ev.add_argument("--json", action="store_true",
+                    help="print one JSON object keyed by method (Rel-U's row holds minus_doctor)")
     ev.set_defaults(handler=_cmd_evaluate)
 
     demo = sub.add_parser("demo", help="offline default end to end: digits, a small CNN, all detectors")
@@ -251,18 +254,31 @@ def write_logits_npz(path: str | Path, logits: np.ndarray, labels: np.ndarray, c
 
 # ------------------------------------------------------------------------------------------ output
 def format_table(result, *, title: str = "") -> str:
-    """An aligned text table of an :class:`~relu_core.protocol.EvaluationResult` (mean ± std over seeds)."""
-    from relu_core.protocol import describe_values
+    """An aligned text table of an :class:`~relu_core.protocol.EvaluationResult` (mean ± std over seeds),
+    the settings each method used, and the paired Rel-U − Doctor difference when both were evaluated."""
+    from relu_core.protocol import FALLBACK_LABEL, describe_values
 
     def pm(key: str, metric: str) -> str:
         return f"{result.mean(key, metric):.4f} ± {result.std(key, metric):.4f}"
 
-    header = ["method", "T", "lam", "FPR95 (lower)", "AUROC (higher)", "AURC (lower)", "E-AURC (lower)"]
+    def lam_cell(key: str) -> str:
+        text = describe_values([lam for _, lam in result.params[key]])
+        n_fallback = sum(result.fallback[key])
+        if n_fallback:
+            text += f" ({FALLBACK_LABEL}" + ("" if n_fallback == len(result.seeds) else
+                                             f" on {n_fallback}/{len(result.seeds)} seeds") + ")"
+        return text
+
+    searched = any(n > 1 for n in result.n_settings.values())
+    header = ["method", "T", "λ", *(["settings searched"] if searched else []),
+              "FPR95 (lower)", "AUROC (higher)", "AURC (lower)", "E-AURC (lower)"]
+    n_text = len(header) - 4
     rows = [
         [
             result.names[key],
             describe_values([t for t, _ in result.params[key]]),
-            describe_values([lam for _, lam in result.params[key]]),
+            lam_cell(key),
+            *([str(result.n_settings[key])] if searched else []),
             pm(key, "fpr95"),
             pm(key, "auroc"),
             pm(key, "aurc"),
@@ -273,22 +289,29 @@ def format_table(result, *, title: str = "") -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def fmt(row: list[str]) -> str:  # text columns left-aligned, numbers right-aligned
-        return "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return "  ".join(c.ljust(w) if i < n_text else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
 
     acc = result.accuracy
     lines = [title] if title else []
     lines += [
         f"{result.fpr_convention}; mean ± std over {len(result.seeds)} seed(s).",
         f"Split per seed: {result.n_tune} tuning / {result.n_eval} evaluation samples "
-        f"(tuning fraction {result.tune_fraction:g}, stratified by correctness); "
-        f"hyperparameters: {result.selection}"
-        + ("; scores on perturbed inputs" if result.perturbed else "") + ".",
+        f"(tuning fraction {result.tune_fraction:g}, stratified by correctness).",
+        f"Hyperparameters: {result.selection}; input pre-processing ε = {result.eps:g}"
+        + (" (scores on perturbed inputs)" if result.perturbed else "") + ".",
         f"Classifier accuracy on the evaluation part: {acc.mean():.4f} ± {acc.std():.4f}",
         "",
         fmt(header),
         "  ".join("-" * w for w in widths),
         *(fmt(r) for r in rows),
     ]
+    paired = result.paired_summary()
+    if paired is not None:
+        n_resamples = next(iter(result.paired.values())).n_resamples
+        lines += ["", f"Rel-U − Doctor on the same splits (mean ± std over seeds; 95 % paired bootstrap interval of "
+                      f"the mean, {n_resamples} resamples of each evaluation part):"]
+        for metric, row in paired.items():
+            lines.append(f"  {row['mean']:+.4f} ± {row['std']:.4f}   {row['verdict']}")
     return "\n".join(lines)
 
 
@@ -313,6 +336,7 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     fraction = _fraction(args.val_fraction)
     seeds = _positive_int("--seeds", args.seeds)
     folds = _positive_int("--folds", args.folds)
+    n_resamples = 0 if args.bootstrap.strip() == "0" else _positive_int("--bootstrap", args.bootstrap)
     batch_size = None if args.batch_size is None else _positive_int("--batch-size", args.batch_size)
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
@@ -347,13 +371,14 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     if args.select or args.oracle:
         result = protocol.evaluate_with_selection(
             logits, labels, methods, selection="oracle" if args.oracle else "tuning", tune_fraction=fraction,
-            seeds=seeds, n_folds=folds, criterion=args.criterion, perturbed_scorer=perturbed_scorer, progress=bar,
-            fpr_positive=args.fpr_positive,
+            seeds=seeds, n_folds=folds, criterion=args.criterion, perturbed_scorer=perturbed_scorer, eps=args.eps,
+            progress=bar, fpr_positive=args.fpr_positive, n_resamples=n_resamples,
         )
     else:
         result = protocol.evaluate(
             logits, labels, methods, temperature=temperature, lam=lam, tune_fraction=fraction, seeds=seeds,
-            perturbed_scorer=perturbed_scorer, progress=bar, fpr_positive=args.fpr_positive,
+            perturbed_scorer=perturbed_scorer, eps=args.eps, progress=bar, fpr_positive=args.fpr_positive,
+            n_resamples=n_resamples,
         )
     bar.close()
     _emit(result, args.json, title)

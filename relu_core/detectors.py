@@ -23,6 +23,7 @@ import torch
 from scipy.linalg import blas
 
 from relu_core.errors import InputError
+from relu_core.threads import small_work
 
 Array = Union[np.ndarray, torch.Tensor]
 
@@ -118,6 +119,7 @@ def _correct_mask(logits: Array, labels: Array) -> Array:
 # --------------------------------------------------------------------------- pure functions
 
 
+@small_work
 def softmax(logits: Array, temperature: float = 1.0) -> Array:
     """``softmax(logits / temperature)`` over the last axis, max-shifted so large logits cannot overflow.
 
@@ -195,6 +197,7 @@ def _second_moment(block: Array) -> np.ndarray:
     return moment.cpu().numpy() if isinstance(moment, torch.Tensor) else moment
 
 
+@small_work
 def relu_matrix(probs: Array, correct: Array, lam: float | str = 0.5) -> np.ndarray:
     """Rel-U's closed-form relative-uncertainty matrix ``D*`` (C x C, float64 numpy).
 
@@ -239,6 +242,7 @@ def relu_matrix_from_moments(moment_pos: np.ndarray, moment_neg: np.ndarray, lam
     return matrix / norm
 
 
+@small_work
 def quadratic_score(probs: Array, matrix: Array) -> Array:
     """``p^T D p`` per row, i.e. ``((P @ D) * P).sum(1)`` (never the N x N ``P D P^T``).
 
@@ -292,6 +296,7 @@ class Detector:
     def __init__(self, temperature: float = 1.0) -> None:
         self.temperature = check_temperature(temperature)
 
+    @small_work
     def fit(self, logits: Array, labels: Array) -> "Detector":
         """Fit on a tuning split (correctness = top-1 prediction equals the label). Returns ``self``."""
         validate_logits(logits)
@@ -305,6 +310,7 @@ class Detector:
         """Fit from ``softmax(logits, self.temperature)`` and the boolean correctness. No-op by default."""
         return self
 
+    @small_work
     def score(self, logits: Array) -> Array:
         """Uncertainty per sample (higher = more likely misclassified) of the (N, C) logits."""
         validate_logits(logits)
@@ -321,8 +327,9 @@ class Detector:
 class RelU(Detector):
     """Rel-U: uncertainty ``p^T D* p`` with the data-driven matrix ``D*`` of :func:`relu_matrix`.
 
-    Fit on the tuning split only; ``matrix_`` (C x C numpy, unit Frobenius norm) and ``lam_`` (the
-    lambda actually used, resolved from ``"auto"``) are set by ``fit``/``fit_probs``.
+    Fit on the tuning split only; ``matrix_`` (C x C numpy, unit Frobenius norm), ``lam_`` (the
+    lambda actually used, resolved from ``"auto"``) and ``fallback_`` (True when ``matrix_`` is the
+    Hamming fallback, so the scores rank exactly like Doctor's) are set by ``fit``/``fit_probs``.
     """
 
     name = "Rel-U"
@@ -333,6 +340,7 @@ class RelU(Detector):
         self.lam = check_lambda(lam)  # "auto" is resolved at fit time
         self.matrix_: np.ndarray | None = None
         self.lam_: float | None = None
+        self.fallback_: bool | None = None
 
     def fit_probs(self, probs: Array, correct: Array) -> "RelU":
         if isinstance(correct, torch.Tensor):
@@ -345,6 +353,7 @@ class RelU(Detector):
         n_correct = int(correct.sum())
         self.lam_ = resolve_lambda(self.lam, n_correct, correct.shape[0] - n_correct)
         self.matrix_ = relu_matrix(probs, correct, self.lam_)
+        self.fallback_ = bool(np.array_equal(self.matrix_, hamming_matrix(self.matrix_.shape[0])))
         return self
 
     def score_probs(self, probs: Array) -> Array:

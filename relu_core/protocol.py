@@ -29,14 +29,17 @@ from typing import Literal
 
 import numpy as np
 
-from relu_core import detectors, metrics
+from relu_core import detectors, metrics, stats
 from relu_core.errors import Cancelled, InputError
+from relu_core.threads import small_work
 
 #: The temperature grid of the paper's hyperparameter search (the authors' code searches
 #: 0.5, 0.8, 0.9, 1, 1.1, ..., 1.5, 2 for its own runs; pass ``temperatures=`` to use that one).
 DEFAULT_TEMPERATURES: tuple[float, ...] = (0.5, 1.0, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0, 1000.0)
-#: lam from 0 to 1 in steps of 0.1.
-DEFAULT_LAMBDAS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(11))
+#: The paper's lam grid for Rel-U. lam = 0 is left out on purpose: D* is then empty, Rel-U falls back to
+#: the Hamming matrix and ranks exactly like Doctor, so a search that may pick it can return Doctor under
+#: Rel-U's name (and, in oracle mode, Rel-U could never lose to Doctor). Pass ``lambdas=`` to search it.
+DEFAULT_LAMBDAS: tuple[float, ...] = (0.4, 0.5, 0.6, 0.8, 1.0)
 #: The tuning fractions the paper and the app offer (any value in (0, 1) is accepted).
 TUNE_FRACTION_PRESETS: tuple[float, ...] = (0.1, 0.2, 0.33, 0.5)
 #: The metrics reported per method, in display order.
@@ -47,7 +50,9 @@ CRITERIA: dict[str, bool] = {"fpr95": False, "auroc": True, "aurc": False, "eaur
 MAX_SEEDS = 1000
 TUNING_LABEL = "tuning (k-fold cross-validation on the tuning split)"
 ORACLE_LABEL = "oracle (selected on the evaluation split)"
-FIXED_LABEL = "fixed hyperparameters"
+FIXED_LABEL = "fixed (as given)"
+#: How a Rel-U result whose D* is the Hamming fallback is labelled: it ranks exactly like Doctor.
+FALLBACK_LABEL = "Hamming fallback (= Doctor)"
 #: How FPR at 95 % TPR is read, per ``fpr_positive`` (which samples are the positives); shown with every FPR.
 FPR_CONVENTIONS: dict[str, str] = {
     "correct": "FPR at 95% TPR, positives = correctly classified",
@@ -150,6 +155,13 @@ def describe_values(values: Sequence[float | None]) -> str:
     return f"{low:g}" if low == high else f"{low:g}..{high:g}"
 
 
+def _seed_values(values: Sequence[float | None]) -> float | list[float | None] | None:
+    """One value when every seed used it (None when there is none), else the list per seed."""
+    if all(v == values[0] for v in values):
+        return values[0]
+    return list(values)
+
+
 @dataclass
 class EvaluationResult:
     """Per-seed metrics of several detectors on the evaluation parts of seeded splits.
@@ -157,7 +169,12 @@ class EvaluationResult:
     ``per_seed[key][metric]`` is an array over seeds (metrics of :data:`METRIC_KEYS`), ``accuracy`` the
     classifier's accuracy on each seed's evaluation part, ``params[key]`` the ``(temperature, lam)``
     used on each seed (lam is None for detectors without one; for Rel-U it is the lam actually used,
-    so ``lam="auto"`` shows its value), ``selection`` says how those were chosen.
+    so ``lam="auto"`` shows its value), ``fallback[key]`` per seed whether Rel-U's D* was the Hamming
+    fallback (then it ranks like Doctor; always False for the other detectors), ``selection`` says how
+    the hyperparameters were chosen and ``n_settings[key]`` how many (T, lam) settings that choice
+    searched (1 when fixed). ``eps`` is the input pre-processing magnitude of the scores.
+    ``paired`` holds, when both Rel-U and Doctor were evaluated, the interval of the mean over seeds of
+    Rel-U − Doctor per metric (:func:`stats.pooled_bootstrap` on each seed's evaluation part).
     """
 
     methods: tuple[str, ...]
@@ -169,9 +186,13 @@ class EvaluationResult:
     per_seed: dict[str, dict[str, np.ndarray]]
     accuracy: np.ndarray
     params: dict[str, list[tuple[float | None, float | None]]]
+    fallback: dict[str, list[bool]]
+    n_settings: dict[str, int]
     selection: str = FIXED_LABEL
     perturbed: bool = False
     fpr_positive: str = "correct"
+    eps: float = 0.0
+    paired: dict[str, stats.PairedDifference] | None = None
 
     @property
     def fpr_convention(self) -> str:
@@ -184,20 +205,77 @@ class EvaluationResult:
     def std(self, key: str, metric: str) -> float:
         return float(np.std(self.per_seed[key][metric]))
 
-    def to_dict(self) -> dict[str, dict[str, float]]:
-        """``{method key: {fpr95, fpr95_std, auroc, auroc_std, aurc, aurc_std, eaurc, eaurc_std, accuracy}}``."""
-        out: dict[str, dict[str, float]] = {}
+    def difference_per_seed(self, metric: str, a: str = "relu", b: str = "doctor") -> np.ndarray:
+        """``metric(a) - metric(b)`` on each seed's evaluation part (the same samples for both)."""
+        return self.per_seed[a][metric] - self.per_seed[b][metric]
+
+    def settings(self, key: str) -> dict[str, object]:
+        """What ``key`` used: ``temperature`` and ``lambda`` (one value, or a list per seed when selected
+        values differ; None where the detector has none), ``eps``, ``hamming_fallback`` (Rel-U only) and
+        ``settings_searched``."""
+        used = {
+            "temperature": _seed_values([t for t, _ in self.params[key]]),
+            "lambda": _seed_values([lam for _, lam in self.params[key]]),
+            "eps": self.eps,
+            "settings_searched": self.n_settings[key],
+        }
+        if key == "relu":
+            used["hamming_fallback"] = _seed_values(self.fallback[key])
+        return used
+
+    def describe_settings(self, key: str) -> str:
+        """The settings of :meth:`settings` in words: "T = 1, λ = 0.5, ε = 0", ranges when seeds differ."""
+        parts = []
+        temperatures = [t for t, _ in self.params[key]]
+        if temperatures[0] is not None:
+            parts.append(f"T = {describe_values(temperatures)}")
+        lambdas = [lam for _, lam in self.params[key]]
+        if lambdas[0] is not None:
+            parts.append(f"λ = {describe_values(lambdas)}")
+        parts.append(f"ε = {self.eps:g}")
+        n_fallback = sum(self.fallback[key])
+        if n_fallback:
+            seeds = "" if n_fallback == len(self.seeds) else f" on {n_fallback} of {len(self.seeds)} seeds"
+            parts.append(f"{FALLBACK_LABEL}{seeds}")
+        if self.n_settings[key] > 1:
+            parts.append(f"selected from {self.n_settings[key]} settings")
+        return ", ".join(parts)
+
+    def paired_summary(self) -> dict[str, dict[str, object]] | None:
+        """Rel-U − Doctor per metric: mean and std over seeds, per-seed values, the estimate, its interval,
+        whether it is significant, and the verdict in words; None unless both were evaluated."""
+        if self.paired is None:
+            return None
+        out: dict[str, dict[str, object]] = {}
+        for metric, diff in self.paired.items():
+            per_seed = self.difference_per_seed(metric)
+            out[metric] = {
+                "mean": float(np.mean(per_seed)), "std": float(np.std(per_seed)),
+                "per_seed": [float(v) for v in per_seed],
+                "ci_low": diff.low, "ci_high": diff.high, "confidence": diff.confidence,
+                "n_resamples": diff.n_resamples, "significant": diff.significant, "verdict": diff.verdict(),
+            }
+        return out
+
+    def to_dict(self) -> dict[str, dict[str, object]]:
+        """``{method key: {fpr95, fpr95_std, ..., eaurc_std, accuracy, temperature, lambda, eps,
+        settings_searched[, hamming_fallback]}}``; Rel-U's row also holds ``minus_doctor``
+        (:meth:`paired_summary`) when Doctor was evaluated with it."""
+        out: dict[str, dict[str, object]] = {}
         for key in self.methods:
-            row: dict[str, float] = {}
+            row: dict[str, object] = {}
             for metric in METRIC_KEYS:
                 row[metric] = self.mean(key, metric)
                 row[f"{metric}_std"] = self.std(key, metric)
             row["accuracy"] = float(np.mean(self.accuracy))
+            row.update(self.settings(key))
+            if key == "relu" and self.paired is not None:
+                row["minus_doctor"] = self.paired_summary()
             out[key] = row
         return out
 
     def to_frame(self):
-        """A pandas DataFrame indexed by display name: means, stds, accuracy and the hyperparameters."""
+        """A pandas DataFrame indexed by display name: means, stds, accuracy and the settings used in words."""
         import pandas as pd
 
         rows = []
@@ -208,8 +286,7 @@ class EvaluationResult:
                 row[f"{metric}_std"] = self.std(key, metric)
             row["accuracy"] = float(np.mean(self.accuracy))
             row["accuracy_std"] = float(np.std(self.accuracy))
-            row["temperature"] = describe_values([t for t, _ in self.params[key]])
-            row["lam"] = describe_values([lam for _, lam in self.params[key]])
+            row["settings"] = self.describe_settings(key)
             rows.append(row)
         return pd.DataFrame(rows).set_index("method")
 
@@ -280,6 +357,10 @@ def _used_params(detector, key: str) -> tuple[float | None, float | None]:
     return t, lam
 
 
+#: The detectors whose paired difference every result reports (A - B).
+PAIRED = ("relu", "doctor")
+
+
 def _evaluate_splits(
     correct: np.ndarray,
     methods: tuple[str, ...],
@@ -290,13 +371,20 @@ def _evaluate_splits(
     progress: Progress | None,
     cancel: Callable[[], bool] | None,
     fpr_positive: str = "correct",
-) -> tuple[dict, np.ndarray, dict]:
+) -> tuple[dict, np.ndarray, dict, dict, list]:
+    """Fit and score every method on every split. Returns ``(per_seed, accuracy, params, fallback,
+    paired_scores)``; ``paired_scores`` holds per seed ``(Rel-U, Doctor, correct)`` on the evaluation
+    part when both methods are present (empty otherwise)."""
     per_seed = {k: {m: np.empty(len(splits)) for m in METRIC_KEYS} for k in methods}
     params: dict[str, list] = {k: [] for k in methods}
+    fallback: dict[str, list[bool]] = {k: [] for k in methods}
+    paired_scores: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    keep = all(k in methods for k in PAIRED)
     accuracy = np.empty(len(splits))
     total = len(splits) * len(methods)
     for s, (tune_idx, eval_idx) in enumerate(splits):
         accuracy[s] = correct[eval_idx].mean()
+        kept: dict[str, np.ndarray] = {}
         for j, key in enumerate(methods):
             if cancel is not None and cancel():
                 raise Cancelled("evaluation cancelled")
@@ -312,9 +400,14 @@ def _evaluate_splits(
                 if metric in per_seed[key]:
                     per_seed[key][metric][s] = value
             params[key].append(_used_params(detector, key))
+            fallback[key].append(bool(getattr(detector, "fallback_", False)))
+            if keep and key in PAIRED:
+                kept[key] = uncertainty
             if progress is not None:
                 progress(s * len(methods) + j + 1, total, f"seed {s + 1}/{len(splits)}: {detector.name}")
-    return per_seed, accuracy, params
+        if keep:
+            paired_scores.append((kept[PAIRED[0]], kept[PAIRED[1]], correct[eval_idx]))
+    return per_seed, accuracy, params, fallback, paired_scores
 
 
 def _prepare(logits, labels, tune_fraction, seeds):
@@ -328,8 +421,15 @@ def _prepare(logits, labels, tune_fraction, seeds):
 
 # ---------------------------------------------------------------------------------------- evaluate
 
-def _result(methods, seeds, tune_fraction, splits, per_seed, accuracy, params, perturbed_scorer, **extra):  # noqa: ANN001
-    """The :class:`EvaluationResult` of :func:`_evaluate_splits`' outputs (shared by both protocols)."""
+def _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_settings, n_resamples,
+            **extra) -> EvaluationResult:
+    """The :class:`EvaluationResult` of :func:`_evaluate_splits`' outputs (shared by both protocols), with
+    the paired Rel-U − Doctor bootstrap when both were evaluated and ``n_resamples`` > 0."""
+    per_seed, accuracy, params, fallback, paired_scores = outputs
+    paired = None
+    if paired_scores and n_resamples:
+        paired = stats.pooled_bootstrap(paired_scores, n_resamples=n_resamples,
+                                        fpr_positive=extra.get("fpr_positive", "correct"))
     return EvaluationResult(
         methods=methods,
         names={k: detectors.make_detector(k).name for k in methods},
@@ -340,10 +440,21 @@ def _result(methods, seeds, tune_fraction, splits, per_seed, accuracy, params, p
         per_seed=per_seed,
         accuracy=accuracy,
         params=params,
+        fallback=fallback,
+        n_settings=n_settings,
         perturbed=perturbed_scorer is not None,
+        paired=paired,
         **extra,
     )
 
+
+def _check_resamples(n_resamples: int) -> int:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or not 0 <= n_resamples <= 100_000:
+        raise InputError(f"n_resamples must be an integer in [0, 100000] (0: no bootstrap), got {n_resamples!r}")
+    return int(n_resamples)
+
+
+@small_work
 def evaluate(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -354,9 +465,11 @@ def evaluate(
     tune_fraction: float = 0.5,
     seeds: int | Sequence[int] = 10,
     perturbed_scorer: PerturbedScorer | None = None,
+    eps: float = 0.0,
     progress: Progress | None = None,
     cancel: Callable[[], bool] | None = None,
     fpr_positive: str = "correct",
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> EvaluationResult:
     """Evaluate detectors with fixed hyperparameters over seeded, stratified tuning/evaluation splits.
 
@@ -367,9 +480,13 @@ def evaluate(
     ``lam`` is Rel-U's lam in [0, 1] or ``"auto"`` (N+/(N+ + N-) of the tuning part).
     ``perturbed_scorer(fitted_detector, eval_idx)``, when given, replaces the clean scores of the
     evaluation part (input pre-processing, see :mod:`relu_core.preprocessing`); fitting stays on the
-    clean logits of the tuning part. ``fpr_positive`` picks the FPR convention (:data:`FPR_CONVENTIONS`).
+    clean logits of the tuning part; ``eps`` records its magnitude in the result. ``fpr_positive`` picks the
+    FPR convention (:data:`FPR_CONVENTIONS`). When Rel-U and Doctor are both evaluated, ``result.paired``
+    holds the paired bootstrap interval of their mean difference over seeds (``n_resamples`` resamples of
+    each evaluation part; 0 skips it).
     """
     _check_fpr_positive(fpr_positive)
+    n_resamples = _check_resamples(n_resamples)
     methods = resolve_methods(methods)
     lam = detectors.check_lambda(lam)
     if isinstance(temperature, Mapping):
@@ -379,12 +496,12 @@ def evaluate(
         t = detectors.check_temperature(temperature)
         temps = {k: t for k in methods}
     logits, correct, seeds, splits = _prepare(logits, labels, tune_fraction, seeds)
-    per_seed, accuracy, params = _evaluate_splits(
+    outputs = _evaluate_splits(
         correct, methods, splits, lambda s, key: (temps[key], lam), _ProbsCache(logits),
         perturbed_scorer, progress, cancel, fpr_positive,
     )
-    return _result(methods, seeds, tune_fraction, splits, per_seed, accuracy, params, perturbed_scorer,
-                   fpr_positive=fpr_positive)
+    return _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, dict.fromkeys(methods, 1),
+                   n_resamples, fpr_positive=fpr_positive, eps=float(eps))
 
 
 def _check_fpr_positive(fpr_positive: str) -> None:
@@ -467,6 +584,7 @@ def _grid_table(
     return table / len(score_groups)
 
 
+@small_work
 def grid_search(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -545,6 +663,7 @@ def grid_search(
     )
 
 
+@small_work
 def evaluate_with_selection(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -558,9 +677,11 @@ def evaluate_with_selection(
     n_folds: int = 5,
     criterion: str = "fpr95",
     perturbed_scorer: PerturbedScorer | None = None,
+    eps: float = 0.0,
     progress: Progress | None = None,
     cancel: Callable[[], bool] | None = None,
     fpr_positive: str = "correct",
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> EvaluationResult:
     """The paper's protocol with selection: per seed, :func:`grid_search` each detector, then evaluate.
 
@@ -571,8 +692,11 @@ def evaluate_with_selection(
     records the pair chosen on each seed. Selection reads clean scores; ``perturbed_scorer`` only
     replaces the final evaluation-part scores, as in :func:`evaluate`. ``fpr_positive`` sets the reported
     FPR convention only; the ``"fpr95"`` selection criterion always uses the paper's (correct = positive).
+    ``result.n_settings`` counts the settings each method's search compared (T x lam for Rel-U, T for the
+    others, 1 for MSP), to be read next to the result; ``eps`` and ``n_resamples`` as in :func:`evaluate`.
     """
     _check_fpr_positive(fpr_positive)
+    n_resamples = _check_resamples(n_resamples)
     methods = resolve_methods(methods)
     logits, correct, seeds, splits = _prepare(logits, labels, tune_fraction, seeds)
     cache = _ProbsCache(logits)
@@ -600,11 +724,20 @@ def evaluate_with_selection(
         if progress is not None:
             progress(offset + d, total, message)
 
-    per_seed, accuracy, params = _evaluate_splits(
+    outputs = _evaluate_splits(
         correct, methods, splits, lambda s, key: chosen.get((s, key), (1.0, 0.5)), cache,
         perturbed_scorer, shifted, cancel, fpr_positive,
     )
+    n_settings = {k: grid_size(k, temperatures, lambdas) for k in methods}
     return _result(
-        methods, seeds, tune_fraction, splits, per_seed, accuracy, params, perturbed_scorer,
-        selection=ORACLE_LABEL if selection == "oracle" else TUNING_LABEL, fpr_positive=fpr_positive,
+        methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_settings, n_resamples,
+        selection=ORACLE_LABEL if selection == "oracle" else TUNING_LABEL, fpr_positive=fpr_positive, eps=float(eps),
     )
+
+
+def grid_size(method: str, temperatures: Sequence[float], lambdas: Sequence[float]) -> int:
+    """How many settings a search over ``temperatures`` x ``lambdas`` compares for ``method``."""
+    key = detectors.detector_key(method)
+    if key in _WITHOUT_TEMPERATURE:
+        return 1
+    return len(temperatures) * (len(lambdas) if key in _LEARNED else 1)

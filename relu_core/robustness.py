@@ -34,8 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, corruptions, detectors, engine, metrics, models, protocol
+from relu_core import cache, corruptions, detectors, engine, metrics, models, protocol, stats
 from relu_core.errors import Cancelled, InputError
+from relu_core.threads import small_work
 
 Progress = Callable[[int, int, str], None]
 Cancel = Callable[[], bool]
@@ -44,6 +45,7 @@ DEFAULT_DETECTORS = ("relu", "doctor")
 METRIC_NAMES = ("auroc", "fpr95", "aurc", "accuracy")
 CPU_SUBSAMPLE = 1000
 TABLE_COLUMNS = ("corruption", "severity", "detector", "metric", "mean", "std")
+PAIRED_COLUMNS = ("corruption", "metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict")
 CLEAN = "clean"
 PUBLISHED = "CIFAR-10-C files"
 GENERATED = "generated"
@@ -61,14 +63,19 @@ class RobustnessResult:
     ``table``: tidy frame with columns ``corruption, severity, detector, metric, mean, std`` (metrics
     ``auroc, fpr95, aurc, accuracy``; mean and population std (``ddof=0``) over seeds, a seed whose
     corrupted evaluation images are all right or all wrong gives NaN and is left out), one row per
-    corruption x detector x metric; ``accuracy`` is the model's accuracy on that corrupted evaluation
+    corruption x detector x metric, the clean evaluation images first (corruption ``"clean"``, severity 0); ``accuracy`` is the model's accuracy on that corrupted evaluation
     subset and is the same for every detector.
     ``per_seed``: the same with a ``seed`` column and one ``value`` per seed.
     ``accuracy``: frame ``corruption, severity, mean, std`` with the clean accuracy first (corruption
     ``"clean"``, severity 0) on the same evaluation images, then one row per corruption.
-    ``hyperparameters``: frame ``seed, detector, temperature, lam, hamming_fallback`` selected on each clean
-    tuning split; ``hamming_fallback`` is True where Rel-U's D* is the Hamming matrix (e.g. the selected
-    lam is 0), so that Rel-U ranks exactly like Doctor at the same T.
+    ``hyperparameters``: frame ``seed, detector, temperature, lam, hamming_fallback, settings_searched``
+    selected on each clean tuning split; ``hamming_fallback`` is True where Rel-U's D* is the Hamming matrix
+    (only if lam = 0 was searched, or a side of the tuning split is empty), so that Rel-U ranks exactly like
+    Doctor at the same T; ``settings_searched`` is the size of the grid the selection compared.
+    ``paired``: frame :data:`PAIRED_COLUMNS`, one row per corruption (clean first) x metric (fpr95, auroc,
+    aurc) when Rel-U and Doctor are both studied (else empty): Rel-U − Doctor mean and std over seeds, the
+    pooled paired bootstrap interval of the mean (``stats.pooled_bootstrap`` on each seed's corrupted
+    evaluation images), whether it excludes 0, and the verdict in words.
     ``sources``: corruption -> ``"CIFAR-10-C files"`` or ``"generated"``.
     ``n_eval``: evaluation images per seed (after subsampling).
     """
@@ -77,6 +84,7 @@ class RobustnessResult:
     per_seed: pd.DataFrame
     accuracy: pd.DataFrame
     hyperparameters: pd.DataFrame
+    paired: pd.DataFrame
     sources: dict[str, str]
     n_eval: tuple[int, ...]
     severity: int
@@ -89,10 +97,10 @@ class RobustnessResult:
         return float(self.accuracy.loc[self.accuracy["corruption"] == CLEAN, "mean"].iloc[0])
 
     def pivot(self, metric: str, statistic: str = "mean") -> pd.DataFrame:
-        """``metric`` as a corruption x detector frame (corruptions in study order)."""
+        """``metric`` as a corruption x detector frame (corruptions in study order, the clean row left out)."""
         if metric not in METRIC_NAMES:
             raise RobustnessError(f"unknown metric {metric!r}; choose one of {', '.join(METRIC_NAMES)}")
-        rows = self.table[self.table["metric"] == metric]
+        rows = self.table[(self.table["metric"] == metric) & (self.table["corruption"] != CLEAN)]
         frame = rows.pivot(index="corruption", columns="detector", values=statistic)
         order = list(dict.fromkeys(rows["corruption"]))
         return frame.loc[order, list(dict.fromkeys(rows["detector"]))]
@@ -176,9 +184,9 @@ def mismatch_study(
             run, identity, name, severity, subsample, corruption_seed, device, batch_size, cancel
         )
     progress(len(names), total, "scoring the corrupted images")
-    records, accuracy = _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos)
+    records, accuracy, paired_scores = _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos)
     per_seed = pd.DataFrame.from_records(records)
-    per_seed.insert(1, "severity", severity)
+    per_seed.insert(1, "severity", np.where(per_seed["corruption"] == CLEAN, 0, severity))
     table = (
         per_seed.groupby(["corruption", "severity", "detector", "metric"], sort=False)["value"]
         .agg(mean="mean", std=lambda v: v.std(ddof=0))
@@ -190,11 +198,16 @@ def mismatch_study(
     )
     hyper = pd.DataFrame(
         [{"seed": seed, "detector": d.name, "temperature": d.temperature, "lam": getattr(d, "lam_", None),
-          "hamming_fallback": _is_hamming(d)} for seed in seeds for d in fitted[seed].values()]
+          "hamming_fallback": bool(getattr(d, "fallback_", False)),
+          "settings_searched": 1 if key == "msp" else protocol.grid_size(key, protocol.DEFAULT_TEMPERATURES,
+                                                                         protocol.DEFAULT_LAMBDAS)}
+         for seed in seeds for key, d in fitted[seed].items()]
     )
+    paired = _paired_frame(per_seed, paired_scores)
     progress(total, total, "done")
     return RobustnessResult(
-        table=table[list(TABLE_COLUMNS)], per_seed=per_seed, accuracy=acc, hyperparameters=hyper, sources=sources,
+        table=table[list(TABLE_COLUMNS)], per_seed=per_seed, accuracy=acc, hyperparameters=hyper, paired=paired,
+        sources=sources,
         n_eval=tuple(len(eval_rows[s]) for s in seeds), severity=severity, seeds=seeds, tune_fraction=tune_fraction,
     )
 
@@ -321,23 +334,35 @@ def _summary(uncertainty: np.ndarray, correct: np.ndarray) -> dict[str, float]:
 
 
 def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
-    """Score every corrupted evaluation set with every fitted detector: records per seed, accuracies."""
+    """Score the clean and every corrupted evaluation set with every fitted detector.
+
+    Returns ``(records, accuracy, paired_scores)``: per-seed metric records (the clean evaluation images
+    as corruption ``"clean"`` first), accuracies per corruption, and ``paired_scores[corruption]``, one
+    ``(Rel-U, Doctor, correct)`` per seed where both detectors were fitted (else empty).
+    """
     labels = np.asarray(run.labels)
     stacked = np.stack([logits_by_name[n] for n in names])  # (K, S, C)
     records: list[dict] = []
     accuracy: dict[str, list[float]] = {CLEAN: [], **{n: [] for n in names}}
+    paired_scores: dict[str, list] = {CLEAN: [], **{n: [] for n in names}}
+    pair = tuple(detectors.make_detector(k).name for k in protocol.PAIRED)
     for seed, fitted_seed in fitted.items():
         rows = eval_rows[seed]
         y = labels[rows]
-        z = stacked[:, eval_pos[seed]]  # (K, n, C)
-        correct = z.argmax(-1) == y  # (K, n)
-        accuracy[CLEAN].append(float((run.logits[rows].argmax(1) == y).mean()))
-        for k, name in enumerate(names):
+        # (K + 1, n, C): the clean evaluation logits first, then each corruption of the same images
+        z = np.concatenate([np.asarray(run.logits)[rows][None], stacked[:, eval_pos[seed]]])
+        correct = z.argmax(-1) == y  # (K + 1, n)
+        for k, name in enumerate((CLEAN, *names)):
             accuracy[name].append(float(correct[k].mean()))
         scores = _score_all(fitted_seed, z.reshape(-1, z.shape[-1]))
+        for k, name in enumerate((CLEAN, *names)):
+            if all(p in scores for p in pair) and correct[k].any() and not correct[k].all():
+                shape = correct.shape
+                paired_scores[name].append((scores[pair[0]].reshape(shape)[k], scores[pair[1]].reshape(shape)[k],
+                                            correct[k]))
         for detector_name, uncertainty in scores.items():
             uncertainty = uncertainty.reshape(correct.shape)
-            for k, name in enumerate(names):
+            for k, name in enumerate((CLEAN, *names)):
                 summary = _summary(uncertainty[k], correct[k])
                 records += [
                     {"corruption": name, "detector": detector_name, "metric": m, "seed": seed,
@@ -346,9 +371,28 @@ def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
                 ]
                 records.append({"corruption": name, "detector": detector_name, "metric": "accuracy", "seed": seed,
                                 "value": accuracy[name][-1]})
-    return records, accuracy
+    return records, accuracy, paired_scores
 
 
+def _paired_frame(per_seed: pd.DataFrame, paired_scores: dict[str, list]) -> pd.DataFrame:
+    """Rel-U − Doctor per corruption and metric: per-seed mean/std and the pooled bootstrap interval."""
+    relu, doctor = (detectors.make_detector(k).name for k in protocol.PAIRED)
+    rows = []
+    for name, pairs in paired_scores.items():
+        if not pairs:
+            continue
+        pooled = stats.pooled_bootstrap(pairs)
+        for metric, diff in pooled.items():
+            values = per_seed[(per_seed["corruption"] == name) & (per_seed["metric"] == metric)]
+            by_detector = values.pivot(index="seed", columns="detector", values="value")
+            per_seed_diff = (by_detector[relu] - by_detector[doctor]).dropna().to_numpy()
+            rows.append({"corruption": name, "metric": metric, "mean": float(np.mean(per_seed_diff)),
+                         "std": float(np.std(per_seed_diff)), "estimate": diff.estimate, "ci_low": diff.low,
+                         "ci_high": diff.high, "significant": diff.significant, "verdict": diff.verdict()})
+    return pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
+
+
+@small_work
 def _fit_on_clean(
     logits: np.ndarray, labels: np.ndarray, tune_idx: np.ndarray, keys, seed: int, criterion: str
 ) -> dict:
@@ -372,12 +416,7 @@ def _fit_on_clean(
     return fitted
 
 
-def _is_hamming(detector) -> bool:
-    """Whether a fitted Rel-U fell back to the Hamming matrix (False for every other detector)."""
-    matrix = getattr(detector, "matrix_", None)
-    return matrix is not None and np.array_equal(matrix, detectors.hamming_matrix(matrix.shape[0]))
-
-
+@small_work
 def _score_all(fitted: dict, logits: np.ndarray) -> dict[str, np.ndarray]:
     """Uncertainty of each fitted detector on ``logits``, with one softmax per distinct temperature."""
     probs: dict[float, np.ndarray] = {}

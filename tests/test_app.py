@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
+
 REPO = Path(__file__).resolve().parent.parent
 APP = str(REPO / "app.py")
 EXPLORE = str(REPO / "pages" / "1_Explore.py")
@@ -50,6 +52,11 @@ def _array(value) -> np.ndarray:
 
 def _metrics(at: AppTest):
     return at.dataframe[0].value
+
+
+def _table_with(at: AppTest, column: str):
+    """The first dataframe on the page that has ``column``."""
+    return next(df.value for df in at.dataframe if column in df.value.columns)
 
 
 def _npz(**arrays) -> bytes:
@@ -89,8 +96,15 @@ def test_explore_shows_every_panel_on_the_default(explore):
     assert np.isclose(table.loc["Rel-U − Doctor", "AUROC ↑"],
                       table.loc["Rel-U", "AUROC ↑"] - table.loc["Doctor", "AUROC ↑"])
     assert table.loc["Rel-U − Doctor", "accuracy"] == 0  # one classifier: a number, never a blank "None" cell
+    # Rel-U − Doctor with its paired interval and a verdict in words, consistent with the metrics table
+    paired = _table_with(explore, "95 % CI (paired bootstrap)").set_index("metric")
+    assert list(paired.index) == ["FPR95", "AUROC", "AURC"]
+    assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(
+        table.loc["Rel-U − Doctor", "AUROC ↑"], abs=1e-4)
+    for verdict in paired["verdict"]:
+        assert verdict.startswith(("no significant difference", "Rel-U better", "Doctor better"))
     # the default operating point (TPR >= 95 %) is the metrics table's FPR-at-95 %-TPR point
-    op = explore.dataframe[1].value
+    op = _table_with(explore, "threshold")
     np.testing.assert_allclose(op.loc[["Rel-U", "Doctor"], "FPR"], table.loc[["Rel-U", "Doctor"], "FPR95 ↓"])
     # the cell gallery opens on the run's most frequent confusion (off the diagonal)
     counts = _array(_figure(explore, "Confusion matrix")["data"][1]["z"]).astype(float)
@@ -142,7 +156,7 @@ def test_class_pair_gallery_and_operating_point(explore):
     captions = " ".join(c.value for c in explore.caption)
     assert "samples with true class 3 predicted as 3" in captions
     assert "coverage ≥ 95%" in captions
-    op = explore.dataframe[1].value
+    op = _table_with(explore, "threshold")
     assert (op["coverage"] >= 0.95).all()
     n_eval = int(re.search(r"Evaluation split: (\d+) samples", captions).group(1))
     n_errors = round(n_eval * (1 - _metrics(explore).loc["Rel-U", "accuracy"]))

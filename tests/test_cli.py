@@ -16,7 +16,7 @@ from relu_core.detectors import DETECTOR_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 JSON_KEYS = {"fpr95", "fpr95_std", "auroc", "auroc_std", "aurc", "aurc_std", "eaurc", "eaurc_std", "accuracy",
-             "fpr95_positives", "selection"}
+             "fpr95_positives", "selection", "temperature", "lambda", "eps", "settings_searched"}
 
 
 def _run_module(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -50,6 +50,7 @@ def _assert_one_error_line(rc: int, stdout: str, stderr: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------- evaluate
+@pytest.mark.slow
 def test_evaluate_json_equals_protocol_evaluate(npz_file):
     proc = _run_module("evaluate", "--logits", str(npz_file), "--seeds", "3", "--val-fraction", "0.33",
                        "--lambda", "auto", "--temperature", "1.5,odin=1000", "--json")
@@ -62,8 +63,13 @@ def test_evaluate_json_equals_protocol_evaluate(npz_file):
             lam="auto", tune_fraction=0.33, seeds=3,
         ).to_dict()
     assert list(got) == list(DETECTOR_NAMES)
+    assert set(got["relu"]) - JSON_KEYS == {"hamming_fallback", "minus_doctor"}
+    assert set(got["relu"]["minus_doctor"]) == {"fpr95", "auroc", "aurc"}
+    assert got["odin"]["temperature"] == 1000 and got["relu"]["temperature"] == 1.5 and got["msp"]["temperature"] is None
+    assert got["doctor"]["lambda"] is None and got["relu"]["eps"] == 0
     for key in DETECTOR_NAMES:
-        assert set(got[key]) == JSON_KEYS and got[key].pop("fpr95_positives") == "correct"
+        assert set(got[key]) - {"hamming_fallback", "minus_doctor"} == JSON_KEYS
+        assert got[key].pop("fpr95_positives") == "correct"
         assert got[key].pop("selection") == protocol.FIXED_LABEL
         assert got[key] == expected[key]  # JSON floats round-trip exactly
 
@@ -72,6 +78,9 @@ def test_evaluate_table_names_the_convention_and_every_method(npz_file, capsys):
     assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "msp,relu,doctor", "--seeds", "2"]) == 0
     out = capsys.readouterr().out
     assert "FPR at 95% TPR, positives = correctly classified" in out
+    assert "Hyperparameters: fixed (as given); input pre-processing ε = 0." in out
+    assert "fixed hyperparameters." not in out
+    assert "Rel-U − Doctor on the same splits" in out and "95 % CI" in out
     for name in ("MSP", "Rel-U", "Doctor"):
         assert any(line.startswith(name) for line in out.splitlines())
     assert "ODIN" not in out
@@ -85,6 +94,7 @@ def test_evaluate_select_and_oracle_are_labelled(npz_file, capsys):
     assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu", "--seeds", "2", "--select"]) == 0
     out = capsys.readouterr().out
     assert protocol.TUNING_LABEL in out
+    assert "settings searched" in out and any(line.startswith("Rel-U") and " 50 " in line for line in out.splitlines())
     assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu", "--seeds", "2", "--oracle",
                      "--json"]) == 0
     oracle = json.loads(capsys.readouterr().out)
@@ -193,6 +203,7 @@ def test_usage_errors_give_one_error_line(argv, capsys):
     _assert_one_error_line(rc, captured.out, captured.err)
 
 
+@pytest.mark.slow
 def test_bad_input_through_the_real_entry_point(tmp_path):
     proc = _run_module("evaluate", "--logits", _bad_files(tmp_path)["nan"])
     _assert_one_error_line(proc.returncode, proc.stdout, proc.stderr)
@@ -283,6 +294,7 @@ def test_progress_bar_stays_quiet_for_short_work_and_draws_for_long_work(capsys)
 
 
 # ---------------------------------------------------------------------- model-backed commands (engine)
+@pytest.mark.slow
 def test_logits_on_digits_feeds_evaluate(tmp_path, capsys):
     import torch
 
@@ -309,6 +321,7 @@ def test_logits_on_digits_feeds_evaluate(tmp_path, capsys):
     assert set(json.loads(capsys.readouterr().out)) == set(DETECTOR_NAMES)
 
 
+@pytest.mark.slow
 def test_evaluate_with_model_and_eps_uses_the_perturbed_scorer(tmp_path, capsys, monkeypatch):
     import torch
 
@@ -352,6 +365,7 @@ def test_model_errors_give_one_error_line(tmp_path, capsys):
         _assert_one_error_line(rc, captured.out, captured.err)
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_and_reuses_its_cache(capsys, monkeypatch):
     from relu_core import engine, training
 
@@ -391,3 +405,41 @@ def test_fpr_convention_for_errors_as_positives_is_labelled(npz_file, capsys):
         assert errors[key]["fpr95"] != pytest.approx(paper[key]["fpr95"])
         assert errors[key]["auroc"] == pytest.approx(paper[key]["auroc"], abs=1e-12)
     assert "positives = misclassified" in run("--fpr-positive", "error")
+
+
+def test_lambda_zero_is_labelled_as_doctor_in_the_table_and_the_json(npz_file, capsys):
+    assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu,doctor", "--seeds", "2",
+                     "--lambda", "0"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Rel-U "))
+    assert "Hamming fallback (= Doctor)" in row
+    assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu,doctor", "--seeds", "2",
+                     "--lambda", "0", "--json", "--bootstrap", "0"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["relu"]["hamming_fallback"] is True and got["relu"]["lambda"] == 0
+    assert "minus_doctor" not in got["relu"]  # --bootstrap 0: no interval
+
+
+def test_select_reports_the_values_chosen_per_seed(npz_file, capsys):
+    assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu,doctor,msp", "--seeds", "3",
+                     "--select", "--json", "--bootstrap", "200"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    with np.load(npz_file) as data:
+        result = protocol.evaluate_with_selection(data["logits"], data["labels"], ["relu", "doctor", "msp"], seeds=3,
+                                                  n_resamples=200)
+    for key in ("relu", "doctor"):
+        temperatures = [t for t, _ in result.params[key]]
+        assert got[key]["temperature"] == (temperatures[0] if len(set(temperatures)) == 1 else temperatures)
+    assert got["relu"]["settings_searched"] == 50 and got["doctor"]["settings_searched"] == 10
+    assert got["msp"]["settings_searched"] == 1 and got["msp"]["temperature"] is None
+    lambdas = got["relu"]["lambda"] if isinstance(got["relu"]["lambda"], list) else [got["relu"]["lambda"]]
+    assert all(lam in protocol.DEFAULT_LAMBDAS for lam in lambdas)
+    paired = got["relu"]["minus_doctor"]
+    assert paired["auroc"]["n_resamples"] == 200 and len(paired["auroc"]["per_seed"]) == 3
+    assert paired["auroc"]["ci_low"] <= paired["auroc"]["ci_high"]
+    assert paired["auroc"]["verdict"] == result.paired["auroc"].verdict()
+
+
+@pytest.mark.slow
+def test_bad_bootstrap_count_is_one_line(npz_file):
+    proc = _run_module("evaluate", "--logits", str(npz_file), "--bootstrap", "-3")
+    _assert_one_error_line(proc.returncode, proc.stdout, proc.stderr)

@@ -13,6 +13,8 @@ from test_robustness import tiny_digits_run
 import ui_common
 from relu_core import corruptions
 
+pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
+
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "2_Corruptions.py")
 TIMEOUT = 120
 
@@ -64,8 +66,15 @@ def test_study_draws_radar_plots_over_all_19_corruptions(digits_run) -> None:
             assert trace["theta"] == [*corruptions.CORRUPTIONS, corruptions.CORRUPTIONS[0]]  # closed polygon
     bars = _one(figures, "Accuracy per corruption")
     assert bars["data"][0]["x"] == list(corruptions.CORRUPTIONS)
-    table = at.dataframe[0].value
-    assert len(table) == 19 * 2 and "±" in table["auroc"].iloc[0]
+    table = next(df.value for df in at.dataframe if "auroc" in df.value.columns)
+    assert len(table) == 20 * 2 and "±" in table["auroc"].iloc[0]  # the clean images first, then 19 corruptions
+    assert (table["corruption"] == "clean").sum() == 2
+    # Rel-U − Doctor, paired, for every corruption and metric, with the count of significant wins and losses
+    paired = next(df.value for df in at.dataframe if "95 % CI of the mean" in df.value.columns)
+    assert len(paired) == 20 * 3 and set(paired["metric"]) == {"FPR95", "AUROC", "AURC"}
+    assert all(v.startswith(("no significant difference", "Rel-U better", "Doctor better")) for v in paired["verdict"])
+    assert any("of 19 corruptions (95 % paired bootstrap" in m.value for m in at.markdown)
+    assert any("Settings searched" in c.value and "Rel-U 50" in c.value for c in at.caption)
     assert {b.proto.label.split(" (")[0] for b in at.get("download_button")} >= {"Table", "Per-seed values"}
     # the gallery: one row of 6 images (clean + 5 severities) per corruption
     rows = at.get("image")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relu_core import detectors, metrics, protocol
+from relu_core import detectors, metrics, protocol, stats
 from relu_core.errors import InputError
 
 
@@ -109,7 +109,10 @@ def test_evaluate_matches_a_per_seed_loop_over_detectors_and_metrics(data, lam):
         assert result.params["relu"][0][1] == pytest.approx(correct[tune].mean())
     frame = result.to_frame()
     assert list(frame.index) == ["MSP", "ODIN", "Doctor", "Rel-U", "Entropy", "Energy"]
-    assert frame.loc["Rel-U", "temperature"] == "2"
+    assert frame.loc["Rel-U", "settings"].startswith("T = 2, λ = ")
+    assert frame.loc["MSP", "settings"] == "ε = 0"
+    assert result.settings("odin") == {"temperature": 1000.0, "lambda": None, "eps": 0.0, "settings_searched": 1}
+    assert result.settings("relu")["hamming_fallback"] is False
 
 
 def test_methods_are_named_as_make_detector_names_them(data):
@@ -259,9 +262,9 @@ def test_grid_defaults_and_bad_requests(data):
     logits, labels, _ = data
     tune, ev = _split(data)
     assert protocol.DEFAULT_TEMPERATURES == (0.5, 1, 1.1, 1.2, 1.5, 2, 5, 10, 100, 1000)
-    assert protocol.DEFAULT_LAMBDAS == tuple(k / 10 for k in range(11))
+    assert protocol.DEFAULT_LAMBDAS == (0.4, 0.5, 0.6, 0.8, 1.0)  # the paper's; never 0 (= Doctor) by default
     grid = protocol.grid_search(logits, labels, tune_idx=tune, eval_idx=ev)
-    assert grid.table.shape == (10, 11)
+    assert grid.table.shape == (10, 5)
     with pytest.raises(InputError):
         protocol.grid_search(logits, labels, tune_idx=tune, method="msp")
     with pytest.raises(InputError):
@@ -317,3 +320,62 @@ def test_one_softmax_per_temperature_across_detectors_lambdas_and_seeds(data, mo
     temperatures_seen.clear()
     protocol.evaluate(logits, labels, ["energy"], temperature=3.0, seeds=2)
     assert temperatures_seen == []
+
+
+def test_default_selection_never_returns_doctor_under_rel_u_s_name(data):
+    logits, labels, _ = data
+    for selection in ("tuning", "oracle"):
+        result = protocol.evaluate_with_selection(logits, labels, ["msp", "doctor", "relu"], selection=selection,
+                                                  seeds=3, n_resamples=0)
+        assert all(lam in protocol.DEFAULT_LAMBDAS for _, lam in result.params["relu"])
+        assert result.fallback["relu"] == [False] * 3
+        assert result.n_settings == {"msp": 1, "doctor": 10, "relu": 50}
+        assert "selected from 50 settings" in result.describe_settings("relu")
+        assert result.to_dict()["relu"]["settings_searched"] == 50
+
+
+def test_lambda_zero_only_when_asked_and_then_labelled_doctor(data):
+    logits, labels, _ = data
+    result = protocol.evaluate(logits, labels, ["relu", "doctor"], lam=0.0, seeds=2)
+    assert result.fallback["relu"] == [True, True]
+    assert protocol.FALLBACK_LABEL == "Hamming fallback (= Doctor)"
+    assert protocol.FALLBACK_LABEL in result.describe_settings("relu")
+    assert result.to_dict()["relu"]["hamming_fallback"] is True
+    for metric in protocol.METRIC_KEYS:  # Rel-U's ranking is Doctor's: every metric equal
+        np.testing.assert_allclose(result.per_seed["relu"][metric], result.per_seed["doctor"][metric], atol=1e-12)
+    searched = protocol.evaluate_with_selection(logits, labels, ["relu"], lambdas=(0.0, 0.5), seeds=2, n_resamples=0)
+    assert searched.n_settings["relu"] == 20
+
+
+def test_settings_used_are_reported_per_seed_when_selected(data):
+    logits, labels, _ = data
+    result = protocol.evaluate_with_selection(logits, labels, ["relu", "odin"], seeds=4, n_resamples=0, eps=0.002)
+    for key in ("relu", "odin"):
+        used = result.settings(key)
+        temperatures = [t for t, _ in result.params[key]]
+        expected = temperatures[0] if len(set(temperatures)) == 1 else temperatures
+        assert used["temperature"] == expected and used["eps"] == 0.002
+    assert result.settings("odin")["lambda"] is None
+
+
+def test_paired_difference_is_the_pooled_bootstrap_of_each_seed_s_evaluation_scores(data):
+    logits, labels, correct = data
+    result = protocol.evaluate(logits, labels, ["relu", "doctor", "msp"], lam=0.5, seeds=3, n_resamples=300)
+    pairs = []
+    for s in range(3):
+        tune, ev = protocol.split_indices(len(labels), 0.5, s, stratify=correct)
+        relu = detectors.RelU(lam=0.5).fit(logits[tune], labels[tune])
+        pairs.append((relu.score(logits[ev]), detectors.Doctor().score(logits[ev]), correct[ev]))
+    expected = stats.pooled_bootstrap(pairs, n_resamples=300)
+    for metric, diff in result.paired.items():
+        assert diff.estimate == pytest.approx(expected[metric].estimate, abs=1e-12)
+        assert (diff.low, diff.high) == pytest.approx((expected[metric].low, expected[metric].high), abs=1e-12)
+    summary = result.paired_summary()
+    np.testing.assert_allclose(summary["auroc"]["per_seed"],
+                               result.per_seed["relu"]["auroc"] - result.per_seed["doctor"]["auroc"])
+    assert summary["fpr95"]["verdict"] == result.paired["fpr95"].verdict()
+    assert result.to_dict()["relu"]["minus_doctor"] == summary
+    assert "minus_doctor" not in result.to_dict()["doctor"]
+    assert protocol.evaluate(logits, labels, ["relu", "msp"], seeds=2).paired is None
+    with pytest.raises(InputError, match="n_resamples"):
+        protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=-1)

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from relu_core import corruptions, datasets, detectors, engine, protocol, robustness
+from relu_core import corruptions, datasets, detectors, engine, protocol, robustness, stats
 from relu_core.errors import Cancelled
 from relu_core.runs import Run
 
@@ -84,14 +84,23 @@ def test_result_frames(digits_run: Run, fresh_cache: Path) -> None:
     result = _study(digits_run)
     table = result.table
     assert list(table.columns) == list(robustness.TABLE_COLUMNS)
-    assert len(table) == len(FEW) * 2 * len(robustness.METRIC_NAMES)
-    assert list(dict.fromkeys(table["corruption"])) == list(FEW)
+    assert len(table) == (1 + len(FEW)) * 2 * len(robustness.METRIC_NAMES)
+    assert list(dict.fromkeys(table["corruption"])) == ["clean", *FEW]
     assert set(table["detector"]) == {"Rel-U", "Doctor"}
-    assert (table["severity"] == 5).all()
+    assert (table["severity"] == np.where(table["corruption"] == "clean", 0, 5)).all()
     assert table["mean"].between(0, 1).all() and (table["std"] >= 0).all()
     assert len(result.per_seed) == len(table) * 2
     assert list(result.accuracy["corruption"]) == ["clean", *FEW]
     assert result.hyperparameters.shape[0] == 2 * 2
+    hyper = result.hyperparameters.set_index("detector")
+    # the paper's lambda grid: Rel-U is never Doctor in disguise unless asked
+    assert hyper.loc["Rel-U", "lam"].isin(protocol.DEFAULT_LAMBDAS).all()
+    assert result.hyperparameters["hamming_fallback"].dtype == bool  # True only where the tuning split empties D*
+    assert list(hyper.loc["Rel-U", "settings_searched"]) == [50, 50] and list(hyper.loc["Doctor", "settings_searched"]) == [10, 10]
+    assert list(result.paired.columns) == list(robustness.PAIRED_COLUMNS)
+    assert len(result.paired) == (1 + len(FEW)) * 3 and list(dict.fromkeys(result.paired["corruption"])) == ["clean", *FEW]
+    assert (result.paired["ci_low"] <= result.paired["estimate"]).all()
+    assert (result.paired["estimate"] <= result.paired["ci_high"]).all()
     assert result.sources == {name: robustness.GENERATED for name in FEW}
     # every seed evaluates the subsampled images of its evaluation part, never its tuning part
     sample = corruptions.subsample_indices(len(digits_run.labels), 300, 0)
@@ -103,7 +112,7 @@ def test_result_frames(digits_run: Run, fresh_cache: Path) -> None:
     pivot = result.pivot("auroc")
     assert pivot.shape == (len(FEW), 2) and list(pivot.index) == list(FEW)
     summary = result.summary_table()
-    assert summary.shape == (len(FEW) * 2, 2 + len(robustness.METRIC_NAMES)) and "±" in summary["auroc"].iloc[0]
+    assert summary.shape == ((1 + len(FEW)) * 2, 2 + len(robustness.METRIC_NAMES)) and "±" in summary["auroc"].iloc[0]
 
 
 def test_metrics_match_an_independent_computation(digits_run: Run, fresh_cache: Path) -> None:
@@ -125,6 +134,12 @@ def test_metrics_match_an_independent_computation(digits_run: Run, fresh_cache: 
     cell = result.table.set_index(["corruption", "detector", "metric"])["mean"]
     assert cell["contrast", "Rel-U", "auroc"] == pytest.approx(roc_auc_score(right, -relu.score(logits)), abs=1e-12)
     assert cell["contrast", "Rel-U", "accuracy"] == pytest.approx(right.mean())
+    # the paired Rel-U − Doctor interval is the bootstrap of these same scores (one seed: stream seed 0)
+    doctor_t = result.hyperparameters.set_index("detector").loc["Doctor", "temperature"]
+    expected = stats.paired_bootstrap(relu.score(logits), detectors.Doctor(doctor_t).score(logits), right)
+    row = result.paired.set_index(["corruption", "metric"]).loc[("contrast", "auroc")]
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx(
+        (expected["auroc"].estimate, expected["auroc"].low, expected["auroc"].high), abs=1e-12)
 
 
 def test_rerun_and_severity_change_hit_the_cache(
@@ -247,6 +262,7 @@ def test_gallery(digits_run: Run) -> None:
         robustness.corruption_gallery(digits_run.images[:2])
 
 
+@pytest.mark.slow
 def test_resnet56_accuracy_drops_under_severity_5(shared_data: Path) -> None:
     """The shared ResNet-56 on the 1,017 pixel-exact CIFAR-10 images: corruption costs accuracy.
 
