@@ -16,6 +16,8 @@ row-wise ``((P @ D) * P).sum(1)``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
@@ -471,3 +473,39 @@ def make_detector(key: str, temperature: float | None = None, lam: float | str =
     if cls is RelU:
         return RelU(lam=lam, **kwargs)
     return cls(**kwargs)
+
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class DetectorSpec:
+    """A registered detector: ``factory(**options)`` builds it; ``learned`` when it is fitted on a tuning
+    split; ``needs_model`` when it scores through the model (images in), not from a run's logits alone."""
+
+    key: str
+    display_name: str
+    factory: Callable[..., Detector]
+    learned: bool = False
+    needs_model: bool = False
+
+
+#: Every detector by key, in registration order: the six above, then those other modules register
+#: (``relu_core.baselines`` registers its own on import).
+REGISTRY: dict[str, DetectorSpec] = {}
+
+
+def register_detector(key: str, factory: Callable[..., Detector], *, display_name: str, learned: bool = False,
+                      needs_model: bool = False) -> DetectorSpec:
+    """Add a detector to :data:`REGISTRY` (the one place a new detector is declared); re-registering the
+    same key with another factory is a programming error (ValueError)."""
+    spec = DetectorSpec(key, display_name, factory, learned, needs_model)
+    if key in REGISTRY and REGISTRY[key].factory is not factory:
+        raise ValueError(f"detector key {key!r} is already registered")
+    REGISTRY[key] = spec
+    return spec
+
+
+for _key, _cls in _DETECTOR_CLASSES.items():
+    register_detector(_key, _cls, display_name=_cls.name, learned=_cls.requires_fit)

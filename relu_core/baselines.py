@@ -1,0 +1,628 @@
+"""More baselines (the paper's Table 5 and its conformal appendix) and the "baselines" study.
+
+Four detectors, registered in :data:`relu_core.detectors.REGISTRY` on import, each with the uncertainty
+convention of :mod:`relu_core.detectors` (higher = more likely misclassified):
+
+- ``mlp``, :class:`MLPDetector`: a two-hidden-layer MLP (128, 128, ReLU, dropout 0.2) trained with binary
+  cross-entropy and Adam (lr 1e-3) on the soft-predictions ``softmax(z / T)`` to predict "misclassified";
+  early stopping on a seeded, stratified held-out part of the data given to ``fit`` (the tuning split),
+  never on anything else. Its uncertainty is the predicted probability of an error.
+- ``mc_dropout``, :class:`MCDropout`: k = 10 stochastic passes with dropout (p = 0.2) inserted before the
+  classifier head (the model's last ``nn.Linear``). The backbone runs once in eval mode through
+  ``relu_core.engine``; the k dropout masks (seeded, drawn once over all N samples, so the result does not
+  depend on the batch size) are applied to the head's input. Convention: the k passes' **logits are
+  averaged**, then the uncertainty is the entropy (natural log) of ``softmax(mean logits)``. It needs the
+  model and the images: ``score``/``score_probs`` on logits refuse with an :class:`InputError`.
+- ``deep_ensemble``, :class:`DeepEnsemble`: the average of M models' logits on the same samples, then
+  ``-max softmax(average)`` (MSP of the average). ``score`` takes the (M, N, C) stack of member logits.
+  Members offline (:func:`ensemble_logits`): the shared pretrained CIFAR-10 ResNet-20/32/44/56 for a CIFAR
+  ResNet run, or 5 small CNNs trained with seeds 0-4 for a small-CNN run; or logits given by the caller.
+- ``conformal``, :class:`ConformalAPS`: split-conformal adaptive prediction sets (APS, Romano et al. 2020,
+  non-randomised) calibrated on the tuning split at coverage ``1 - alpha``. The set of x is
+  ``{c : E(x, c) <= q}`` with ``E(x, c)`` the probability mass of the classes ranked up to and including c
+  and ``q`` the ``ceil((n + 1)(1 - alpha)) / n`` empirical quantile of ``E(x_i, y_i)`` on the n calibration
+  samples, so a new sample's set holds its label with probability >= 1 - alpha. The paper's rule rejects a
+  prediction whose set holds more than one label, or (a threshold t) whose second largest probability
+  inside the set exceeds t: the uncertainty is that second probability when the set holds two labels or
+  more, and 0 otherwise (rejecting u > 0 is the plain "more than one label" rule).
+
+The study (:func:`baselines_study`): on one run, per seed a stratified tuning / evaluation split
+(``protocol.split_indices``); the learned detectors see the tuning rows only; every detector is scored on
+the evaluation rows against the run model's own correctness (positives = correct predictions), so all rows
+are paired. Rel-U (lam = 0.5) and Doctor at T = 1, no selection. Mean and std over seeds of FPR95, AUROC and
+AURC, and the Rel-U − Doctor paired bootstrap interval (``stats.pooled_bootstrap``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from relu_core import cache, detectors, engine, figures, metrics, models, protocol, stats
+from relu_core.detectors import Detector, register_detector
+from relu_core.errors import Cancelled, InputError
+from relu_core.threads import small_work
+
+Progress = Callable[[int, int, str], None]
+Cancel = Callable[[], bool]
+
+MC_PASSES = 10
+MC_DROPOUT = 0.2
+DEFAULT_COVERAGE = 0.9
+ENSEMBLE_SEEDS = 5
+CIFAR_RESNETS = ("resnet20", "resnet32", "resnet44", "resnet56")
+BASELINE_KEYS = ("mlp", "mc_dropout", "deep_ensemble", "conformal")
+#: What the study compares by default: the paired pair, MSP, then the four baselines.
+STUDY_KEYS = ("relu", "doctor", "msp", *BASELINE_KEYS)
+METRICS = ("fpr95", "auroc", "aurc")
+TABLE_COLUMNS = ("key", "detector", "learned", "needs_model", "fpr95_mean", "fpr95_std", "auroc_mean", "auroc_std",
+                 "aurc_mean", "aurc_std", "note")
+
+
+# --------------------------------------------------------------------------- MLP
+
+
+class MLPDetector(Detector):
+    """Learned baseline: an MLP on the soft-predictions predicting "misclassified" (see module docstring).
+
+    ``fit``/``fit_probs`` train on the given (tuning) rows only: a seeded stratified ``holdout`` part of
+    them stops the training (best held-out BCE, ``patience`` epochs without improvement), the rest trains.
+    Deterministic given ``seed`` on the CPU. ``score_probs`` returns the predicted error probability
+    (float64 numpy; not differentiable).
+    """
+
+    name = "MLP"
+    requires_fit = True
+
+    def __init__(self, seed: int = 0, temperature: float = 1.0, hidden: int = 128, dropout: float = 0.2,
+                 lr: float = 1e-3, batch_size: int = 128, max_epochs: int = 100, patience: int = 10,
+                 holdout: float = 0.2) -> None:
+        super().__init__(temperature)
+        if not 0.0 <= dropout < 1.0 or not 0.0 < holdout < 1.0 or min(hidden, batch_size, max_epochs, patience) < 1:
+            raise InputError("MLP: dropout in [0, 1), holdout in (0, 1) and positive sizes are required")
+        self.seed, self.hidden, self.dropout, self.lr = int(seed), int(hidden), float(dropout), float(lr)
+        self.batch_size, self.max_epochs, self.patience, self.holdout = batch_size, max_epochs, patience, holdout
+        self.net_: nn.Sequential | None = None
+        self.epochs_: int | None = None
+        self.stop_loss_: float | None = None
+
+    def _network(self, n_inputs: int) -> nn.Sequential:
+        return nn.Sequential(
+            nn.Linear(n_inputs, self.hidden), nn.ReLU(), nn.Dropout(self.dropout),
+            nn.Linear(self.hidden, self.hidden), nn.ReLU(), nn.Dropout(self.dropout),
+            nn.Linear(self.hidden, 1),
+        )
+
+    @small_work
+    def fit_probs(self, probs, correct) -> "MLPDetector":
+        probs = np.asarray(probs.detach().cpu() if isinstance(probs, torch.Tensor) else probs, dtype=np.float32)
+        correct = np.asarray(correct.detach().cpu() if isinstance(correct, torch.Tensor) else correct, dtype=bool)
+        if probs.ndim != 2 or correct.shape != (probs.shape[0],):
+            raise InputError("MLP: probs must be (N, C) with one correctness flag per row")
+        # the held-out stopping part and the training part, both holding correct and wrong samples
+        stop_idx, train_idx = protocol.split_indices(probs.shape[0], self.holdout, self.seed, stratify=correct)
+        x = torch.from_numpy(probs)
+        y = torch.from_numpy((~correct).astype(np.float32))
+        loss_fn = nn.BCEWithLogitsLoss()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            net = self._network(probs.shape[1])
+            optimiser = torch.optim.Adam(net.parameters(), lr=self.lr)
+            best, best_state, best_epoch, since = math.inf, None, 0, 0
+            x_stop, y_stop = x[stop_idx], y[stop_idx]
+            train = torch.from_numpy(train_idx)
+            for epoch in range(1, self.max_epochs + 1):
+                net.train()
+                for batch in train[torch.randperm(train.numel())].split(self.batch_size):
+                    optimiser.zero_grad()
+                    loss_fn(net(x[batch])[:, 0], y[batch]).backward()
+                    optimiser.step()
+                net.eval()
+                with torch.no_grad():
+                    stop_loss = float(loss_fn(net(x_stop)[:, 0], y_stop))
+                if stop_loss < best - 1e-7:
+                    best, best_epoch, since = stop_loss, epoch, 0
+                    best_state = {k: v.clone() for k, v in net.state_dict().items()}
+                else:
+                    since += 1
+                    if since >= self.patience:
+                        break
+        net.load_state_dict(best_state)
+        self.net_, self.epochs_, self.stop_loss_ = net.eval(), best_epoch, best
+        return self
+
+    @small_work
+    def score_probs(self, probs) -> np.ndarray:
+        if self.net_ is None:
+            raise InputError("the MLP is not fitted yet: call fit(logits, labels) on a tuning split first")
+        probs = probs.detach().cpu().numpy() if isinstance(probs, torch.Tensor) else np.asarray(probs)
+        if probs.ndim != 2 or probs.shape[1] != self.net_[0].in_features:
+            raise InputError(f"the MLP was fitted on {self.net_[0].in_features} classes, got shape {probs.shape}")
+        with torch.no_grad():
+            return torch.sigmoid(self.net_(torch.from_numpy(probs.astype(np.float32)))[:, 0]).double().numpy()
+
+    def __repr__(self) -> str:
+        return f"MLPDetector(seed={self.seed}, temperature={self.temperature:g})"
+
+
+# --------------------------------------------------------------------------- MC-Dropout
+
+
+def _head(net: nn.Module) -> nn.Linear:
+    heads = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    if not heads:
+        raise InputError("MC-Dropout inserts dropout before the classifier head (the model's last nn.Linear); "
+                         "this model has none (e.g. TorchScript): it cannot be used")
+    return heads[-1]
+
+
+def head_features(model: nn.Module, images: np.ndarray, mean: Sequence[float], std: Sequence[float], *,
+                  device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,
+                  cancel: Cancel | None = None) -> tuple[np.ndarray, nn.Linear]:
+    """The input of the model's classifier head (its last ``nn.Linear``) for every image, float32 (N, F),
+    and that head (float32, on the CPU). One eval-mode pass through the engine's batched loop (fp32).
+
+    Raises InputError when the head is not the model's output layer (its output differs from the model's).
+    """
+    engine.check_images(model, images, mean, std, None)
+    dev = engine.select_device(device)
+    net = engine.inference_model(model, dev, "fp32")
+    head = _head(net)
+    captured: dict[str, torch.Tensor] = {}
+    hook = head.register_forward_hook(lambda _m, inputs, output: captured.update(x=inputs[0], y=output))
+    normalise = engine.Normaliser(mean, std, dev)
+
+    def step(batch: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            out = engine.forward(net, normalise(batch), "fp32")
+        if captured["y"].shape != out.shape or not torch.allclose(captured["y"].float(), out, rtol=1e-4, atol=1e-4):
+            raise InputError("the model's last nn.Linear is not its output layer: MC-Dropout cannot insert "
+                             "dropout before the classifier head of this model")
+        return captured["x"].reshape(out.shape[0], -1).float()
+
+    try:
+        features = engine.batched_outputs(step, images, device=dev,
+                                          batch_size=batch_size or engine.default_batch_size(dev),
+                                          task="MC-Dropout features", progress=progress, cancel=cancel)
+    finally:
+        hook.remove()
+    cpu_head = nn.Linear(head.in_features, head.out_features)
+    cpu_head.load_state_dict({k: v.detach().float().cpu() for k, v in head.state_dict().items()})
+    return features, cpu_head.eval()
+
+
+class MCDropout(Detector):
+    """MC-Dropout (Gal & Ghahramani, 2016) as a misclassification detector (see the module docstring).
+
+    It needs the model and the images: :meth:`score_inputs`. ``score(logits)`` refuses (InputError).
+    """
+
+    name = "MC-Dropout"
+    accepts_probs = False
+
+    def __init__(self, passes: int = MC_PASSES, p: float = MC_DROPOUT, seed: int = 0) -> None:
+        super().__init__(1.0)
+        if isinstance(passes, bool) or int(passes) != passes or passes < 1:
+            raise InputError(f"MC-Dropout needs a positive whole number of passes, got {passes!r}")
+        if not 0.0 <= float(p) < 1.0:
+            raise InputError(f"the dropout probability must lie in [0, 1), got {p!r}")
+        self.passes, self.p, self.seed = int(passes), float(p), int(seed)
+
+    def _refuse(self, *_args) -> None:
+        raise InputError("MC-Dropout scores images through the model (k stochastic passes), not logits: it needs "
+                         "a run with a model and its images (score_inputs)")
+
+    score = score_probs = _refuse
+
+    @torch.no_grad()
+    def head_logits(self, features: np.ndarray, head: nn.Linear) -> np.ndarray:
+        """The k passes' logits (k, N, C) from the head's input: ``head(features * mask / (1 - p))`` with
+        Bernoulli(1 - p) masks drawn from ``torch.Generator().manual_seed(seed)``, one (N, F) mask per pass."""
+        x = torch.as_tensor(features, dtype=torch.float32)
+        generator = torch.Generator().manual_seed(self.seed)
+        passes = []
+        for _ in range(self.passes):
+            keep = torch.rand(x.shape, generator=generator) >= self.p
+            passes.append(head(x * keep / (1.0 - self.p)))
+        return torch.stack(passes).numpy()
+
+    def score_features(self, features: np.ndarray, head: nn.Linear) -> np.ndarray:
+        """Entropy of ``softmax(mean over the k passes of the logits)`` (float64, N)."""
+        return detectors.Entropy().score(self.head_logits(features, head).mean(axis=0, dtype=np.float64))
+
+    def score_inputs(self, model: nn.Module, images: np.ndarray, mean: Sequence[float], std: Sequence[float], *,
+                     device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,
+                     cancel: Cancel | None = None) -> np.ndarray:
+        """The MC-Dropout uncertainty of every image (uint8 NHWC, normalised with ``mean``/``std``)."""
+        features, head = head_features(model, images, mean, std, device=device, batch_size=batch_size,
+                                       progress=progress, cancel=cancel)
+        return self.score_features(features, head)
+
+    def __repr__(self) -> str:
+        return f"MCDropout(passes={self.passes}, p={self.p:g}, seed={self.seed})"
+
+
+# --------------------------------------------------------------------------- Deep Ensembles
+
+
+class DeepEnsemble(Detector):
+    """Deep Ensembles (Lakshminarayanan et al., 2017): ``-max softmax(mean_m z_m)`` of M members' logits.
+
+    ``score`` takes the (M, N, C) stack (or a list of M (N, C) arrays) of the members' logits on the same
+    samples; plain (N, C) logits of one model are refused.
+    """
+
+    name = "Deep Ensembles"
+    accepts_probs = False
+
+    def score(self, member_logits) -> np.ndarray:
+        return detectors.MSP().score(average_logits(member_logits))
+
+    def score_probs(self, probs) -> np.ndarray:
+        raise InputError("Deep Ensembles averages several models' logits: call score with an (M, N, C) stack")
+
+
+def average_logits(member_logits) -> np.ndarray:
+    """The mean over members of an (M, N, C) stack (or list) of logits; InputError unless M >= 2 and the
+    members agree on N and C."""
+    if isinstance(member_logits, (list, tuple)):
+        shapes = {np.shape(z) for z in member_logits}
+        if len(shapes) > 1:
+            raise InputError(f"the ensemble members' logits differ in shape: {sorted(shapes)}")
+    stack = np.asarray(member_logits, dtype=np.float64)
+    if stack.ndim != 3 or stack.shape[0] < 2:
+        raise InputError(f"Deep Ensembles needs the logits of at least 2 models as (M, N, C), got shape {stack.shape}")
+    detectors.validate_logits(stack.reshape(-1, stack.shape[-1]))
+    return stack.mean(axis=0)
+
+
+def ensemble_logits(run, *, device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,
+                    cancel: Cancel | None = None) -> tuple[tuple[str, ...], np.ndarray]:
+    """``(member names, (M, N, C) logits)`` of the offline ensemble for ``run`` on its images, cached by content.
+
+    A CIFAR ResNet run on 32x32 RGB images with 10 classes: the shared pretrained ResNet-20/32/44/56 found
+    (at least 2). A small-CNN run on a registered data set: the same architecture trained with seeds 0-4
+    (seed 0 is the run's own model). Anything else raises InputError (pass member logits instead).
+    """
+    if run.images is None or run.model is None:
+        raise InputError("Deep Ensembles needs a run with a model and its images (or the members' logits)")
+    from relu_core import datasets, training
+
+    n, h, w, c = run.images.shape
+    if run.model_name in CIFAR_RESNETS and (h, w, c) == (32, 32, 3) and run.n_classes == 10:
+        found = [(name, models.pretrained_weights(name)) for name in CIFAR_RESNETS]
+        found = [(name, path) for name, path in found if path is not None]
+        if len(found) < 2:
+            raise InputError("Deep Ensembles needs at least 2 of the pretrained CIFAR ResNets (set RELU_STUDIO_DATA)")
+        builders = [(name, lambda name=name, path=path: models.load_state_dict_file(models.build_model(name), path))
+                    for name, path in found]
+    elif run.model_name in training.RECIPES and run.dataset_name.endswith("-test") \
+            and run.dataset_name[:-5] in datasets.DATASETS:
+        spec = run.dataset_name[:-5]
+        builders = [(f"{run.model_name} seed {s}", lambda s=s: engine.small_cnn(run.model_name, spec, seed=s,
+                                                                                cancel=cancel))
+                    for s in range(ENSEMBLE_SEEDS)]
+    else:
+        raise InputError(f"no offline ensemble for {run.model_name or 'this model'} on {run.dataset_name or 'this data'}:"
+                         " it exists for the CIFAR ResNets and the small CNNs on registered data sets")
+    images_digest = cache.array_digest(run.images)
+    stack = []
+    for done, (name, build) in enumerate(builders):
+        if cancel is not None and cancel():
+            raise Cancelled("ensemble cancelled")
+        if progress is not None:
+            progress(done, len(builders), f"ensemble member {name}")
+        model = build().eval()
+        key = {"what": "ensemble member logits", "weights": models.weights_hash(model), "images": images_digest,
+               "mean": list(map(float, run.mean)), "std": list(map(float, run.std))}
+        stack.append(cache.cached("baseline_logits", key, lambda model=model: {"logits": engine.compute_logits(
+            model, run.images, mean=run.mean, std=run.std, device=device, batch_size=batch_size, precision="fp32",
+            cancel=cancel)})["logits"])
+    return tuple(name for name, _ in builders), np.stack(stack)
+
+
+# --------------------------------------------------------------------------- conformal
+
+
+def _cumulative_mass(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, cumsum)``: classes by decreasing probability (stable) and the running mass in that order."""
+    order = np.argsort(-probs, axis=1, kind="stable")
+    return order, np.cumsum(np.take_along_axis(probs, order, axis=1), axis=1)
+
+
+def aps_scores(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """APS conformity score ``E(x, y)``: the probability mass of the classes ranked up to and including y."""
+    order, mass = _cumulative_mass(probs)
+    rank = np.argmax(order == np.asarray(labels)[:, None], axis=1)
+    return mass[np.arange(len(rank)), rank]
+
+
+class ConformalAPS(Detector):
+    """Split-conformal APS sets calibrated on the tuning split; the paper's rejection rule as an uncertainty.
+
+    ``fit(logits, labels)`` (the labels are needed, correctness alone is not enough) sets ``qhat_``;
+    :meth:`set_sizes` / :meth:`prediction_sets` give the sets; ``score`` the uncertainty (module docstring).
+    """
+
+    name = "Conformal (APS)"
+    requires_fit = True
+
+    def __init__(self, coverage: float = DEFAULT_COVERAGE, temperature: float = 1.0) -> None:
+        super().__init__(temperature)
+        if not 0.0 < float(coverage) < 1.0:
+            raise InputError(f"the conformal coverage level must lie strictly between 0 and 1, got {coverage!r}")
+        self.coverage = float(coverage)
+        self.qhat_: float | None = None
+
+    @small_work
+    def fit(self, logits, labels) -> "ConformalAPS":
+        detectors.validate_logits(logits)
+        logits = np.asarray(logits, dtype=np.float64)
+        detectors.validate_labels(labels, *logits.shape)
+        return self.calibrate(detectors.softmax(logits, self.temperature), np.asarray(labels))
+
+    def fit_probs(self, probs, correct) -> "ConformalAPS":
+        raise InputError("conformal calibration needs the labels, not only the correctness: call fit(logits, labels)")
+
+    def calibrate(self, probs: np.ndarray, labels: np.ndarray) -> "ConformalAPS":
+        """``qhat_``: the ``ceil((n + 1) coverage) / n`` quantile (the next order statistic) of the calibration
+        scores; +inf (every set holds every label) when n is too small for the level."""
+        scores = aps_scores(np.asarray(probs, dtype=np.float64), labels)
+        n = scores.size
+        k = math.ceil((n + 1) * self.coverage)
+        self.qhat_ = math.inf if k > n else float(np.sort(scores)[k - 1])
+        return self
+
+    def _check(self) -> float:
+        if self.qhat_ is None:
+            raise InputError("the conformal detector is not calibrated yet: call fit(logits, labels) first")
+        return self.qhat_
+
+    def set_sizes(self, probs) -> np.ndarray:
+        """Number of labels in each sample's prediction set."""
+        qhat = self._check()
+        _, mass = _cumulative_mass(np.asarray(probs, dtype=np.float64))
+        return (mass <= qhat).sum(axis=1)
+
+    def prediction_sets(self, probs) -> np.ndarray:
+        """Boolean (N, C): whether class c is in sample n's set."""
+        probs = np.asarray(probs, dtype=np.float64)
+        order, _ = _cumulative_mass(probs)
+        inside = np.arange(probs.shape[1])[None, :] < self.set_sizes(probs)[:, None]
+        sets = np.zeros(probs.shape, dtype=bool)
+        np.put_along_axis(sets, order, inside, axis=1)
+        return sets
+
+    def score_probs(self, probs) -> np.ndarray:
+        probs = np.asarray(probs.detach().cpu() if isinstance(probs, torch.Tensor) else probs, dtype=np.float64)
+        second = -np.partition(-probs, 1, axis=1)[:, 1]
+        return np.where(self.set_sizes(probs) >= 2, second, 0.0)
+
+    def __repr__(self) -> str:
+        return f"ConformalAPS(coverage={self.coverage:g}, temperature={self.temperature:g})"
+
+
+register_detector("mlp", MLPDetector, display_name=MLPDetector.name, learned=True)
+register_detector("mc_dropout", MCDropout, display_name=MCDropout.name, needs_model=True)
+register_detector("deep_ensemble", DeepEnsemble, display_name=DeepEnsemble.name, needs_model=True)
+register_detector("conformal", ConformalAPS, display_name=ConformalAPS.name, learned=True)
+
+
+# --------------------------------------------------------------------------- the study
+
+
+@dataclass(frozen=True)
+class BaselinesResult:
+    """What :func:`baselines_study` returns.
+
+    ``table``: one row per detector studied (:data:`TABLE_COLUMNS`): FPR at 95 % TPR (positives = correct
+    predictions), AUROC and AURC, mean and population std over seeds, and a note (e.g. the conformal sets'
+    coverage on the evaluation split). ``per_seed``: ``seed, key, detector, metric, value``. ``paired``:
+    Rel-U − Doctor per metric (``stats.PairedDifference``, pooled over seeds), empty when either is missing.
+    ``skipped``: key -> why a detector could not run on this run. ``curves``: display name ->
+    ``(uncertainty, correct)`` on the first seed's evaluation split (for the figures).
+    """
+
+    table: pd.DataFrame
+    per_seed: pd.DataFrame
+    paired: dict[str, stats.PairedDifference]
+    skipped: dict[str, str]
+    curves: dict[str, tuple[np.ndarray, np.ndarray]]
+    seeds: tuple[int, ...]
+    tune_fraction: float
+    coverage: float
+    n_tune: int
+    n_eval: int
+    ensemble_members: tuple[str, ...] = ()
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def paired_frame(self) -> pd.DataFrame:
+        """Rel-U − Doctor per metric: mean ± std over seeds, the interval and the verdict."""
+        rows = []
+        for metric, diff in self.paired.items():
+            values = self.per_seed[self.per_seed["metric"] == metric].pivot(index="seed", columns="key",
+                                                                              values="value")
+            per_seed = (values["relu"] - values["doctor"]).to_numpy()
+            rows.append({"metric": metric, "mean": float(per_seed.mean()), "std": float(per_seed.std()),
+                         "estimate": diff.estimate, "ci_low": diff.low, "ci_high": diff.high,
+                         "significant": diff.significant, "verdict": diff.verdict()})
+        return pd.DataFrame(rows, columns=["metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant",
+                                           "verdict"])
+
+
+def available_keys(run) -> dict[str, str | None]:
+    """Every registered detector key -> None when it can run on ``run``, else the reason it cannot."""
+    out: dict[str, str | None] = {}
+    for key, spec in detectors.REGISTRY.items():
+        reason = None
+        if spec.needs_model and (run.model is None or run.images is None):
+            reason = f"{spec.display_name} needs a run with a model and its images (this run has logits only)"
+        out[key] = reason
+    return out
+
+
+def _check_options(keys, tune_fraction, seeds, coverage) -> None:
+    unknown = [k for k in keys if k not in detectors.REGISTRY]
+    if unknown or not keys:
+        raise InputError(f"unknown detector(s) {', '.join(map(str, unknown)) or '(none given)'}: choose from "
+                         f"{', '.join(detectors.REGISTRY)}")
+    if not 0.0 < float(tune_fraction) < 1.0:
+        raise InputError(f"the tuning fraction must lie strictly between 0 and 1, got {tune_fraction}")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise InputError("give at least one seed, without repeats")
+    if not 0.0 < float(coverage) < 1.0:
+        raise InputError(f"the conformal coverage level must lie strictly between 0 and 1, got {coverage}")
+
+
+def baselines_study(
+    run,
+    *,
+    keys: Sequence[str] | None = None,
+    tune_fraction: float = 0.2,
+    seeds: Sequence[int] = tuple(range(10)),
+    coverage: float = DEFAULT_COVERAGE,
+    member_logits: np.ndarray | Sequence[np.ndarray] | None = None,
+    mc_passes: int = MC_PASSES,
+    mc_p: float = MC_DROPOUT,
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    device: str = "auto",
+    batch_size: int | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+) -> BaselinesResult:
+    """Every detector of ``keys`` on ``run`` (see the module docstring for the protocol).
+
+    ``keys=None`` studies :data:`STUDY_KEYS`, leaving out (in ``skipped``, with the reason) those this run
+    cannot support; a key given explicitly that the run cannot support raises InputError. ``member_logits``
+    (M, N, C) replaces the offline ensemble (:func:`ensemble_logits`). Raises ``Cancelled`` on ``cancel()``.
+    """
+    explicit = keys is not None
+    keys = tuple(STUDY_KEYS if keys is None else dict.fromkeys(keys))
+    seeds = tuple(int(s) for s in seeds)
+    _check_options(keys, tune_fraction, seeds, coverage)
+    progress = progress or (lambda done, total, message: None)
+    logits, labels = np.asarray(run.logits), np.asarray(run.labels)
+    correct = protocol.correctness(logits, labels)
+    reasons = available_keys(run)
+    if member_logits is not None:
+        reasons["deep_ensemble"] = None
+        average = average_logits(member_logits)
+        if average.shape != logits.shape:
+            raise InputError(f"the ensemble members' logits are {average.shape}, the run's {logits.shape}")
+    skipped = {k: reasons[k] for k in keys if reasons[k] is not None}
+    if explicit and skipped:
+        raise InputError(next(iter(skipped.values())))
+
+    total = len(seeds) + 2
+    fixed: dict[str, np.ndarray] = {}  # uncertainties computed once for all N samples
+    members: tuple[str, ...] = ()
+    if "mc_dropout" in keys and "mc_dropout" not in skipped:
+        progress(0, total, f"MC-Dropout: {mc_passes} passes with dropout p = {mc_p:g} before the head")
+        mc = MCDropout(mc_passes, mc_p, seed=0)
+        key = {"what": "mc-dropout features", "weights": models.weights_hash(run.model),
+               "images": cache.array_digest(run.images), "mean": list(map(float, run.mean)),
+               "std": list(map(float, run.std))}
+
+        def compute() -> dict[str, np.ndarray]:
+            features, head = head_features(run.model, run.images, run.mean, run.std, device=device,
+                                           batch_size=batch_size, cancel=cancel)
+            return {"features": features, "weight": head.weight.detach().numpy(), "bias": head.bias.detach().numpy()}
+
+        stored = cache.cached("baseline_features", key, compute)
+        head = nn.Linear(*stored["weight"].shape[::-1])
+        head.load_state_dict({"weight": torch.from_numpy(stored["weight"]), "bias": torch.from_numpy(stored["bias"])})
+        fixed["mc_dropout"] = mc.score_features(stored["features"], head.eval())
+    if "deep_ensemble" in keys and "deep_ensemble" not in skipped:
+        progress(1, total, "Deep Ensembles: the members' logits")
+        if member_logits is None:
+            try:
+                members, member_logits = ensemble_logits(run, device=device, batch_size=batch_size, cancel=cancel)
+            except InputError as exc:
+                if explicit:
+                    raise
+                skipped["deep_ensemble"] = str(exc)
+        if member_logits is not None:
+            fixed["deep_ensemble"] = DeepEnsemble().score(member_logits)
+            members = members or tuple(f"member {m}" for m in range(len(member_logits)))
+    studied = [k for k in keys if k not in skipped]
+
+    probs = detectors.softmax(logits, 1.0)
+    records, curves, pairs = [], {}, []
+    coverage_seen, set_sizes = [], []
+    n_tune = n_eval = 0
+    for done, seed in enumerate(seeds):
+        if cancel is not None and cancel():
+            raise Cancelled("baselines study cancelled")
+        progress(2 + done, total, f"seed {seed}: fitting on the tuning split, scoring the evaluation split")
+        tune, ev = protocol.split_indices(len(labels), tune_fraction, seed, stratify=correct)
+        n_tune, n_eval = len(tune), len(ev)
+        scores: dict[str, np.ndarray] = {}
+        for key in studied:
+            if key in fixed:
+                scores[key] = fixed[key][ev]
+                continue
+            spec = detectors.REGISTRY[key]
+            options = {"mlp": {"seed": seed}, "conformal": {"coverage": coverage}}.get(key, {})
+            detector = spec.factory(**options)
+            if spec.learned:
+                detector.fit(logits[tune], labels[tune])
+            scores[key] = np.asarray(detector.score(logits[ev]), dtype=np.float64)
+            if key == "conformal":
+                sets = detector.prediction_sets(probs[ev])
+                coverage_seen.append(float(sets[np.arange(len(ev)), labels[ev]].mean()))
+                set_sizes.append(float(sets.sum(1).mean()))
+        for key, uncertainty in scores.items():
+            summary = metrics.summary(uncertainty, correct[ev])
+            records += [{"seed": seed, "key": key, "detector": detectors.REGISTRY[key].display_name, "metric": m,
+                         "value": float(summary[m])} for m in METRICS]
+            if done == 0:
+                curves[detectors.REGISTRY[key].display_name] = (uncertainty, correct[ev])
+        if "relu" in scores and "doctor" in scores:
+            pairs.append((scores["relu"], scores["doctor"], correct[ev]))
+    per_seed = pd.DataFrame.from_records(records, columns=["seed", "key", "detector", "metric", "value"])
+    notes = {}
+    if coverage_seen:
+        notes["conformal"] = (f"sets reach {np.mean(coverage_seen):.1%} coverage on the evaluation split (target "
+                              f"{coverage:.0%}), mean set size {np.mean(set_sizes):.2f}")
+    if "deep_ensemble" in fixed:
+        notes["deep_ensemble"] = f"{len(members)} members: {', '.join(members)}"
+    if "mc_dropout" in fixed:
+        notes["mc_dropout"] = f"{mc_passes} passes, p = {mc_p:g}, entropy of the softmax of the mean logits"
+    rows = []
+    for key in studied:
+        spec = detectors.REGISTRY[key]
+        row = {"key": key, "detector": spec.display_name, "learned": spec.learned, "needs_model": spec.needs_model}
+        for m in METRICS:
+            values = per_seed.loc[(per_seed["key"] == key) & (per_seed["metric"] == m), "value"].to_numpy()
+            row[f"{m}_mean"], row[f"{m}_std"] = float(values.mean()), float(values.std())
+        row["note"] = notes.get(key, "")
+        rows.append(row)
+    paired = stats.pooled_bootstrap(pairs, n_resamples=n_resamples) if pairs and n_resamples else {}
+    progress(total, total, "done")
+    return BaselinesResult(
+        table=pd.DataFrame(rows, columns=list(TABLE_COLUMNS)), per_seed=per_seed, paired=paired, skipped=skipped,
+        curves=curves, seeds=seeds, tune_fraction=float(tune_fraction), coverage=float(coverage), n_tune=n_tune,
+        n_eval=n_eval, ensemble_members=members, notes=notes,
+    )
+
+
+def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tuple:
+    """``(roc, risk_coverage)`` plotly figures of every detector on the first seed's evaluation split."""
+    roc_curves, rc_curves = {}, {}
+    for name, (uncertainty, correct) in result.curves.items():
+        fpr, tpr, _ = metrics.roc_curve(uncertainty, correct, drop_intermediate=False)
+        roc_curves[name] = (fpr, tpr, metrics.auroc(uncertainty, correct))
+        coverage, risk = metrics.risk_coverage_curve(uncertainty, correct)
+        rc_curves[name] = (coverage, risk, metrics.aurc(uncertainty, correct))
+    seed = result.seeds[0]
+    roc = figures.roc_figure(roc_curves, max_points=max_points,
+                             title=f"ROC, positives = correct predictions (seed {seed}, evaluation split)")
+    rc = figures.risk_coverage_figure(rc_curves, max_points=max_points,
+                                      title=f"Risk-coverage (seed {seed}, evaluation split)")
+    return roc, rc
