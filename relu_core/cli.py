@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the model names the CLI accepts").set_defaults(handler=_cmd_models)
     sub.add_parser("datasets", help="list the data sets the CLI accepts and whether they are available") \
         .set_defaults(handler=_cmd_datasets)
+    from relu_core import baselines_cli  # each study registers its own subcommand
+
+    baselines_cli.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,163 @@
+"""``python -m relu_core baselines``: the baselines study (``relu_core.baselines``) from the command line.
+
+    python -m relu_core baselines --logits run.npz [--ensemble a.npz,b.npz] [--methods relu,doctor,mlp,conformal]
+    python -m relu_core baselines --model resnet56 --dataset imagefolder:../shared/data/cifar10/test_jpeg_q75
+        [--coverage 0.9] [--val-fraction 0.2] [--seeds 10] [--bootstrap 1000] [--json] [--out DIR]
+
+Bad input exits with code 2 and one line on stderr (handled by ``relu_core.cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from relu_core.errors import InputError
+
+
+def add_parser(sub) -> None:  # noqa: ANN001 (argparse's private _SubParsersAction)
+    """Register the ``baselines`` subcommand on ``relu_core.cli``'s subparsers."""
+    from relu_core import cli
+
+    p = sub.add_parser("baselines", help="MLP, MC-Dropout, Deep Ensembles and conformal beside Rel-U and Doctor")
+    p.add_argument("--logits", metavar="FILE", help="logits file (.npz/.csv/.parquet): no model, so no MC-Dropout")
+    p.add_argument("--model", metavar="NAME", help="a model name (see `models`), with --dataset")
+    p.add_argument("--weights", metavar="FILE")
+    p.add_argument("--dataset", metavar="SPEC")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated detector keys (default: every one this run supports)")
+    p.add_argument("--ensemble", default=None, metavar="FILES",
+                   help="comma-separated logits files of the ensemble members (same samples and labels)")
+    p.add_argument("--coverage", default="0.9", help="conformal coverage level 1 - α (default 0.9)")
+    p.add_argument("--val-fraction", default="0.2", help="tuning fraction (default 0.2)")
+    p.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
+    p.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples (default 1000; 0: none)")
+    cli._add_engine_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--out", metavar="DIR", help="write the table, per-seed values and the figures (HTML, CSV) here")
+    p.set_defaults(handler=run_command)
+
+
+def _coverage(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"--coverage must be a number, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise InputError(f"--coverage must lie strictly between 0 and 1, got {text}")
+    return value
+
+
+def _load_run(args, bar):
+    from relu_core import cli
+
+    if (args.logits is None) == (args.model is None):
+        raise InputError("give either --logits FILE or --model NAME with --dataset")
+    if args.logits is not None:
+        for flag, value in (("--weights", args.weights), ("--dataset", args.dataset)):
+            if value is not None:
+                raise InputError(f"{flag} goes with --model, not with --logits")
+        return cli.load_logits_file(args.logits), f"Logits: {args.logits}"
+    if args.dataset is None:
+        raise InputError("--model needs --dataset")
+    from relu_core import engine
+
+    batch_size = None if args.batch_size is None else cli._positive_int("--batch-size", args.batch_size)
+    run = engine.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
+                            progress=bar, download=args.download)
+    bar.close()
+    return run, f"Model {args.model} on {args.dataset}: {run.source}"
+
+
+def _members(text: str, run) -> np.ndarray:
+    from relu_core import cli
+
+    stack = []
+    for name in [t.strip() for t in text.split(",") if t.strip()]:
+        member = cli.load_logits_file(name)
+        if member.logits.shape != run.logits.shape or not np.array_equal(member.labels, run.labels):
+            raise InputError(f"ensemble member {name} does not hold the run's samples: logits "
+                             f"{member.logits.shape} vs {run.logits.shape}, or other labels")
+        stack.append(member.logits)
+    if len(stack) < 2:
+        raise InputError("--ensemble needs at least 2 logits files")
+    return np.stack(stack)
+
+
+def format_result(result, title: str) -> str:
+    """The study as aligned text: one row per detector (mean ± std), Rel-U − Doctor, skipped detectors."""
+    from relu_core import protocol
+
+    header = ["detector", "FPR95 (lower)", "AUROC (higher)", "AURC (lower)"]
+    rows = [[r.detector, *(f"{getattr(r, m + '_mean'):.4f} ± {getattr(r, m + '_std'):.4f}"
+                           for m in ("fpr95", "auroc", "aurc"))] for r in result.table.itertuples()]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = [title, f"{protocol.FPR_CONVENTION}; mean ± std over {len(result.seeds)} seed(s); split per seed "
+                    f"{result.n_tune} tuning / {result.n_eval} evaluation samples; Rel-U λ = 0.5 and Doctor at T = 1.",
+             "", fmt(header), "  ".join("-" * w for w in widths), *map(fmt, rows)]
+    notes = [f"  {r.detector}: {r.note}" for r in result.table.itertuples() if r.note]
+    if notes:
+        lines += ["", "Notes:", *notes]
+    if result.paired:
+        lines += ["", "Rel-U − Doctor on the same splits (95 % paired bootstrap interval of the mean over seeds):"]
+        lines += [f"  {row.mean:+.4f} ± {row.std:.4f}   {row.verdict}" for row in result.paired_frame().itertuples()]
+    for key, reason in result.skipped.items():
+        lines.append(f"skipped {key}: {reason}")
+    return "\n".join(lines)
+
+
+def _json(result) -> dict:
+    table = {r["key"]: {k: v for k, v in r.items() if k != "key"} for r in result.table.to_dict("records")}
+    paired = {row["metric"]: {k: row[k] for k in ("mean", "std", "estimate", "ci_low", "ci_high", "significant",
+                                                  "verdict")} for row in result.paired_frame().to_dict("records")}
+    return {"detectors": table, "minus_doctor": paired, "skipped": result.skipped, "fpr95_positives": "correct",
+            "seeds": list(result.seeds), "tune_fraction": result.tune_fraction, "coverage": result.coverage,
+            "n_tune": result.n_tune, "n_eval": result.n_eval}
+
+
+def write_outputs(result, out: Path) -> list[Path]:
+    """The table, the per-seed values and both figures (HTML and their data as CSV) under ``out``."""
+    from relu_core import baselines, figures
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = {out / "baselines.csv": result.table.to_csv(index=False),
+               out / "baselines_per_seed.csv": result.per_seed.to_csv(index=False)}
+    for name, fig in zip(("roc", "risk_coverage"), baselines.study_figures(result)):
+        written[out / f"{name}.html"] = fig.to_html(include_plotlyjs=True, full_html=True)
+        written[out / f"{name}.csv"] = figures.figure_csv(fig)
+    for path, text in written.items():
+        path.write_text(text, encoding="utf-8")
+    return list(written)
+
+
+def run_command(args: argparse.Namespace, bar) -> int:  # noqa: ANN001 (cli.ProgressBar)
+    from relu_core import baselines, cli
+
+    coverage = _coverage(args.coverage)
+    fraction = cli._fraction(args.val_fraction)
+    seeds = cli._positive_int("--seeds", args.seeds)
+    n_resamples = 0 if args.bootstrap.strip() == "0" else cli._positive_int("--bootstrap", args.bootstrap)
+    batch_size = None if args.batch_size is None else cli._positive_int("--batch-size", args.batch_size)
+    keys = None if args.methods is None else [k.strip() for k in args.methods.split(",") if k.strip()]
+    out = None if args.out is None else Path(args.out)
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a directory")
+    run, title = _load_run(args, bar)
+    members = None if args.ensemble is None else _members(args.ensemble, run)
+    result = baselines.baselines_study(run, keys=keys, tune_fraction=fraction, seeds=range(seeds), coverage=coverage,
+                                       member_logits=members, n_resamples=n_resamples, device=args.device,
+                                       batch_size=batch_size, progress=bar)
+    bar.close()
+    if args.json:
+        print(json.dumps(_json(result), indent=2, default=str))
+    else:
+        print(format_result(result, title))
+    if out is not None:
+        for path in write_outputs(result, out):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
