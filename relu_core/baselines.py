@@ -282,6 +282,28 @@ def average_logits(member_logits) -> np.ndarray:
     return stack.mean(axis=0)
 
 
+def _ensemble_builders(run, cancel: Cancel | None = None) -> list[tuple[str, Callable[[], nn.Module]]]:
+    """``(name, build)`` of each offline ensemble member for ``run``; InputError (the reason) when there is none."""
+    if run.images is None or run.model is None:
+        raise InputError("Deep Ensembles needs a run with a model and its images (or the members' logits)")
+    from relu_core import datasets, training
+
+    _, h, w, c = run.images.shape
+    if run.model_name in CIFAR_RESNETS and (h, w, c) == (32, 32, 3) and run.n_classes == 10:
+        found = [(name, models.pretrained_weights(name)) for name in CIFAR_RESNETS]
+        found = [(name, path) for name, path in found if path is not None]
+        if len(found) < 2:
+            raise InputError("Deep Ensembles needs at least 2 of the pretrained CIFAR ResNets (set RELU_STUDIO_DATA)")
+        return [(name, lambda name=name, path=path: models.load_state_dict_file(models.build_model(name), path))
+                for name, path in found]
+    spec = run.dataset_name[:-5] if run.dataset_name.endswith("-test") else ""
+    if run.model_name in training.RECIPES and spec in datasets.DATASETS:
+        return [(f"{run.model_name} seed {s}", lambda s=s: engine.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
+                for s in range(ENSEMBLE_SEEDS)]
+    raise InputError(f"no offline ensemble for {run.model_name or 'this model'} on {run.dataset_name or 'this data'}: "
+                     "there is one for the CIFAR ResNets and for the small CNNs on registered data sets")
+
+
 def ensemble_logits(run, *, device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,
                     cancel: Cancel | None = None) -> tuple[tuple[str, ...], np.ndarray]:
     """``(member names, (M, N, C) logits)`` of the offline ensemble for ``run`` on its images, cached by content.
@@ -290,27 +312,7 @@ def ensemble_logits(run, *, device: str = "auto", batch_size: int | None = None,
     (at least 2). A small-CNN run on a registered data set: the same architecture trained with seeds 0-4
     (seed 0 is the run's own model). Anything else raises InputError (pass member logits instead).
     """
-    if run.images is None or run.model is None:
-        raise InputError("Deep Ensembles needs a run with a model and its images (or the members' logits)")
-    from relu_core import datasets, training
-
-    n, h, w, c = run.images.shape
-    if run.model_name in CIFAR_RESNETS and (h, w, c) == (32, 32, 3) and run.n_classes == 10:
-        found = [(name, models.pretrained_weights(name)) for name in CIFAR_RESNETS]
-        found = [(name, path) for name, path in found if path is not None]
-        if len(found) < 2:
-            raise InputError("Deep Ensembles needs at least 2 of the pretrained CIFAR ResNets (set RELU_STUDIO_DATA)")
-        builders = [(name, lambda name=name, path=path: models.load_state_dict_file(models.build_model(name), path))
-                    for name, path in found]
-    elif run.model_name in training.RECIPES and run.dataset_name.endswith("-test") \
-            and run.dataset_name[:-5] in datasets.DATASETS:
-        spec = run.dataset_name[:-5]
-        builders = [(f"{run.model_name} seed {s}", lambda s=s: engine.small_cnn(run.model_name, spec, seed=s,
-                                                                                cancel=cancel))
-                    for s in range(ENSEMBLE_SEEDS)]
-    else:
-        raise InputError(f"no offline ensemble for {run.model_name or 'this model'} on {run.dataset_name or 'this data'}:"
-                         " it exists for the CIFAR ResNets and the small CNNs on registered data sets")
+    builders = _ensemble_builders(run, cancel)
     images_digest = cache.array_digest(run.images)
     stack = []
     for done, (name, build) in enumerate(builders):
@@ -463,6 +465,11 @@ def available_keys(run) -> dict[str, str | None]:
         reason = None
         if spec.needs_model and (run.model is None or run.images is None):
             reason = f"{spec.display_name} needs a run with a model and its images (this run has logits only)"
+        elif key == "deep_ensemble":
+            try:
+                _ensemble_builders(run)
+            except InputError as exc:
+                reason = str(exc)
         out[key] = reason
     return out
 
@@ -531,7 +538,8 @@ def baselines_study(
 
         def compute() -> dict[str, np.ndarray]:
             features, head = head_features(run.model, run.images, run.mean, run.std, device=device,
-                                           batch_size=batch_size, cancel=cancel)
+                                           batch_size=batch_size, cancel=cancel,
+                                           progress=lambda d, t, message: progress(0, total, message))
             return {"features": features, "weight": head.weight.detach().numpy(), "bias": head.bias.detach().numpy()}
 
         stored = cache.cached("baseline_features", key, compute)
@@ -541,15 +549,10 @@ def baselines_study(
     if "deep_ensemble" in keys and "deep_ensemble" not in skipped:
         progress(1, total, "Deep Ensembles: the members' logits")
         if member_logits is None:
-            try:
-                members, member_logits = ensemble_logits(run, device=device, batch_size=batch_size, cancel=cancel)
-            except InputError as exc:
-                if explicit:
-                    raise
-                skipped["deep_ensemble"] = str(exc)
-        if member_logits is not None:
-            fixed["deep_ensemble"] = DeepEnsemble().score(member_logits)
-            members = members or tuple(f"member {m}" for m in range(len(member_logits)))
+            members, member_logits = ensemble_logits(run, device=device, batch_size=batch_size, cancel=cancel,
+                                                     progress=lambda d, t, message: progress(1, total, message))
+        fixed["deep_ensemble"] = DeepEnsemble().score(member_logits)
+        members = members or tuple(f"member {m}" for m in range(len(member_logits)))
     studied = [k for k in keys if k not in skipped]
 
     probs = detectors.softmax(logits, 1.0)
