@@ -18,10 +18,11 @@ convention of :mod:`relu_core.detectors` (higher = more likely misclassified):
   Members offline (:func:`ensemble_logits`): the shared pretrained CIFAR-10 ResNet-20/32/44/56 for a CIFAR
   ResNet run, or 5 small CNNs trained with seeds 0-4 for a small-CNN run; or logits given by the caller.
 - ``conformal``, :class:`ConformalAPS`: split-conformal adaptive prediction sets (APS, Romano et al. 2020,
-  non-randomised) calibrated on the tuning split at coverage ``1 - alpha``. The set of x is
-  ``{c : E(x, c) <= q}`` with ``E(x, c)`` the probability mass of the classes ranked up to and including c
-  and ``q`` the ``ceil((n + 1)(1 - alpha)) / n`` empirical quantile of ``E(x_i, y_i)`` on the n calibration
-  samples, so a new sample's set holds its label with probability >= 1 - alpha. The paper's rule rejects a
+  randomised by default) calibrated on the tuning split at coverage ``1 - alpha``. The set of x is
+  ``{c : E(x, c) <= q}`` with ``E(x, c)`` the probability mass of the classes ranked before c plus ``u p_c``
+  (u uniform, seeded; u = 1 without randomisation) and ``q`` the ``ceil((n + 1)(1 - alpha))``-th smallest
+  ``E(x_i, y_i)`` of the n calibration samples, so a new sample's set holds its label with probability
+  >= 1 - alpha. The paper's rule rejects a
   prediction whose set holds more than one label, or (a threshold t) whose second largest probability
   inside the set exceeds t: the uncertainty is that second probability when the set holds two labels or
   more, and 0 otherwise (rejecting u > 0 is the plain "more than one label" rule).
@@ -338,28 +339,37 @@ def _cumulative_mass(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.cumsum(np.take_along_axis(probs, order, axis=1), axis=1)
 
 
-def aps_scores(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """APS conformity score ``E(x, y)``: the probability mass of the classes ranked up to and including y."""
+def aps_scores(probs: np.ndarray, labels: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
+    """APS conformity score of the label: the mass of the classes ranked before y, plus ``u * p_y``
+    (``u=None``: all of ``p_y``, the non-randomised score; else one uniform draw per sample)."""
     order, mass = _cumulative_mass(probs)
     rank = np.argmax(order == np.asarray(labels)[:, None], axis=1)
-    return mass[np.arange(len(rank)), rank]
+    rows = np.arange(len(rank))
+    own = probs[rows, np.asarray(labels)]
+    return mass[rows, rank] - own + (own if u is None else u * own)
 
 
 class ConformalAPS(Detector):
     """Split-conformal APS sets calibrated on the tuning split; the paper's rejection rule as an uncertainty.
 
     ``fit(logits, labels)`` (the labels are needed, correctness alone is not enough) sets ``qhat_``;
-    :meth:`set_sizes` / :meth:`prediction_sets` give the sets; ``score`` the uncertainty (module docstring).
+    :meth:`set_sizes` / :meth:`prediction_sets` give the sets, ``score`` the uncertainty (module docstring).
+    ``randomized=True`` (default, Romano et al.'s APS): a class enters the set when the mass ranked before
+    it plus ``u`` times its own probability is <= ``qhat_``, with one uniform ``u`` per sample drawn from
+    ``numpy.random.default_rng([seed, 0])`` (calibration) or ``([seed, 1])`` (any later set), so sets are
+    small and coverage is exact in expectation; ``randomized=False`` counts the whole own probability
+    (deterministic, conservative: far larger sets for confident models).
     """
 
     name = "Conformal (APS)"
     requires_fit = True
 
-    def __init__(self, coverage: float = DEFAULT_COVERAGE, temperature: float = 1.0) -> None:
+    def __init__(self, coverage: float = DEFAULT_COVERAGE, temperature: float = 1.0, randomized: bool = True,
+                 seed: int = 0) -> None:
         super().__init__(temperature)
         if not 0.0 < float(coverage) < 1.0:
             raise InputError(f"the conformal coverage level must lie strictly between 0 and 1, got {coverage!r}")
-        self.coverage = float(coverage)
+        self.coverage, self.randomized, self.seed = float(coverage), bool(randomized), int(seed)
         self.qhat_: float | None = None
 
     @small_work
@@ -372,25 +382,30 @@ class ConformalAPS(Detector):
     def fit_probs(self, probs, correct) -> "ConformalAPS":
         raise InputError("conformal calibration needs the labels, not only the correctness: call fit(logits, labels)")
 
+    def _uniforms(self, n: int, stream: int) -> np.ndarray | None:
+        return np.random.default_rng([self.seed, stream]).random(n) if self.randomized else None
+
     def calibrate(self, probs: np.ndarray, labels: np.ndarray) -> "ConformalAPS":
-        """``qhat_``: the ``ceil((n + 1) coverage) / n`` quantile (the next order statistic) of the calibration
-        scores; +inf (every set holds every label) when n is too small for the level."""
-        scores = aps_scores(np.asarray(probs, dtype=np.float64), labels)
+        """``qhat_``: the ``ceil((n + 1) coverage)``-th smallest of the n calibration scores; +inf (every set
+        holds every label) when n is too small for the level."""
+        probs = np.asarray(probs, dtype=np.float64)
+        scores = aps_scores(probs, labels, self._uniforms(probs.shape[0], 0))
         n = scores.size
         k = math.ceil((n + 1) * self.coverage)
         self.qhat_ = math.inf if k > n else float(np.sort(scores)[k - 1])
         return self
 
-    def _check(self) -> float:
+    def set_sizes(self, probs) -> np.ndarray:
+        """Number of labels in each sample's prediction set (a prefix of the classes by decreasing p)."""
         if self.qhat_ is None:
             raise InputError("the conformal detector is not calibrated yet: call fit(logits, labels) first")
-        return self.qhat_
-
-    def set_sizes(self, probs) -> np.ndarray:
-        """Number of labels in each sample's prediction set."""
-        qhat = self._check()
-        _, mass = _cumulative_mass(np.asarray(probs, dtype=np.float64))
-        return (mass <= qhat).sum(axis=1)
+        probs = np.asarray(probs, dtype=np.float64)
+        order, mass = _cumulative_mass(probs)
+        u = self._uniforms(probs.shape[0], 1)
+        if u is not None:  # mass before each class plus u times its own (increasing along the ranks)
+            ranked = np.take_along_axis(probs, order, axis=1)
+            mass = mass - (1.0 - u[:, None]) * ranked
+        return (mass <= self.qhat_).sum(axis=1)
 
     def prediction_sets(self, probs) -> np.ndarray:
         """Boolean (N, C): whether class c is in sample n's set."""
@@ -407,7 +422,8 @@ class ConformalAPS(Detector):
         return np.where(self.set_sizes(probs) >= 2, second, 0.0)
 
     def __repr__(self) -> str:
-        return f"ConformalAPS(coverage={self.coverage:g}, temperature={self.temperature:g})"
+        return (f"ConformalAPS(coverage={self.coverage:g}, temperature={self.temperature:g}, "
+                f"randomized={self.randomized}, seed={self.seed})")
 
 
 register_detector("mlp", MLPDetector, display_name=MLPDetector.name, learned=True)
@@ -571,7 +587,7 @@ def baselines_study(
                 scores[key] = fixed[key][ev]
                 continue
             spec = detectors.REGISTRY[key]
-            options = {"mlp": {"seed": seed}, "conformal": {"coverage": coverage}}.get(key, {})
+            options = {"mlp": {"seed": seed}, "conformal": {"coverage": coverage, "seed": seed}}.get(key, {})
             detector = spec.factory(**options)
             if spec.learned:
                 detector.fit(logits[tune], labels[tune])
