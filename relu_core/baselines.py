@@ -299,10 +299,12 @@ def _ensemble_builders(run, cancel: Cancel | None = None) -> list[tuple[str, Cal
                 for name, path in found]
     spec = run.dataset_name[:-5] if run.dataset_name.endswith("-test") else ""
     if run.model_name in training.RECIPES and spec in datasets.DATASETS:
-        return [(f"{run.model_name} seed {s}", lambda s=s: engine.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
+        return [(f"{run.model_name} seed {s}",
+                 lambda s=s: engine.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
                 for s in range(ENSEMBLE_SEEDS)]
-    raise InputError(f"no offline ensemble for {run.model_name or 'this model'} on {run.dataset_name or 'this data'}: "
-                     "there is one for the CIFAR ResNets and for the small CNNs on registered data sets")
+    raise InputError(f"Deep Ensembles has no offline ensemble for {run.model_name or 'this model'} on "
+                     f"{run.dataset_name or 'this data'}: there is one for the CIFAR ResNets and for the small CNNs "
+                     "on registered data sets")
 
 
 def ensemble_logits(run, *, device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,

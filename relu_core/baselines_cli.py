@@ -19,7 +19,7 @@ import numpy as np
 from relu_core.errors import InputError
 
 
-def add_parser(sub) -> None:  # noqa: ANN001 (argparse's private _SubParsersAction)
+def add_parser(sub) -> None:
     """Register the ``baselines`` subcommand on ``relu_core.cli``'s subparsers."""
     from relu_core import cli
 
@@ -97,9 +97,9 @@ def format_result(result, title: str) -> str:
                            for m in ("fpr95", "auroc", "aurc"))] for r in result.table.itertuples()]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-    lines = [title, f"{protocol.FPR_CONVENTION}; mean ± std over {len(result.seeds)} seed(s); split per seed "
-                    f"{result.n_tune} tuning / {result.n_eval} evaluation samples; Rel-U λ = 0.5 and Doctor at T = 1.",
-             "", fmt(header), "  ".join("-" * w for w in widths), *map(fmt, rows)]
+    conventions = (f"{protocol.FPR_CONVENTION}; mean ± std over {len(result.seeds)} seed(s); split per seed "
+                   f"{result.n_tune} tuning / {result.n_eval} evaluation samples; Rel-U λ = 0.5 and Doctor at T = 1.")
+    lines = [title, conventions, "", fmt(header), "  ".join("-" * w for w in widths), *map(fmt, rows)]
     notes = [f"  {r.detector}: {r.note}" for r in result.table.itertuples() if r.note]
     if notes:
         lines += ["", "Notes:", *notes]
@@ -135,7 +135,7 @@ def write_outputs(result, out: Path) -> list[Path]:
     return list(written)
 
 
-def run_command(args: argparse.Namespace, bar) -> int:  # noqa: ANN001 (cli.ProgressBar)
+def run_command(args: argparse.Namespace, bar) -> int:
     from relu_core import baselines, cli
 
     coverage = _coverage(args.coverage)

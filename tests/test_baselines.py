@@ -269,7 +269,7 @@ def test_study_matches_direct_computations_and_mlp_sees_only_tuning_rows(digits_
     per_seed = result.per_seed[(result.per_seed["key"] == "doctor") & (result.per_seed["metric"] == "auroc")]
     assert row["auroc_mean"] == pytest.approx(per_seed["value"].mean())
     assert "coverage on the evaluation split" in result.table.set_index("key").loc["conformal", "note"]
-    roc, rc = baselines.study_figures(result)
+    roc, _ = baselines.study_figures(result)
     names = {t.legendgroup for t in roc.data if t.legendgroup}
     assert {"Rel-U", "Doctor", "MLP", "MC-Dropout", "Conformal (APS)"} <= names
     assert len(result.paired_frame()) == 3

@@ -1,0 +1,135 @@
+"""Baselines: Rel-U and Doctor beside an MLP, MC-Dropout, Deep Ensembles and conformal prediction sets.
+
+A thin page: the widgets, one call to ``relu_core.baselines.baselines_study`` through the shared job box
+(progress, device, Cancel) and the figures of ``relu_core.baselines.study_figures``. Results are kept per
+(run, settings) in the session; the model passes of MC-Dropout and the ensemble members' logits are cached on
+disk, so a rerun only refits and rescores.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui_common as ui
+from relu_core import baselines, detectors, figures, protocol
+
+st.set_page_config(page_title="Baselines · Rel-U Studio", layout="wide")
+run = ui.sidebar_run_picker()
+
+st.title("More baselines")
+st.caption(f"Run: {ui.run_label(run)}")
+st.markdown(
+    "The paper's comparison with other families of detectors (its Table 5 and conformal appendix), on the same "
+    "seeded splits as Rel-U and Doctor: an **MLP** trained on the tuning split's soft-predictions to predict "
+    "errors (early stopping on a held-out part of the tuning split), **MC-Dropout** (10 passes with dropout 0.2 "
+    "before the classifier head; entropy of the softmax of the averaged logits), **Deep Ensembles** (MSP of the "
+    "average of several models' logits) and **conformal** prediction sets (APS calibrated on the tuning split; "
+    "a prediction is rejected when its set holds more than one label). Rel-U (λ = 0.5) and Doctor at T = 1. "
+    f"Every detector judges the run's own predictions; {protocol.FPR_CONVENTION}."
+)
+
+available = baselines.available_keys(run)
+usable = [k for k in detectors.REGISTRY if available[k] is None]
+DEFAULTS = {
+    "bl_tune_fraction": 0.2,
+    "bl_seeds": 3,
+    "bl_coverage": baselines.DEFAULT_COVERAGE,
+    "bl_detectors": [k for k in baselines.STUDY_KEYS if k in usable],
+}
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, value)
+st.session_state["bl_detectors"] = [k for k in st.session_state["bl_detectors"] if k in usable]
+
+# ------------------------------------------------------------------------------------------- controls
+with st.container(border=True):
+    c_split, c_seeds, c_cov = st.columns(3)
+    c_split.select_slider("tuning split", options=protocol.TUNE_FRACTION_PRESETS, key="bl_tune_fraction",
+                          format_func=lambda f: f"{f:.0%}")
+    c_seeds.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key="bl_seeds",
+                         help="The paper averages 10 seeds; each seed trains one MLP.")
+    c_cov.slider("conformal coverage (1 − α)", min_value=0.5, max_value=0.99, step=0.01, key="bl_coverage")
+    st.multiselect("detectors", usable, format_func=lambda k: detectors.REGISTRY[k].display_name,
+                   key="bl_detectors")
+unavailable = {k: reason for k, reason in available.items() if reason is not None and k in baselines.STUDY_KEYS}
+if unavailable:
+    st.info("Not available on this run: " + "; ".join(unavailable.values()) + ".")
+
+settings = (
+    float(st.session_state["bl_tune_fraction"]),
+    tuple(range(int(st.session_state["bl_seeds"]))),
+    round(float(st.session_state["bl_coverage"]), 4),
+    tuple(st.session_state["bl_detectors"]),
+)
+tune_fraction, seeds, coverage, keys = settings
+results: dict = st.session_state.setdefault("bl_results", {})
+
+if not keys:
+    st.warning("Choose at least one detector.")
+if st.button("Run the study", key="bl_run", type="primary", disabled=not keys):
+    result = ui.run_job(
+        f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
+        lambda progress, cancel: baselines.baselines_study(
+            run, keys=keys, tune_fraction=tune_fraction, seeds=seeds, coverage=coverage, progress=progress,
+            cancel=cancel,
+        ),
+        select=False,
+    )
+    if result is not None:
+        results[(run.run_id, settings)] = result
+        st.session_state.setdefault("bl_last", {})[run.run_id] = settings
+
+shown = settings if (run.run_id, settings) in results else st.session_state.get("bl_last", {}).get(run.run_id)
+if shown is None:
+    st.info("Press **Run the study**. Model passes are cached, so later runs are quick.")
+    st.stop()
+if shown != settings:
+    st.info("The settings changed since this study was run: press **Run the study** to update it.")
+result: baselines.BaselinesResult = results[(run.run_id, shown)]
+st.caption(f"Tuning split {result.tune_fraction:.0%} · {len(result.seeds)} seed(s) · {result.n_tune:,} tuning / "
+           f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}")
+
+# ------------------------------------------------------------------------------------------- table
+st.subheader("Mean ± std over seeds")
+table = result.table
+st.dataframe(
+    {"detector": table["detector"], "learned": table["learned"],
+     **{label: [f"{m:.4f} ± {s:.4f}" for m, s in zip(table[f"{key}_mean"], table[f"{key}_std"])]
+        for key, label in (("fpr95", "FPR95 (lower is better)"), ("auroc", "AUROC (higher is better)"),
+                           ("aurc", "AURC (lower is better)"))},
+     "note": table["note"]},
+    hide_index=True,
+)
+st.caption("Each row: one detector judged on the evaluation splits, mean ± std over the seeds. \"learned\" "
+           "detectors were fitted on the tuning split only.")
+if result.paired:
+    st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
+    st.dataframe(ui.paired_rows(result.paired), hide_index=True)
+    st.caption(f"95 % paired bootstrap interval of the mean over {len(result.seeds)} seed(s); a verdict of "
+               "\"no significant difference\" means the interval covers 0.")
+
+# ------------------------------------------------------------------------------------------- figures
+roc, rc = baselines.study_figures(result)
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(roc, config=figures.chart_config("baselines_roc"), key="bl_roc")
+    st.caption("Each curve shows, for one detector, the share of correct predictions accepted (up) against the "
+               "share of errors wrongly accepted (right) as its threshold moves; higher and further left is better.")
+with right:
+    st.plotly_chart(rc, config=figures.chart_config("baselines_risk_coverage"), key="bl_rc")
+    st.caption("Each curve shows the error rate among the accepted predictions (up) when a detector keeps only its "
+               "most confident fraction of the samples (right); lower is better.")
+
+# ------------------------------------------------------------------------------------------- downloads
+row1, row2 = st.columns(3), st.columns(3)
+row1[0].download_button("Table (CSV)", table.to_csv(index=False), file_name="baselines.csv", mime="text/csv",
+                        on_click="ignore", key="bl_dl_table")
+row1[1].download_button("Per-seed values (CSV)", result.per_seed.to_csv(index=False),
+                        file_name="baselines_per_seed.csv", mime="text/csv", on_click="ignore", key="bl_dl_seeds")
+for column, (name, fig) in zip(row2, (("roc", roc), ("risk_coverage", rc))):
+    column.download_button(f"{fig.layout.title.text.split(' (')[0].split(',')[0]} (HTML)",
+                           fig.to_html(include_plotlyjs="cdn"), file_name=f"baselines_{name}.html", mime="text/html",
+                           on_click="ignore", key=f"bl_dl_{name}_html")
+    column.download_button(f"{fig.layout.title.text.split(' (')[0].split(',')[0]} data (CSV)",
+                           figures.figure_csv(fig), file_name=f"baselines_{name}.csv", mime="text/csv",
+                           on_click="ignore", key=f"bl_dl_{name}_csv")
+st.caption("The HTML figures load plotly.js from its CDN when opened; the camera button on each chart saves a PNG.")

@@ -1,0 +1,80 @@
+"""AppTest of pages/4_Baselines.py: the study table, Rel-U − Doctor, the ROC and risk-coverage figures, downloads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_robustness import tiny_digits_run
+
+import ui_common
+
+pytestmark = pytest.mark.slow  # AppTest of a whole page, MLP training
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "4_Baselines.py")
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def digits_run():
+    return tiny_digits_run()
+
+
+def _page(run, **state) -> AppTest:
+    ui_common.register_run(run)
+    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
+    at.session_state["run_id"] = run.run_id
+    for key, value in state.items():
+        at.session_state[key] = value
+    return at.run()
+
+
+def _no_exceptions(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_study_table_paired_interval_figures_and_downloads(digits_run) -> None:
+    at = _page(digits_run, bl_seeds=2)
+    _no_exceptions(at)
+    assert any("Run the study" in info.value for info in at.info)
+    assert any("Deep Ensembles" in info.value for info in at.info)  # no offline ensemble for this linear model
+    assert not at.get("plotly_chart")
+    at.button(key="bl_run").click().run()
+    _no_exceptions(at)
+    table = next(df.value for df in at.dataframe if "detector" in df.value.columns)
+    assert list(table["detector"]) == ["Rel-U", "Doctor", "MSP", "MLP", "MC-Dropout", "Conformal (APS)"]
+    assert all("±" in v for v in table["AUROC (higher is better)"])
+    paired = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
+    assert list(paired["metric"]) == ["FPR95", "AUROC", "AURC"]
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    titles = [spec["layout"]["title"]["text"] for spec in specs]
+    assert titles[0].startswith("ROC") and titles[1].startswith("Risk-coverage")
+    for spec in specs:
+        assert {"Rel-U", "Doctor", "MLP", "MC-Dropout", "Conformal (APS)"} <= {t.get("legendgroup") for t in
+                                                                              spec["data"]}
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("Each curve shows, for one detector") for c in captions)
+    assert any(c.startswith("Each curve shows the error rate") for c in captions)
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"Table (CSV)", "Per-seed values (CSV)", "ROC (HTML)", "ROC data (CSV)", "Risk-coverage (HTML)",
+            "Risk-coverage data (CSV)"} <= labels
+    # a changed setting keeps the last study on screen and says so
+    at.slider(key="bl_coverage").set_value(0.8).run()
+    assert any("settings changed" in info.value for info in at.info)
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_logits_only_run_offers_the_logit_detectors_only(digits_run) -> None:
+    logits_only = dataclasses.replace(digits_run, images=None, model=None, run_id="digits-logits-only-baselines")
+    at = _page(logits_only)
+    _no_exceptions(at)
+    options = at.multiselect(key="bl_detectors").options
+    assert "MC-Dropout" not in options and "Deep Ensembles" not in options and "MLP" in options
+    assert any("MC-Dropout needs a run with a model" in info.value for info in at.info)
+    at.multiselect(key="bl_detectors").set_value([]).run()
+    assert at.button(key="bl_run").disabled
+    assert any("at least one detector" in w.value for w in at.warning)
