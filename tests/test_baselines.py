@@ -340,3 +340,39 @@ def test_cli_bad_input_exits_2_with_one_line(logits_file, capsys, argv, message)
 def test_cli_needs_a_source(capsys) -> None:
     assert cli.main(["baselines"]) == 2
     assert capsys.readouterr().err.startswith("error: give either --logits")
+
+
+# ------------------------------------------------------------------------------------------ offline ensembles
+@pytest.mark.slow
+def test_offline_ensemble_of_the_shared_cifar_resnets(shared_data) -> None:
+    from relu_core import engine, models
+    from relu_core.runs import Run
+
+    data = np.load(shared_data / "cifar10" / "cifar10_test_lossless_prefix1017.npz")
+    images, labels = data["x"][:96], data["y"][:96].astype(np.int64)
+    spec = models.get_spec("resnet20")
+    model = models.load_state_dict_file(models.build_model("resnet20"), models.pretrained_weights("resnet20"))
+    logits = engine.compute_logits(model, images, mean=spec.mean, std=spec.std, device="cpu")
+    run = Run("cifar-prefix-96", logits, labels, tuple(map(str, range(10))), images=images, model=model.eval(),
+              model_name="resnet20", mean=spec.mean, std=spec.std, dataset_name="cifar10-exact-test")
+    assert baselines.available_keys(run)["deep_ensemble"] is None
+    names, stack = baselines.ensemble_logits(run, device="cpu")
+    assert names == baselines.CIFAR_RESNETS and stack.shape == (4, 96, 10)
+    np.testing.assert_allclose(stack[0], logits, rtol=1e-4, atol=1e-4)  # the run's own model is a member
+    assert (stack.mean(0).argmax(1) == labels).mean() > 0.85
+    result = baselines.baselines_study(run, keys=["doctor", "deep_ensemble"], seeds=(0,), n_resamples=0,
+                                       device="cpu", tune_fraction=0.5)
+    assert "resnet56" in result.table.set_index("key").loc["deep_ensemble", "note"]
+
+
+@pytest.mark.slow
+def test_offline_ensemble_of_small_cnns_trained_with_seeds(monkeypatch) -> None:
+    from relu_core import engine
+
+    assert baselines.ENSEMBLE_SEEDS == 5
+    monkeypatch.setattr(baselines, "ENSEMBLE_SEEDS", 2)  # two trainings instead of five keep the test short
+    run = engine.logits_for("cnn8", None, "digits", device="cpu")
+    names, stack = baselines.ensemble_logits(run, device="cpu")
+    assert names == ("cnn8 seed 0", "cnn8 seed 1") and stack.shape == (2, *run.logits.shape)
+    np.testing.assert_allclose(stack[0], run.logits, rtol=1e-4, atol=1e-4)  # seed 0 is the run's own model
+    assert not np.allclose(stack[1], stack[0], atol=1e-2)
