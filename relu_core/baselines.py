@@ -182,10 +182,11 @@ def head_features(model: nn.Module, images: np.ndarray, mean: Sequence[float], s
     def step(batch: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             out = engine.forward(net, normalise(batch), "fp32")
-        if captured["y"].shape != out.shape or not torch.allclose(captured["y"].float(), out, rtol=1e-4, atol=1e-4):
+        if captured["x"].ndim != 2 or captured["y"].shape != out.shape \
+                or not torch.allclose(captured["y"].float(), out, rtol=1e-4, atol=1e-4):
             raise InputError("the model's last nn.Linear is not its output layer: MC-Dropout cannot insert "
                              "dropout before the classifier head of this model")
-        return captured["x"].reshape(out.shape[0], -1).float()
+        return captured["x"].float()
 
     try:
         features = engine.batched_outputs(step, images, device=dev,
@@ -233,6 +234,7 @@ class MCDropout(Detector):
             passes.append(head(x * keep / (1.0 - self.p)))
         return torch.stack(passes).numpy()
 
+    @small_work
     def score_features(self, features: np.ndarray, head: nn.Linear) -> np.ndarray:
         """Entropy of ``softmax(mean over the k passes of the logits)`` (float64, N)."""
         return detectors.Entropy().score(self.head_logits(features, head).mean(axis=0, dtype=np.float64))
