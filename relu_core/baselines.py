@@ -82,7 +82,7 @@ class MLPDetector(Detector):
     requires_fit = True
 
     def __init__(self, seed: int = 0, temperature: float = 1.0, hidden: int = 128, dropout: float = 0.2,
-                 lr: float = 1e-3, batch_size: int = 128, max_epochs: int = 100, patience: int = 10,
+                 lr: float = 1e-3, batch_size: int = 128, max_epochs: int = 200, patience: int = 20,
                  holdout: float = 0.2) -> None:
         super().__init__(temperature)
         if not 0.0 <= dropout < 1.0 or not 0.0 < holdout < 1.0 or min(hidden, batch_size, max_epochs, patience) < 1:
