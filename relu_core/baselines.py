@@ -552,9 +552,9 @@ def baselines_study(
     if "mc_dropout" in keys and "mc_dropout" not in skipped:
         progress(0, total, f"MC-Dropout: {mc_passes} passes with dropout p = {mc_p:g} before the head")
         mc = MCDropout(mc_passes, mc_p, seed=0)
-        key = {"what": "mc-dropout features", "weights": models.weights_hash(run.model),
-               "images": cache.array_digest(run.images), "mean": list(map(float, run.mean)),
-               "std": list(map(float, run.std))}
+        cache_key = {"what": "mc-dropout features", "weights": models.weights_hash(run.model),
+                     "images": cache.array_digest(run.images), "mean": list(map(float, run.mean)),
+                     "std": list(map(float, run.std))}
 
         def compute() -> dict[str, np.ndarray]:
             features, head = head_features(run.model, run.images, run.mean, run.std, device=device,
@@ -562,7 +562,7 @@ def baselines_study(
                                            progress=lambda d, t, message: progress(0, total, message))
             return {"features": features, "weight": head.weight.detach().numpy(), "bias": head.bias.detach().numpy()}
 
-        stored = cache.cached("baseline_features", key, compute)
+        stored = cache.cached("baseline_features", cache_key, compute)
         head = nn.Linear(*stored["weight"].shape[::-1])
         head.load_state_dict({"weight": torch.from_numpy(stored["weight"]), "bias": torch.from_numpy(stored["bias"])})
         fixed["mc_dropout"] = mc.score_features(stored["features"], head.eval())
