@@ -139,6 +139,18 @@ def figures_for(result: base.StudyResult) -> list[tuple[str, go.Figure, str]]:
     return out
 
 
+def paired_table(result: base.StudyResult) -> pd.DataFrame:
+    """Rel-U − Doctor per series, point and metric in words: mean ± std over seeds, the interval, the verdict."""
+    p = result.paired
+    return pd.DataFrame({
+        "series": p["series"], "point": [f"{x:g}" for x in p["x"]], "metric": [base.METRIC_LABELS[m] for m in p["metric"]],
+        "Rel-U − Doctor (mean ± std over seeds)": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(p["mean"], p["std"])],
+        "95 % CI of the mean": ["–" if np.isnan(lo) else f"{lo:+.4f} to {hi:+.4f}"
+                                for lo, hi in zip(p["ci_low"], p["ci_high"])],
+        "verdict": [v.split(": ", 1)[1] for v in p["verdict"]],
+    })
+
+
 def figure_html(fig: go.Figure, sentence: str = "") -> str:
     """A standalone HTML page of the figure with plotly.js inlined (opens offline, zoomable), the sentence below."""
     page = fig.to_html(include_plotlyjs=True, full_html=True)
