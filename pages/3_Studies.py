@@ -29,7 +29,7 @@ st.markdown(
 has_model = run.model is not None and run.images is not None
 DEFAULTS = {
     "study_name": "ablation", "study_seeds": 0, "study_fraction": 0.5, "study_bootstrap": 1000,
-    "study_axes": ["lambda", "temperature"], "study_subsample": 1000, "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
+    "study_axes": ["lambda", "temperature"], "study_subsample": 0, "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
     "study_extra_fractions": "", "study_other": "cifar100-exact", "study_exclude": "",
 }
 for key, value in DEFAULTS.items():
@@ -68,10 +68,10 @@ def _controls() -> dict:
             if not has_model:
                 st.caption("The ε axis perturbs the inputs: it needs a run with its model and images.")
             if "eps" in options["axes"]:
-                subsample = st.number_input("images for the ε axis (0 = all)", min_value=0, step=100,
-                                            key="study_subsample",
+                subsample = st.number_input("images for the ε axis (0 = automatic: 1,000 on a CPU, all on a GPU)",
+                                            min_value=0, step=100, key="study_subsample",
                                             help=f"A seeded subsample keeps CPU runs short; this run has {len(run.labels):,}.")
-                options["subsample"] = int(subsample) or None
+                options["subsample"] = int(subsample) or "auto"
         if name == "mismatch":
             available = [i.name for i in datasets.list_datasets() if i.available]
             options["other"] = st.selectbox("other data set (its images go through this run's model)",

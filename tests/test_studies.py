@@ -357,3 +357,30 @@ def test_cli_json_and_out_folder(logits_file, tmp_path, capsys) -> None:
     assert cli.main(["study", "calibration", "--logits", str(logits_file), "--seeds", "2", "--bootstrap", "0"]) == 0
     text = capsys.readouterr().out
     assert "[summary]" in text and "ECE" in text and "no bootstrap interval" in text
+
+
+def test_progress_reports_every_phase(run) -> None:
+    calls: list[tuple[int, int, str]] = []
+    tuning_split.run_study(run, fractions=(0.2, 0.5), seeds=2, n_resamples=20, use_cache=False,
+                           progress=lambda done, total, message: calls.append((done, total, message)))
+    assert all(0 <= done <= total for done, total, _ in calls)
+    messages = [m for _, _, m in calls]
+    assert any("tuning fraction 0.2" in m for m in messages) and any("paired bootstrap" in m for m in messages)
+    assert calls[-1][0] == calls[-1][1]
+
+
+@pytest.mark.slow
+def test_offline_cifar_pair_keeps_87_classes_in_equal_counts(shared_data) -> None:
+    """A pretrained CIFAR-10 ResNet-20 on the lossless CIFAR-10 prefix against the 916 lossless CIFAR-100 images."""
+    from relu_core import engine
+
+    cifar10 = engine.logits_for("resnet20", None, "cifar10-exact", device="cpu")
+    other = datasets.load_dataset("cifar100-exact", split="test")
+    removed = [other.class_names.index(c) for c in mismatch.CIFAR100_REMOVED]
+    kept = int((~np.isin(other.labels, removed)).sum())
+    result = mismatch.run_study(cifar10, other="cifar100-exact", fractions=(0.5,), seeds=2, n_resamples=0,
+                                device="cpu", use_cache=False)
+    assert result.settings["n_per_side"] == min(kept, len(cifar10.labels)) == kept
+    assert result.settings["excluded_classes"] == list(mismatch.CIFAR100_REMOVED)
+    auroc = _point(result, "mismatch", 0.5, "Doctor", "auroc")[0]
+    assert 0.6 < auroc < 1.0  # other-domain images get less confident predictions than correct in-domain ones

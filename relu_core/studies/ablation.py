@@ -232,7 +232,7 @@ def run_study(
         for (name, x), count in sorted(collector.fallback.items()):
             notes.append(f"{SERIES[name]['x_label']} = {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)")
         base.report(progress, steps - 1, steps, "paired bootstrap")
-        curves, paired, per_seed = collector.finish(n_resamples, cancel=cancel)
+        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         base.report(progress, steps, steps, "done")
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
 

@@ -171,7 +171,7 @@ def run_study(
             base.report(progress, i, len(seeds) + 1, f"seed {i + 1}/{len(seeds)}: temperature scaling")
             rows.append(calibration_seed(logits, labels, correct, tune, evaluation, seed, collector, bins))
         base.report(progress, len(seeds), len(seeds) + 1, "paired bootstrap")
-        curves, paired, per_seed = collector.finish(n_resamples, cancel=cancel)
+        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         seeds_frame = pd.DataFrame(rows)
         edges = np.linspace(0.0, 1.0, N_BINS + 1)
         reliability = pd.DataFrame([

@@ -139,7 +139,7 @@ def run_study(
         collector = base.Collector()
         tuning_split.fraction_sweep(mix["logits"], mix["correct"], fractions, seeds, collector, series="mismatch",
                                     cancel=cancel, progress=progress)
-        curves, paired, per_seed = collector.finish(n_resamples, cancel=cancel)
+        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         errors_in = int(n - mix["correct"][:n].sum())
         settings = {"other": other.name, "in_distribution": run.dataset_name, "excluded_classes": list(exclude),
                     "n_per_side": n, "other_kept": mix["kept"], "fractions": list(fractions), "seeds": list(seeds),

@@ -79,7 +79,7 @@ def run_study(
     def compute() -> base.StudyResult:
         collector = base.Collector()
         fraction_sweep(run.logits, correct, fractions, seeds, collector, cancel=cancel, progress=progress)
-        curves, paired, per_seed = collector.finish(n_resamples, cancel=cancel)
+        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         base.report(progress, len(fractions), len(fractions), "done")
         settings = {"fractions": list(fractions), "seeds": list(seeds), "T": TEMPERATURE, "lambda": LAMBDA,
                     "eps": 0.0, "n_resamples": n_resamples}
