@@ -12,7 +12,7 @@ import streamlit as st
 
 import ui_common as ui
 from relu_core import datasets, figures, protocol
-from relu_core.studies import STUDIES, ablation, mismatch
+from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
 
 st.set_page_config(page_title="Studies · Rel-U Studio", layout="wide")

@@ -264,7 +264,7 @@ def test_ece_from_reliability_bins_matches_metrics_and_a_direct_loop(run) -> Non
 def test_temperature_scaling_lowers_nll_on_an_overconfident_model() -> None:
     over = synthetic_run(n=2000, scale=4.0, seed=3)  # the same signal, logits multiplied by 4: over-confident
     tune, held_out = np.arange(0, 1000), np.arange(1000, 2000)
-    t_cal, cv_nll = calibration.cross_validated_temperature(over.logits[tune], over.labels[tune])
+    t_cal, _cv_nll = calibration.cross_validated_temperature(over.logits[tune], over.labels[tune])
     assert t_cal > 2.0
     assert calibration.nll(over.logits[held_out], over.labels[held_out], t_cal) < \
         calibration.nll(over.logits[held_out], over.labels[held_out], 1.0)

@@ -95,8 +95,8 @@ def test_incompatible_mismatch_pair_is_refused_in_one_line(shared_data) -> None:
     at.button(key="study_run").click().run()
     assert not at.exception
     assert [e.value for e in at.error] == [
-        "the model of this run takes 8x8x1 images (digits) but cifar100-exact-test has 32x32x3 images: choose "
-        "another data set of the same shape"]
+        ("the model of this run takes 8x8x1 images (digits) but cifar100-exact-test has 32x32x3 images: choose "
+        "another data set of the same shape")]
 
 
 def test_eps_axis_runs_on_a_model_run() -> None:

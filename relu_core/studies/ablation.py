@@ -119,7 +119,7 @@ def eps_sweep(run, correct: np.ndarray, sample: np.ndarray, splits, seeds, epsil
     total = len(epsilons) * (len(fixed) + len(splits))
     done = 0
     for eps in epsilons:
-        def scores(detector, positions):
+        def scores(detector, positions, eps=eps):
             nonlocal done
             base.checkpoint(cancel, "ε ablation")
             base.report(progress, done, total, f"ε = {eps:g}: {detector.name}")

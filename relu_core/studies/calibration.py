@@ -183,8 +183,8 @@ def run_study(
         settings = {"tune_fraction": tune_fraction, "seeds": list(seeds), "lambda": LAMBDA, "eps": 0.0,
                     "n_bins": N_BINS, "n_folds": N_FOLDS, "n_resamples": n_resamples,
                     "calibration_grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)]}
-        notes = [f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "
-                 "tuning split)"]
+        notes = [(f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "
+                 "tuning split)")]
         notes += [f"{STATE_NAMES[x]}: D* is the Hamming fallback (= Doctor) on {n} seed(s)"
                   for (_, x), n in sorted(collector.fallback.items())]
         base.report(progress, len(seeds) + 1, len(seeds) + 1, "done")

@@ -128,8 +128,8 @@ def format_result(result) -> str:
     for series, info in result.series.items():
         rows = result.curves[result.curves["series"] == series]
         detectors = list(dict.fromkeys(rows["detector"]))
-        lines += ["", f"[{series}] {info.get('x_label', series)}; mean ± std over seeds "
-                      f"({base.METRIC_LABELS['fpr95']}, positives = correctly classified)"]
+        lines += ["", (f"[{series}] {info.get('x_label', series)}; mean ± std over seeds "
+                      f"({base.METRIC_LABELS['fpr95']}, positives = correctly classified)")]
         header = [info.get("x_label", "x")] + [f"{d} {m}" for m in ("fpr95", "auroc") for d in detectors]
         table = [header]
         for x in dict.fromkeys(rows["x"]):

@@ -129,13 +129,13 @@ def figures_for(result: base.StudyResult) -> list[tuple[str, go.Figure, str]]:
             out.append((f"{series}_{metric}", band_figure(result, series, metric), _sentence(result, series, metric)))
         if not result.paired.empty and (result.paired["series"] == series).any():
             out.append((f"{series}_fpr95_difference", difference_figure(result, series, "fpr95"),
-                        "The difference Rel-U − Doctor in FPR at 95 % TPR on the same splits (below 0: Rel-U accepts "
+                        ("The difference Rel-U − Doctor in FPR at 95 % TPR on the same splits (below 0: Rel-U accepts "
                         "fewer errors); filled markers where the 95 % paired bootstrap interval excludes 0, open "
-                        "markers where there is no significant difference."))
+                        "markers where there is no significant difference.")))
     if "reliability" in result.tables:
         out.append(("reliability", reliability_figure(result.tables["reliability"]),
-                    "Each point is a confidence bin: a calibrated model's points lie on the dashed diagonal "
-                    "(accuracy equals confidence). Below it the model is over-confident, above it under-confident."))
+                    ("Each point is a confidence bin: a calibrated model's points lie on the dashed diagonal "
+                    "(accuracy equals confidence). Below it the model is over-confident, above it under-confident.")))
     return out
 
 
