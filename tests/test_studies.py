@@ -313,9 +313,22 @@ def test_every_figure_has_a_sentence_and_its_csv(run) -> None:
     assert listed[3][1].layout.xaxis.type == "log"
 
 
-def test_registry_and_cli_names_agree() -> None:
-    assert tuple(STUDIES) == studies_cli.STUDY_NAMES
+def test_registry_names_its_modules() -> None:
+    assert studies_cli.STUDY_NAMES == ("ablation", "tuning-split", "mismatch", "calibration")
+    for name, study in STUDIES.items():
+        assert study.module.NAME == name and study.title == study.module.TITLE
     assert STUDIES["mismatch"].needs_model and not STUDIES["ablation"].needs_model
+
+
+@pytest.mark.slow  # a subprocess
+def test_the_cli_parser_does_not_import_the_studies() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, relu_core.cli as c; c.build_parser(); "
+            "print('relu_core.studies.ablation' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
 
 
 # ----------------------------------------------------------------------------------------------- CLI
