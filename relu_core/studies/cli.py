@@ -33,6 +33,8 @@ def add_parser(sub) -> None:
     source.add_argument("--model", metavar="NAME", help="a registered model (with --dataset)")
     st.add_argument("--weights", metavar="FILE", help="checkpoint for --model")
     st.add_argument("--dataset", metavar="SPEC", help="data set for --model")
+    st.add_argument("--download", action="store_true",
+                    help="download a registered data set of --dataset when missing (e.g. MNIST's training split)")
     st.add_argument("--seeds", default=None, help="number of seeded splits (default 10; the ε ablation on a CPU: 3)")
     st.add_argument("--val-fraction", default="0.5", help="tuning fraction for ablation and calibration (default 0.5)")
     st.add_argument("--fractions", default="0.1,0.2,0.33,0.5",
@@ -87,7 +89,8 @@ def _load_run(args, bar):
     if args.model is not None:
         if args.dataset is None:
             raise InputError("--model needs --dataset")
-        return engine.logits_for(args.model, args.weights, args.dataset, device=args.device, progress=bar)
+        return engine.logits_for(args.model, args.weights, args.dataset, device=args.device, progress=bar,
+                                 download=args.download)
     if args.dataset or args.weights:
         raise InputError("--dataset and --weights need --model")
     return runs.default_run(progress=bar)
