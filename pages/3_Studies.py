@@ -2,8 +2,8 @@
 
 A thin page: pick a study, set its options, run it through the shared job box (progress, device, Cancel); the
 numbers come from ``relu_core.studies`` (cached on disk by their settings) and the figures from
-``relu_core.studies.figures``, each with a sentence saying what it shows and CSV / HTML downloads (PNG: the
-chart's camera button).
+``relu_core.studies.figures``, each with a sentence saying what it shows and CSV / HTML downloads (PNG or SVG:
+the chart's camera button, drawn by the browser).
 """
 
 from __future__ import annotations
@@ -124,8 +124,12 @@ if "summary" in result.tables:
     st.subheader("Before and after temperature scaling (mean and std over seeds)")
     st.dataframe(result.tables["summary"], hide_index=True)
 
+image_format = st.radio("the camera button of each chart saves", ["png", "svg"], horizontal=True,
+                        key="study_image_format", help="Drawn by your browser (no server-side rendering needed).")
 for slug, fig, sentence in study_figures.figures_for(result):
-    st.plotly_chart(fig, config=figures.chart_config(f"{name}_{slug}"), key=f"study_chart_{slug}")
+    config = figures.chart_config(f"{name}_{slug}")
+    config["toImageButtonOptions"] = {**config["toImageButtonOptions"], "format": image_format}
+    st.plotly_chart(fig, config=config, key=f"study_chart_{slug}")
     st.caption(sentence)
     c1, c2 = st.columns(2)
     c1.download_button("data (CSV)", study_figures.figure_csv(fig), file_name=f"{name}_{slug}.csv", mime="text/csv",
@@ -142,5 +146,5 @@ columns = st.columns(len(result.csv_files()))
 for col, (file_name, text) in zip(columns, result.csv_files().items()):
     col.download_button(file_name, text, file_name=f"{name}_{file_name}", mime="text/csv", on_click="ignore",
                         key=f"study_dl_{file_name}")
-st.caption("PNG: the camera button of each chart. SVG/PNG files from the server would need the kaleido package, "
-           "which is not installed.")
+st.caption("PNG or SVG: the camera button of each chart (drawn by the browser). Rendering image files on the server "
+           "would need the kaleido package, which is not installed.")

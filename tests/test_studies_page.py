@@ -66,11 +66,22 @@ def test_each_study_runs_and_draws_its_figures(name, titles) -> None:
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels.count("data (CSV)") == len(titles) and labels.count("interactive figure (HTML)") == len(titles)
     assert {"curves.csv", "paired.csv", "per_seed.csv"} <= set(labels)
+    formats = {json.loads(chart.proto.config)["toImageButtonOptions"]["format"] for chart in at.get("plotly_chart")}
+    assert formats == {"png"}
     paired = next(df.value for df in at.dataframe if "95 % CI of the mean" in df.value.columns)
     assert all(v.startswith(("no significant difference", "Rel-U better", "Doctor better")) for v in paired["verdict"])
     if name == "calibration":
         summary = next(df.value for df in at.dataframe if "quantity" in df.value.columns)
         assert summary["quantity"].tolist()[:2] == ["ECE", "NLL"]
+
+
+def test_camera_button_saves_svg_when_asked() -> None:
+    at = _page(synthetic_run(), study_name="tuning-split")
+    at.button(key="study_run").click().run()
+    at.radio(key="study_image_format").set_value("svg").run()
+    _ok(at)
+    charts = at.get("plotly_chart")
+    assert charts and all(json.loads(c.proto.config)["toImageButtonOptions"]["format"] == "svg" for c in charts)
 
 
 def test_logits_only_run_offers_no_eps_and_no_mismatch() -> None:
