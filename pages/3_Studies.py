@@ -92,7 +92,7 @@ except ValueError as exc:
 
 if study.needs_model and not has_model:
     st.info("This study runs the model on another data set: choose a run with a model and its images in the sidebar "
-            "(e.g. MNIST with the small CNN against Fashion-MNIST, or CIFAR-10 with a ResNet against CIFAR-100).")
+            "(e.g. Fashion-MNIST with the small CNN against MNIST, or CIFAR-10 with a ResNet against CIFAR-100).")
     st.stop()
 
 settings = (run.run_id, name, repr(sorted(options.items())))
