@@ -211,7 +211,8 @@ def run_study(
             settings.update(lambdas=list(lambdas), lambda_auto=auto)
         if "temperature" in axes:
             base.report(progress, len(series), steps, "T ablation")
-            temperature_sweep(run.logits, correct, splits, seeds_main, temperatures, collector, cancel=cancel)
+            temperature_sweep(run.logits, correct, splits, seeds_main, temperatures, collector, cancel=cancel,
+                              progress=progress)
             series["temperature"] = {**SERIES["temperature"], "marks": {"T = 1": 1.0}}
             settings["temperatures"] = list(temperatures)
         if "eps" in axes:
