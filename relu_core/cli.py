@@ -1,4 +1,4 @@
-"""Headless command line: ``python -m relu_core {evaluate,demo,logits,models,datasets}``.
+"""Headless command line: ``python -m relu_core {evaluate,demo,logits,models,datasets,study,baselines}``.
 
 Every bad input (missing or malformed file, NaN logits, wrong shapes, labels out of range, an unknown
 method, model or data set, a fraction outside (0, 1), a one-class split) ends with exit code 2 and one
@@ -213,9 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the model names the CLI accepts").set_defaults(handler=_cmd_models)
     sub.add_parser("datasets", help="list the data sets the CLI accepts and whether they are available") \
         .set_defaults(handler=_cmd_datasets)
-    from relu_core import baselines_cli  # each study registers its own subcommand
+    # Studies register their own subcommands (`baselines`, `study`), implemented beside their maths.
+    from relu_core import baselines_cli
+    from relu_core.studies import cli as studies_cli
 
     baselines_cli.add_parser(sub)
+    studies_cli.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,150 @@
+"""Studies: the paper's ablations, tuning-split size, label-domain mismatch and calibration on the current run.
+
+A thin page: pick a study, set its options, run it through the shared job box (progress, device, Cancel); the
+numbers come from ``relu_core.studies`` (cached on disk by their settings) and the figures from
+``relu_core.studies.figures``, each with a sentence saying what it shows and CSV / HTML downloads (PNG or SVG:
+the chart's camera button, drawn by the browser).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui_common as ui
+from relu_core import datasets, figures, protocol
+from relu_core.studies import STUDIES, ablation
+from relu_core.studies import figures as study_figures
+
+st.set_page_config(page_title="Studies · Rel-U Studio", layout="wide")
+run = ui.sidebar_run_picker()
+
+st.title("The paper's studies")
+st.caption(f"Run: {ui.run_label(run)}")
+st.markdown(
+    "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
+    "(mean ± std) and reports the paired difference Rel-U − Doctor with its 95 % bootstrap interval. "
+    f"Positives are correctly classified samples ({protocol.FPR_CONVENTION}). Results are cached by their settings."
+)
+
+has_model = run.model is not None and run.images is not None
+DEFAULTS = {
+    "study_name": "ablation", "study_seeds": 0, "study_fraction": 0.5, "study_bootstrap": 1000,
+    "study_axes": ["lambda", "temperature"], "study_subsample": 0, "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
+    "study_extra_fractions": "", "study_other": "cifar100-exact", "study_exclude": "",
+}
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, value)
+AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
+
+name = st.radio("study", list(STUDIES), format_func=lambda n: STUDIES[n].title.split(":")[0], horizontal=True,
+                key="study_name")
+study = STUDIES[name]
+st.markdown(f"**{study.title}.** {study.description}.")
+
+
+def _controls() -> dict:
+    """The options of the chosen study (validated by the library when it runs)."""
+    options: dict = {}
+    with st.container(border=True):
+        c1, c2, c3 = st.columns(3)
+        seeds = c1.number_input("seeds (0 = default: 10; the ε axis on a CPU: 3)", min_value=0, max_value=100,
+                                step=1, key="study_seeds")
+        options["seeds"] = int(seeds) or None
+        options["n_resamples"] = int(c2.number_input("bootstrap resamples per point (0 = none)", min_value=0,
+                                                     max_value=10_000, step=100, key="study_bootstrap"))
+        if name in ("ablation", "calibration"):
+            options["tune_fraction"] = c3.select_slider("tuning fraction", options=protocol.TUNE_FRACTION_PRESETS,
+                                                        key="study_fraction", format_func=lambda f: f"{f:.0%}")
+        if name in ("tuning-split", "mismatch"):
+            chosen = c3.multiselect("tuning fractions", list(protocol.TUNE_FRACTION_PRESETS), key="study_fractions",
+                                    format_func=lambda f: f"{f:.0%}")
+            extra = st.text_input("more tuning fractions (comma-separated, e.g. 0.05, 0.7)", key="study_extra_fractions")
+            options["fractions"] = [*chosen, *(float(p) for p in extra.split(",") if p.strip())]
+        if name == "ablation":
+            axes = list(ablation.AXES) if has_model else ["lambda", "temperature"]
+            if st.session_state["study_axes"] and not set(st.session_state["study_axes"]) <= set(axes):
+                st.session_state["study_axes"] = [a for a in st.session_state["study_axes"] if a in axes]
+            options["axes"] = st.multiselect("axes", axes, key="study_axes", format_func=AXIS_LABELS.get)
+            if not has_model:
+                st.caption("The ε axis perturbs the inputs: it needs a run with its model and images.")
+            if "eps" in options["axes"]:
+                subsample = st.number_input("images for the ε axis (0 = automatic: 1,000 on a CPU, all on a GPU)",
+                                            min_value=0, step=100, key="study_subsample",
+                                            help=f"A seeded subsample keeps CPU runs short; this run has {len(run.labels):,}.")
+                options["subsample"] = int(subsample) or "auto"
+        if name == "mismatch":
+            available = [i.name for i in datasets.list_datasets() if i.available]
+            options["other"] = st.selectbox("other data set (its images go through this run's model)",
+                                            sorted(set(available) | {st.session_state["study_other"]}),
+                                            key="study_other")
+            exclude = st.text_input("classes of the other set to drop (comma-separated; empty: the paper's 13 for "
+                                    "CIFAR-100, none otherwise)", key="study_exclude")
+            if exclude.strip():
+                options["exclude"] = [c.strip() for c in exclude.split(",") if c.strip()]
+    return options
+
+
+try:
+    options = _controls()
+except ValueError as exc:
+    ui.show_error(ValueError(f"a tuning fraction is not a number: {exc}"))
+    st.stop()
+
+if study.needs_model and not has_model:
+    st.info("This study runs the model on another data set: choose a run with a model and its images in the sidebar "
+            "(e.g. Fashion-MNIST with the small CNN against MNIST, or CIFAR-10 with a ResNet against CIFAR-100).")
+    st.stop()
+
+settings = (run.run_id, name, repr(sorted(options.items())))
+results: dict = st.session_state.setdefault("study_results", {})
+if st.button("Run the study", key="study_run", type="primary"):
+    result = ui.run_job(f"{study.title.split(':')[0]} study",
+                        lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
+                        select=False)
+    if result is not None:
+        results[settings] = result
+        st.session_state.setdefault("study_last", {})[(run.run_id, name)] = settings
+
+shown = settings if settings in results else st.session_state.get("study_last", {}).get((run.run_id, name))
+if shown is None:
+    st.info("Press **Run the study**.")
+    st.stop()
+if shown != settings:
+    st.info("The options changed since this study was run: press **Run the study** to update it.")
+result = results[shown]
+
+seeds_used = result.settings.get("seeds", [])
+st.caption(f"{len(seeds_used)} seed(s)" + (f"; ε axis: {len(result.settings['seeds_eps'])} seed(s) on "
+                                          f"{result.settings['subsample']:,} images" if "seeds_eps" in result.settings
+                                          else "") + f"; settings: {result.settings}")
+for note in result.notes:
+    st.caption(f"Note: {note}")
+
+if "summary" in result.tables:
+    st.subheader("Before and after temperature scaling (mean and std over seeds)")
+    st.dataframe(result.tables["summary"], hide_index=True)
+
+image_format = st.radio("the camera button of each chart saves", ["png", "svg"], horizontal=True,
+                        key="study_image_format", help="Drawn by your browser (no server-side rendering needed).")
+for slug, fig, sentence in study_figures.figures_for(result):
+    config = figures.chart_config(f"{name}_{slug}")
+    config["toImageButtonOptions"] = {**config["toImageButtonOptions"], "format": image_format}
+    st.plotly_chart(fig, config=config, key=f"study_chart_{slug}")
+    st.caption(sentence)
+    c1, c2 = st.columns(2)
+    c1.download_button("data (CSV)", study_figures.figure_csv(fig), file_name=f"{name}_{slug}.csv", mime="text/csv",
+                       on_click="ignore", key=f"study_dl_csv_{slug}")
+    c2.download_button("interactive figure (HTML)", lambda fig=fig, sentence=sentence: study_figures.figure_html(fig, sentence),
+                       file_name=f"{name}_{slug}.html", mime="text/html", on_click="ignore", key=f"study_dl_html_{slug}")
+
+if not result.paired.empty:
+    st.subheader("Rel-U − Doctor, paired, per point")
+    st.dataframe(study_figures.paired_table(result), hide_index=True)
+
+st.subheader("All numbers")
+columns = st.columns(len(result.csv_files()))
+for col, (file_name, text) in zip(columns, result.csv_files().items()):
+    col.download_button(file_name, text, file_name=f"{name}_{file_name}", mime="text/csv", on_click="ignore",
+                        key=f"study_dl_{file_name}")
+st.caption("PNG or SVG: the camera button of each chart (drawn by the browser). Rendering image files on the server "
+           "would need the kaleido package, which is not installed.")

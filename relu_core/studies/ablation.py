@@ -1,0 +1,240 @@
+"""Ablations (the paper's Figure 4 and its hyperparameter appendix): FPR95 and AUROC against λ, T and ε.
+
+One setting at a time, the others at their defaults (T = 1, λ = 0.5, ε = 0; ODIN at T = 1000), on the
+protocol's seeded splits (:func:`relu_core.protocol.split_indices`, stratified by correctness): D* is fitted
+on each tuning part only, every metric is computed on the evaluation part only, so the λ = 0.5 point of the
+λ curve is exactly :func:`relu_core.protocol.evaluate` at λ = 0.5.
+
+- λ ∈ [0, 1] (default 0, 0.1, ..., 1): Rel-U, and Doctor (which has no λ: a flat line). λ = 0 empties D*,
+  whose Hamming fallback ranks exactly like Doctor (counted in the notes). The mark is λ = N₊/(N₊ + N₋) of
+  the tuning parts (``"auto"``), mean over seeds.
+- T on a log grid 0.1 .. 1000 (4 points per decade): Rel-U (λ = 0.5), Doctor and ODIN (−max softmax(z/T)).
+- ε on the paper's grid (runs with a model and its images only): Rel-U, Doctor (T = 1) and ODIN (T = 1000)
+  on inputs moved by one signed-gradient step (:mod:`relu_core.preprocessing`); D* is fitted on the clean
+  tuning logits. On a CPU the ε axis runs on a seeded subsample of the images and fewer seeds (both stated
+  in the result), because every point runs the model forward and backward.
+
+Speed: one softmax per T for the whole set, the second moments of each tuning part once per (T, seed) and
+D* per λ from them (:func:`relu_core.detectors.relu_matrix_from_moments`); Doctor's scores once per (T, seed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from relu_core import cache, corruptions, detectors, engine, metrics, models, preprocessing, protocol, robustness
+from relu_core.errors import InputError
+from relu_core.studies import base
+from relu_core.threads import small_work
+
+NAME = "ablation"
+TITLE = "Ablations: FPR95 and AUROC against λ, T and ε"
+AXES = ("lambda", "temperature", "eps")
+LAMBDAS: tuple[float, ...] = tuple(round(k / 10, 1) for k in range(11))
+#: 0.1 .. 1000, four points per decade (1 and the decades exactly).
+TEMPERATURES: tuple[float, ...] = tuple(float(f"{10 ** (k / 4):.3g}") for k in range(-4, 13))
+#: The paper's input pre-processing grid (0 = none).
+EPSILONS: tuple[float, ...] = (0.0, 0.0002, 0.0005, 0.001, 0.0012, 0.0014, 0.0016, 0.0018, 0.002, 0.0025, 0.003,
+                               0.0035, 0.004)
+DEFAULT_T, DEFAULT_LAMBDA, ODIN_T = 1.0, 0.5, 1000.0
+#: Seeds of the ε axis on a CPU when no seeds are given (every point runs the model).
+CPU_EPS_SEEDS = 3
+SERIES = {
+    "lambda": {"x_label": "λ", "log_x": False},
+    "temperature": {"x_label": "T", "log_x": True},
+    "eps": {"x_label": "ε", "log_x": False},
+}
+
+
+def _grid(values: Sequence[float], check, what: str) -> tuple[float, ...]:
+    grid = tuple(float(check(v)) for v in values)
+    if not grid:
+        raise InputError(f"the {what} grid is empty")
+    return grid
+
+
+def _check_eps(value: float) -> float:
+    eps = float(value)
+    if not np.isfinite(eps) or eps < 0:
+        raise InputError(f"ε must be a finite number >= 0, got {value!r}")
+    return eps
+
+
+@small_work
+def lambda_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, lambdas: Sequence[float],
+                 collector: base.Collector, temperature: float = DEFAULT_T, cancel: base.Cancel | None = None) -> None:
+    """Rel-U at every λ and Doctor (flat) at ``temperature`` on every split, into ``collector`` (series "lambda")."""
+    probs = detectors.softmax(logits, temperature)
+    hamming = detectors.hamming_matrix(probs.shape[1])
+    for seed, (tune, evaluation) in zip(seeds, splits):
+        base.checkpoint(cancel, "λ ablation")
+        p_eval, c_eval = probs[evaluation], correct[evaluation]
+        doctor = detectors.gini(p_eval)
+        doctor_values = metrics.summary(doctor, c_eval)
+        fitted = base.moments(probs[tune], correct[tune])
+        for lam in lambdas:
+            matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, lam)
+            if fitted is None or np.array_equal(matrix, hamming):
+                collector.note_fallback("lambda", lam)
+            collector.add("lambda", lam, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval)
+            collector.add("lambda", lam, base.DOCTOR, seed, doctor, c_eval, doctor_values)
+
+
+@small_work
+def temperature_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, temperatures: Sequence[float],
+                      collector: base.Collector, lam: float = DEFAULT_LAMBDA, cancel: base.Cancel | None = None,
+                      progress: base.Progress | None = None) -> None:
+    """Rel-U (``lam``), Doctor and ODIN at every T on every split (series "temperature"), one softmax per T."""
+    for i, t in enumerate(temperatures):
+        base.checkpoint(cancel, "T ablation")
+        base.report(progress, i, len(temperatures), f"T = {t:g}")
+        probs = detectors.softmax(logits, t)
+        hamming = detectors.hamming_matrix(probs.shape[1])
+        for seed, (tune, evaluation) in zip(seeds, splits):
+            p_eval, c_eval = probs[evaluation], correct[evaluation]
+            fitted = base.moments(probs[tune], correct[tune])
+            matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, lam)
+            if fitted is None or np.array_equal(matrix, hamming):
+                collector.note_fallback("temperature", t)
+            collector.add("temperature", t, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval)
+            collector.add("temperature", t, base.DOCTOR, seed, detectors.gini(p_eval), c_eval)
+            collector.add("temperature", t, "ODIN", seed, -p_eval.max(axis=1), c_eval)
+
+
+def eps_sweep(run, correct: np.ndarray, sample: np.ndarray, splits, seeds, epsilons: Sequence[float],
+              collector: base.Collector, *, device: str = "auto", cancel: base.Cancel | None = None,
+              progress: base.Progress | None = None) -> None:
+    """Rel-U (T = 1, λ = 0.5), Doctor (T = 1) and ODIN (T = 1000) at every ε (series "eps").
+
+    ``sample`` holds the run's image indices in play (sorted); ``splits`` are positions inside it. D* is fitted
+    on the clean tuning logits; ε = 0 scores the clean logits, ε > 0 the perturbed inputs (cached on disk by
+    :func:`preprocessing.perturbed_scores`). Doctor and ODIN do not depend on the split, so their perturbed
+    scores are computed once for the whole sample.
+    """
+    logits = np.asarray(run.logits)[sample]
+    probs = detectors.softmax(logits, DEFAULT_T)
+    fixed = {base.DOCTOR: detectors.make_detector("doctor", DEFAULT_T), "ODIN": detectors.make_detector("odin", ODIN_T)}
+    total = len(epsilons) * (len(fixed) + len(splits))
+    done = 0
+    for eps in epsilons:
+        def scores(detector, positions, eps=eps):
+            nonlocal done
+            base.checkpoint(cancel, "ε ablation")
+            base.report(progress, done, total, f"ε = {eps:g}: {detector.name}")
+            done += 1
+            if eps == 0:
+                return np.asarray(detector.score(logits[positions]), dtype=np.float64)
+            return preprocessing.perturbed_scores(run.model, run.images, detector, eps, mean=run.mean, std=run.std,
+                                                  indices=sample[positions], device=device, cancel=cancel)
+
+        everything = np.arange(len(sample))
+        fixed_scores = {name: scores(d, everything) for name, d in fixed.items()}
+        for seed, (tune, evaluation) in zip(seeds, splits):
+            relu = detectors.make_detector("relu", DEFAULT_T, DEFAULT_LAMBDA).fit_probs(probs[tune], correct[tune])
+            if relu.fallback_:
+                collector.note_fallback("eps", eps)
+            c_eval = correct[evaluation]
+            collector.add("eps", eps, base.RELU, seed, scores(relu, evaluation), c_eval)
+            for name, values in fixed_scores.items():
+                collector.add("eps", eps, name, seed, values[evaluation], c_eval)
+
+
+def run_study(
+    run,
+    *,
+    axes: Sequence[str] = ("lambda", "temperature"),
+    lambdas: Sequence[float] = LAMBDAS,
+    temperatures: Sequence[float] = TEMPERATURES,
+    epsilons: Sequence[float] = EPSILONS,
+    tune_fraction: float = 0.5,
+    seeds: int | Sequence[int] | None = None,
+    subsample: int | None | str = "auto",
+    n_resamples: int = 1000,
+    device: str = "auto",
+    progress: base.Progress | None = None,
+    cancel: base.Cancel | None = None,
+    use_cache: bool = True,
+) -> base.StudyResult:
+    """The ablation study on ``run`` (a :class:`relu_core.runs.Run`).
+
+    ``axes``: any of :data:`AXES`; ``"eps"`` needs the run's model and images. ``seeds``: a count or the
+    seeds; None means :data:`base.DEFAULT_SEEDS`, and :data:`CPU_EPS_SEEDS` for the ε axis on a CPU.
+    ``subsample`` (ε axis only): images drawn (seeded) before splitting; ``"auto"`` is
+    :data:`relu_core.robustness.CPU_SUBSAMPLE` on a CPU and every image on a GPU; None is every image.
+    ``n_resamples``: paired bootstrap resamples per point (0: mean ± std of Rel-U − Doctor only).
+    """
+    axes = tuple(dict.fromkeys(axes))
+    unknown = [a for a in axes if a not in AXES]
+    if unknown or not axes:
+        raise InputError(f"unknown ablation axis {unknown or axes}: choose from {', '.join(AXES)}")
+    lambdas = _grid(lambdas, detectors.check_lambda, "λ")
+    if any(isinstance(v, str) for v in lambdas):
+        raise InputError('the λ grid takes numbers in [0, 1] ("auto" is marked on the plot)')
+    temperatures = _grid(temperatures, detectors.check_temperature, "T")
+    epsilons = _grid(epsilons, _check_eps, "ε")
+    tune_fraction = base.check_fraction(tune_fraction)
+    n_resamples = base.check_resamples(n_resamples)
+    correct = protocol.correctness(run.logits, run.labels)
+    cpu = engine.select_device(device).type == "cpu"
+    seeds_main = base.resolve_seeds(base.DEFAULT_SEEDS if seeds is None else seeds)
+    key = {"study": NAME, **base.run_identity(run), "axes": axes, "lambdas": lambdas, "temperatures": temperatures,
+           "tune_fraction": tune_fraction, "seeds": seeds_main, "n_resamples": n_resamples}
+    sample = None
+    if "eps" in axes:
+        if run.model is None or run.images is None:
+            raise InputError("the ε ablation perturbs the inputs, so it needs a run with its model and images "
+                             "(uploaded logits cannot be perturbed)")
+        seeds_eps = base.resolve_seeds((CPU_EPS_SEEDS if cpu else base.DEFAULT_SEEDS) if seeds is None else seeds)
+        if subsample == "auto":
+            subsample = robustness.CPU_SUBSAMPLE if cpu else None
+        sample = corruptions.subsample_indices(len(run.labels), subsample, 0)
+        key.update(epsilons=epsilons, seeds_eps=seeds_eps, subsample=len(sample), weights=models.weights_hash(run.model),
+                   images=cache.array_digest(run.images),
+                   precision=engine.resolve_precision("auto", engine.select_device(device)))
+
+    def compute() -> base.StudyResult:
+        collector = base.Collector()
+        notes: list[str] = []
+        series: dict[str, dict] = {}
+        settings = {"axes": list(axes), "tune_fraction": tune_fraction, "seeds": list(seeds_main),
+                    "defaults": {"T": DEFAULT_T, "lambda": DEFAULT_LAMBDA, "eps": 0.0, "odin_T": ODIN_T},
+                    "n_resamples": n_resamples}
+        splits = base.splits_for(correct, tune_fraction, seeds_main)
+        steps = len(axes) + 1
+        if "lambda" in axes:
+            base.report(progress, 0, steps, "λ ablation")
+            lambda_sweep(run.logits, correct, splits, seeds_main, lambdas, collector, cancel=cancel)
+            auto = float(np.mean([correct[t].mean() for t, _ in splits]))
+            series["lambda"] = {**SERIES["lambda"], "marks": {"λ = N₊/(N₊ + N₋)": auto, "default λ = 0.5": 0.5}}
+            settings.update(lambdas=list(lambdas), lambda_auto=auto)
+        if "temperature" in axes:
+            base.report(progress, len(series), steps, "T ablation")
+            temperature_sweep(run.logits, correct, splits, seeds_main, temperatures, collector, cancel=cancel,
+                              progress=progress)
+            series["temperature"] = {**SERIES["temperature"], "marks": {"T = 1": 1.0}}
+            settings["temperatures"] = list(temperatures)
+        if "eps" in axes:
+            c_sample = correct[sample]
+            splits_eps = base.splits_for(c_sample, tune_fraction, seeds_eps)
+
+            def eps_progress(done: int, total: int, message: str) -> None:
+                base.report(progress, len(series) * total + done, steps * total, message)
+
+            eps_sweep(run, c_sample, sample, splits_eps, seeds_eps, epsilons, collector, device=device,
+                      cancel=cancel, progress=eps_progress)
+            series["eps"] = {**SERIES["eps"], "marks": {"ε = 0": 0.0}}
+            settings.update(epsilons=list(epsilons), seeds_eps=list(seeds_eps), subsample=len(sample))
+            if len(sample) < len(run.labels) or len(seeds_eps) != len(seeds_main):
+                notes.append(f"ε axis: a seeded subsample of {len(sample):,} of {len(run.labels):,} images and "
+                             f"{len(seeds_eps)} seed(s)" + (" (CPU: every point runs the model forward and backward)"
+                                                           if cpu else ""))
+        for (name, x), count in sorted(collector.fallback.items()):
+            notes.append(f"{SERIES[name]['x_label']} = {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)")
+        base.report(progress, steps - 1, steps, "paired bootstrap")
+        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
+        base.report(progress, steps, steps, "done")
+        return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
+
+    return base.cached_result(key, compute, use_cache)

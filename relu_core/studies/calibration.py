@@ -1,0 +1,197 @@
+"""Calibration (the paper's Table 2): does temperature scaling change the detectors?
+
+Per seed (the protocol's split, stratified by correctness):
+
+1. The calibration temperature T_cal is chosen on the tuning part only, by k-fold cross-validation of the
+   negative log-likelihood over a log grid (:data:`CAL_TEMPERATURES`): T_cal minimises the mean over folds
+   of each held-out fold's NLL. Temperature scaling has no parameter besides T, so nothing is fitted on the
+   other folds and the criterion is (up to the fold weights) the NLL of the whole tuning part; the folds are
+   kept so that the choice is literally the cross-validated one the paper describes.
+2. On the evaluation part: the expected calibration error (ECE, top-1 confidence, 15 equal-width bins, as
+   :func:`relu_core.metrics.ece`) and the NLL at T = 1 and at T_cal.
+3. Doctor and Rel-U (λ = 0.5, ε = 0, D* fitted on the tuning part at the same temperature) at T = 1
+   ("uncalibrated") and at T_cal ("calibrated"): FPR95, AUROC, AURC, with the paired Rel-U − Doctor
+   difference at each.
+
+The reliability diagram pools every seed's evaluation part (bin counts, mean confidence and accuracy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.special import logsumexp
+
+from relu_core import detectors, protocol
+from relu_core.errors import InputError
+from relu_core.studies import base
+from relu_core.threads import small_work
+
+NAME = "calibration"
+TITLE = "Calibration: ECE and the detectors before and after temperature scaling"
+#: Candidate calibration temperatures: 0.05 .. 20 on a log grid (121 points, 1 included).
+CAL_TEMPERATURES: tuple[float, ...] = tuple(float(10 ** (k / 46.0)) for k in range(-60, 61))
+N_BINS = 15
+LAMBDA = 0.5
+N_FOLDS = 5
+SERIES = "calibration"
+#: x of the two points of the calibration series.
+UNCALIBRATED, CALIBRATED = 0.0, 1.0
+STATE_NAMES = {UNCALIBRATED: "uncalibrated (T = 1)", CALIBRATED: "calibrated (T = T_cal)"}
+
+
+def nll(logits: np.ndarray, labels: np.ndarray, temperature: float = 1.0) -> float:
+    """Mean negative log-likelihood ``-log softmax(z / T)[y]`` (natural log)."""
+    scaled = np.asarray(logits, dtype=np.float64) / detectors.check_temperature(temperature)
+    return float(np.mean(logsumexp(scaled, axis=1) - scaled[np.arange(len(labels)), labels]))
+
+
+def _nll_per_sample(logits: np.ndarray, labels: np.ndarray, temperatures: Sequence[float]) -> np.ndarray:
+    """(len(temperatures), N) per-sample NLL, one pass per T."""
+    rows = np.arange(len(labels))
+    out = np.empty((len(temperatures), len(labels)))
+    for i, t in enumerate(temperatures):
+        scaled = logits / t
+        out[i] = logsumexp(scaled, axis=1) - scaled[rows, labels]
+    return out
+
+
+@small_work
+def cross_validated_temperature(logits: np.ndarray, labels: np.ndarray, *,
+                                temperatures: Sequence[float] = CAL_TEMPERATURES, n_folds: int = N_FOLDS,
+                                seed: int = 0) -> tuple[float, float]:
+    """``(T_cal, its cross-validated NLL)``: the grid T with the lowest mean over folds of the held-out NLL.
+
+    Folds are a seeded random partition of the given (tuning) samples into ``min(n_folds, N)`` parts.
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    labels = np.asarray(labels)
+    if len(labels) < 2:
+        raise InputError("temperature scaling needs at least 2 tuning samples")
+    k = min(int(n_folds), len(labels))
+    fold = np.random.default_rng(seed).permutation(len(labels)) % k
+    per_sample = _nll_per_sample(logits, labels, [detectors.check_temperature(t) for t in temperatures])
+    counts = np.bincount(fold, minlength=k)
+    per_fold = np.stack([np.bincount(fold, weights=row, minlength=k) / counts for row in per_sample])
+    score = per_fold.mean(axis=1)
+    best = int(np.argmin(score))
+    return float(temperatures[best]), float(score[best])
+
+
+def reliability_bins(probs: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> tuple[np.ndarray, ...]:
+    """``(count, confidence_sum, hit_sum)`` per equal-width bin of the top-1 confidence (right-closed bins, as
+    :func:`relu_core.metrics.ece`)."""
+    confidence = np.asarray(probs).max(axis=1)
+    bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], confidence, side="left")
+    return (np.bincount(bins, minlength=n_bins).astype(np.float64),
+            np.bincount(bins, weights=confidence, minlength=n_bins),
+            np.bincount(bins, weights=np.asarray(correct, dtype=np.float64), minlength=n_bins))
+
+
+def ece_from_bins(count: np.ndarray, confidence_sum: np.ndarray, hit_sum: np.ndarray) -> float:
+    """``sum_b |B_b|/N |acc(B_b) − conf(B_b)|`` from :func:`reliability_bins`."""
+    return float(np.abs(hit_sum - confidence_sum).sum() / count.sum())
+
+
+def _fit_relu(probs: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, bool]:
+    fitted = base.moments(probs, correct)
+    hamming = detectors.hamming_matrix(probs.shape[1])
+    matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, LAMBDA)
+    return matrix, fitted is None or np.array_equal(matrix, hamming)
+
+
+@small_work
+def calibration_seed(logits: np.ndarray, labels: np.ndarray, correct: np.ndarray, tune: np.ndarray,
+                     evaluation: np.ndarray, seed: int, collector: base.Collector, bins: dict) -> dict:
+    """One seed: T_cal on ``tune``, then ECE/NLL and the detectors on ``evaluation`` at T = 1 and at T_cal."""
+    t_cal, cv_nll = cross_validated_temperature(logits[tune], labels[tune], seed=seed)
+    row = {"seed": seed, "T_cal": t_cal, "cv_nll": cv_nll}
+    c_eval = correct[evaluation]
+    for state, t in ((UNCALIBRATED, 1.0), (CALIBRATED, t_cal)):
+        probs = detectors.softmax(logits, t)
+        counts = reliability_bins(probs[evaluation], c_eval)
+        bins[state] = [a + b for a, b in zip(bins[state], counts)] if state in bins else list(counts)
+        tag = "uncalibrated" if state == UNCALIBRATED else "calibrated"
+        row[f"ece_{tag}"] = ece_from_bins(*counts)
+        row[f"nll_{tag}"] = nll(logits[evaluation], labels[evaluation], t)
+        matrix, fallback = _fit_relu(probs[tune], correct[tune])
+        if fallback:
+            collector.note_fallback(SERIES, state)
+        collector.add(SERIES, state, base.RELU, seed, detectors.quadratic_score(probs[evaluation], matrix), c_eval)
+        collector.add(SERIES, state, base.DOCTOR, seed, detectors.gini(probs[evaluation]), c_eval)
+    return row
+
+
+def _summary(per_seed_rows: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per quantity: mean and std over seeds, uncalibrated and calibrated (the paper's table)."""
+    rows = []
+    for quantity in ("ece", "nll"):
+        before, after = per_seed_rows[f"{quantity}_uncalibrated"], per_seed_rows[f"{quantity}_calibrated"]
+        rows.append({"quantity": quantity.upper(), "uncalibrated_mean": before.mean(), "uncalibrated_std": before.std(ddof=0),
+                     "calibrated_mean": after.mean(), "calibrated_std": after.std(ddof=0)})
+    for detector in (base.DOCTOR, base.RELU):
+        for metric in ("fpr95", "auroc"):
+            pick = curves[(curves["detector"] == detector) & (curves["metric"] == metric)].set_index("x")
+            rows.append({"quantity": f"{detector} {base.METRIC_LABELS[metric]}",
+                         "uncalibrated_mean": pick.loc[UNCALIBRATED, "mean"],
+                         "uncalibrated_std": pick.loc[UNCALIBRATED, "std"],
+                         "calibrated_mean": pick.loc[CALIBRATED, "mean"], "calibrated_std": pick.loc[CALIBRATED, "std"]})
+    return pd.DataFrame(rows)
+
+
+def run_study(
+    run,
+    *,
+    tune_fraction: float = 0.5,
+    seeds: int | Sequence[int] | None = None,
+    n_resamples: int = 1000,
+    progress: base.Progress | None = None,
+    cancel: base.Cancel | None = None,
+    use_cache: bool = True,
+) -> base.StudyResult:
+    """The calibration study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
+    tune_fraction = base.check_fraction(tune_fraction)
+    seeds = base.resolve_seeds(base.DEFAULT_SEEDS if seeds is None else seeds)
+    n_resamples = base.check_resamples(n_resamples)
+    logits = np.asarray(run.logits, dtype=np.float64)
+    labels = np.asarray(run.labels)
+    correct = protocol.correctness(logits, labels)
+    key = {"study": NAME, **base.run_identity(run), "tune_fraction": tune_fraction, "seeds": seeds,
+           "n_resamples": n_resamples, "grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
+           "folds": N_FOLDS, "bins": N_BINS}
+
+    def compute() -> base.StudyResult:
+        collector = base.Collector()
+        bins: dict = {}
+        rows = []
+        for i, (seed, (tune, evaluation)) in enumerate(zip(seeds, base.splits_for(correct, tune_fraction, seeds))):
+            base.checkpoint(cancel, "calibration study")
+            base.report(progress, i, len(seeds) + 1, f"seed {i + 1}/{len(seeds)}: temperature scaling")
+            rows.append(calibration_seed(logits, labels, correct, tune, evaluation, seed, collector, bins))
+        base.report(progress, len(seeds), len(seeds) + 1, "paired bootstrap")
+        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
+        seeds_frame = pd.DataFrame(rows)
+        edges = np.linspace(0.0, 1.0, N_BINS + 1)
+        reliability = pd.DataFrame([
+            {"state": STATE_NAMES[state], "bin_low": edges[b], "bin_high": edges[b + 1], "count": int(count[b]),
+             "confidence": conf[b] / count[b] if count[b] else np.nan,
+             "accuracy": hits[b] / count[b] if count[b] else np.nan}
+            for state, (count, conf, hits) in bins.items() for b in range(N_BINS)
+        ])
+        settings = {"tune_fraction": tune_fraction, "seeds": list(seeds), "lambda": LAMBDA, "eps": 0.0,
+                    "n_bins": N_BINS, "n_folds": N_FOLDS, "n_resamples": n_resamples,
+                    "calibration_grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)]}
+        notes = [(f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "
+                 "tuning split)")]
+        notes += [f"{STATE_NAMES[x]}: D* is the Hamming fallback (= Doctor) on {n} seed(s)"
+                  for (_, x), n in sorted(collector.fallback.items())]
+        base.report(progress, len(seeds) + 1, len(seeds) + 1, "done")
+        series = {SERIES: {"x_label": "temperature scaling", "log_x": False,
+                           "ticks": {str(k): v for k, v in STATE_NAMES.items()}}}
+        return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series,
+                                tables={"summary": _summary(seeds_frame, curves), "temperatures": seeds_frame,
+                                        "reliability": reliability}, notes=notes)
+
+    return base.cached_result(key, compute, use_cache)

@@ -1,0 +1,189 @@
+"""``python -m relu_core study NAME ...``: the studies without the dashboard (same numbers as the Studies page).
+
+The run is the offline default (digits + a small CNN) unless ``--logits`` or ``--model``/``--dataset`` name
+another. Text tables go to stdout (``--json``: one JSON object, NaN written as null); ``--out DIR`` also writes
+every frame as CSV, ``result.json`` and each figure as standalone HTML and CSV. Bad input exits with code 2
+and one line (handled by :mod:`relu_core.cli`). Heavy imports happen inside the handler, so ``--help`` and the
+other commands stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from relu_core.errors import InputError
+from relu_core.studies import STUDIES
+
+STUDY_NAMES = tuple(STUDIES)
+
+
+def add_parser(sub) -> None:
+    """Register the ``study`` subcommand on the main parser's subparsers."""
+    st = sub.add_parser(
+        "study", help="run one of the paper's studies: " + ", ".join(STUDY_NAMES),
+        description="Mean ± std over seeds, the paired Rel-U − Doctor difference with its 95 % bootstrap interval; "
+                    "D* fitted on tuning splits only. Results are cached by their settings.",
+    )
+    st.add_argument("name", metavar="NAME", help=" | ".join(STUDY_NAMES))
+    source = st.add_mutually_exclusive_group()
+    source.add_argument("--logits", metavar="FILE", help="logits file (.npz/.csv/.parquet); default: the offline digits run")
+    source.add_argument("--model", metavar="NAME", help="a registered model (with --dataset)")
+    st.add_argument("--weights", metavar="FILE", help="checkpoint for --model")
+    st.add_argument("--dataset", metavar="SPEC", help="data set for --model")
+    st.add_argument("--download", action="store_true",
+                    help="download a registered data set of --dataset when missing (e.g. MNIST's training split)")
+    st.add_argument("--seeds", default=None, help="number of seeded splits (default 10; the ε ablation on a CPU: 3)")
+    st.add_argument("--val-fraction", default="0.5", help="tuning fraction for ablation and calibration (default 0.5)")
+    st.add_argument("--fractions", default="0.1,0.2,0.33,0.5",
+                    help="tuning fractions for tuning-split and mismatch (comma-separated, default 0.1,0.2,0.33,0.5)")
+    st.add_argument("--axes", default="lambda,temperature", help="ablation axes: lambda,temperature,eps")
+    st.add_argument("--lambdas", default=None, help="ablation λ grid (default 0,0.1,...,1)")
+    st.add_argument("--temperatures", default=None, help="ablation T grid (default log grid 0.1..1000)")
+    st.add_argument("--epsilons", default=None, help="ablation ε grid (default the paper's, 0..0.004)")
+    st.add_argument("--subsample", default="auto",
+                    help="images for the ε ablation: a number, all, or auto (1000 on a CPU, all on a GPU)")
+    st.add_argument("--other", default="cifar100-exact", help="mismatch: the other data set (default cifar100-exact)")
+    st.add_argument("--exclude", default=None,
+                    help="mismatch: comma-separated classes of the other set to drop (default: the paper's 13 for "
+                         "CIFAR-100, none otherwise; 'none' for none)")
+    st.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples per point (default 1000; 0: none)")
+    st.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    st.add_argument("--no-cache", action="store_true", help="recompute even when a cached result exists")
+    st.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    st.add_argument("--out", metavar="DIR", help="also write CSVs, result.json and the figures (HTML + CSV) here")
+    st.set_defaults(handler=handle)
+
+
+def _numbers(flag: str, text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"{flag} must be comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise InputError(f"{flag} is empty")
+    return values
+
+
+def _count(flag: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{flag} must be an integer, got {text!r}") from None
+    if value < 0:
+        raise InputError(f"{flag} must not be negative, got {text}")
+    return value
+
+
+def _load_run(args, bar):
+    from relu_core import cli, engine, runs
+
+    if args.logits is not None:
+        if args.weights or args.dataset:
+            raise InputError("--weights and --dataset go with --model, not with --logits")
+        return cli.load_logits_file(args.logits)
+    if args.model is not None:
+        if args.dataset is None:
+            raise InputError("--model needs --dataset")
+        return engine.logits_for(args.model, args.weights, args.dataset, device=args.device, progress=bar,
+                                 download=args.download)
+    if args.dataset or args.weights:
+        raise InputError("--dataset and --weights need --model")
+    return runs.default_run(progress=bar)
+
+
+def options_from_args(name: str, args) -> dict:
+    """The keyword options of ``STUDIES[name].run`` from the parsed arguments (validated there)."""
+    seeds = None if args.seeds is None else _count("--seeds", args.seeds)
+    options: dict = {"seeds": seeds, "n_resamples": _count("--bootstrap", args.bootstrap),
+                     "use_cache": not args.no_cache}
+    if name in ("ablation", "calibration"):
+        options["tune_fraction"] = _numbers("--val-fraction", args.val_fraction)[0]
+    if name in ("tuning-split", "mismatch"):
+        options["fractions"] = _numbers("--fractions", args.fractions)
+    if name == "ablation":
+        options["axes"] = [a.strip() for a in args.axes.split(",") if a.strip()]
+        for key, flag in (("lambdas", "--lambdas"), ("temperatures", "--temperatures"), ("epsilons", "--epsilons")):
+            values = _numbers(flag, getattr(args, key))
+            if values is not None:
+                options[key] = values
+        text = args.subsample.strip().lower()
+        options["subsample"] = "auto" if text == "auto" else None if text == "all" else _count("--subsample", text)
+        options["device"] = args.device
+    if name == "mismatch":
+        options["other"] = args.other
+        if args.exclude is not None:
+            options["exclude"] = () if args.exclude.strip().lower() == "none" else \
+                [c.strip() for c in args.exclude.split(",") if c.strip()]
+        options["device"] = args.device
+    return options
+
+
+def format_result(result) -> str:
+    """Text tables: per series, x against each detector's FPR95 and AUROC (mean ± std), then Rel-U − Doctor."""
+    from relu_core.studies import base
+
+    lines = [result.title, f"Settings: {json.dumps(result.settings)}", *(f"Note: {n}" for n in result.notes)]
+    for series, info in result.series.items():
+        rows = result.curves[result.curves["series"] == series]
+        detectors = list(dict.fromkeys(rows["detector"]))
+        lines += ["", (f"[{series}] {info.get('x_label', series)}; mean ± std over seeds "
+                      f"({base.METRIC_LABELS['fpr95']}, positives = correctly classified)")]
+        header = [info.get("x_label", "x")] + [f"{d} {m}" for m in ("fpr95", "auroc") for d in detectors]
+        table = [header]
+        for x in dict.fromkeys(rows["x"]):
+            at = rows[rows["x"] == x].set_index(["detector", "metric"])
+            table.append([f"{x:g}"] + [f"{at.loc[(d, m), 'mean']:.4f} ± {at.loc[(d, m), 'std']:.4f}"
+                                       for m in ("fpr95", "auroc") for d in detectors])
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in table]
+        paired = result.paired[(result.paired["series"] == series) & (result.paired["metric"] == "fpr95")]
+        if not paired.empty:
+            lines.append("Rel-U − Doctor, FPR95 (mean ± std over seeds; verdict from the 95 % paired bootstrap):")
+            lines += [f"  {x:g}: {m:+.4f} ± {s:.4f}   {v}" for x, m, s, v in
+                      zip(paired["x"], paired["mean"], paired["std"], paired["verdict"])]
+    for name, table in result.tables.items():
+        if name in ("summary", "temperatures"):
+            lines += ["", f"[{name}]", table.to_string(index=False, float_format=lambda v: f"{v:.4f}")]
+    return "\n".join(lines)
+
+
+def write_outputs(result, folder: str | Path) -> list[Path]:
+    """Every CSV, ``result.json`` and each figure (HTML + CSV) under ``folder`` (created if missing)."""
+    from relu_core.studies import figures
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {folder} is a file, not a directory")
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in result.csv_files().items():
+        written.append(folder / name)
+        written[-1].write_text(text)
+    written.append(folder / "result.json")
+    written[-1].write_text(json.dumps(result.to_dict(strict_json=True), indent=1))
+    for slug, fig, sentence in figures.figures_for(result):
+        (folder / f"{slug}.html").write_text(figures.figure_html(fig, sentence))
+        (folder / f"{slug}.csv").write_text(figures.figure_csv(fig))
+        written += [folder / f"{slug}.html", folder / f"{slug}.csv"]
+    return written
+
+
+def handle(args: argparse.Namespace, bar) -> int:
+    from relu_core import studies
+
+    study = studies.get(args.name)
+    options = options_from_args(study.name, args)
+    run = _load_run(args, bar)
+    bar.close()
+    result = study.run(run, progress=bar, **options)
+    bar.close()
+    print(json.dumps(result.to_dict(strict_json=True), indent=1) if args.json else format_result(result))
+    if args.out:
+        written = write_outputs(result, args.out)
+        print(f"wrote {len(written)} files to {args.out}", file=sys.stderr)
+    return 0

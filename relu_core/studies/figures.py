@@ -1,0 +1,164 @@
+"""Plotly figures of the studies, each with one plain-language sentence saying what it shows.
+
+:func:`figures_for` lists every figure of a :class:`~relu_core.studies.base.StudyResult` as
+``(slug, figure, sentence)``; the page draws them and the CLI writes them (``--out``) as HTML and CSV.
+Static PNG/SVG export through plotly needs the ``kaleido`` package, which is not a dependency: the page
+offers the chart's camera button (PNG, drawn by the browser), the HTML and the CSV.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from relu_core import figures as core_figures
+from relu_core.studies import base
+
+STUDY_METRICS = ("fpr95", "auroc")
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _x_axis(info: dict) -> dict:
+    axis = {"title": info.get("x_label", "x")}
+    if info.get("log_x"):
+        axis["type"] = "log"
+    ticks = info.get("ticks")
+    if ticks:
+        axis.update(tickmode="array", tickvals=[float(k) for k in ticks], ticktext=list(ticks.values()))
+    return axis
+
+
+def band_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure:
+    """Mean line per detector with a ±1 std band over seeds, against the series' x; marks as dotted lines."""
+    info = result.series.get(series, {})
+    fig = go.Figure()
+    rows = result.curves[(result.curves["series"] == series) & (result.curves["metric"] == metric)]
+    for detector in dict.fromkeys(rows["detector"]):
+        line = rows[rows["detector"] == detector]
+        x, mean, std = line["x"].to_numpy(float), line["mean"].to_numpy(float), line["std"].to_numpy(float)
+        color = core_figures.detector_color(detector)
+        fig.add_trace(go.Scatter(x=x, y=mean + std, name=f"{detector} +1 std", mode="lines", line={"width": 0},
+                                 showlegend=False, hoverinfo="skip", legendgroup=detector))
+        fig.add_trace(go.Scatter(x=x, y=mean - std, name=f"{detector} −1 std", mode="lines", line={"width": 0},
+                                 fill="tonexty", fillcolor=_rgba(color, 0.18), showlegend=False, hoverinfo="skip",
+                                 legendgroup=detector))
+        fig.add_trace(go.Scatter(x=x, y=mean, name=detector, mode="lines+markers", legendgroup=detector,
+                                 line={"color": color, "width": 3 if detector in core_figures.PROMINENT else 1.5},
+                                 customdata=np.stack([std, line["n_seeds"].to_numpy(float)], axis=1),
+                                 hovertemplate=f"{detector}<br>{info.get('x_label', 'x')} = %{{x:.4g}}<br>"
+                                               f"{base.METRIC_LABELS[metric]} = %{{y:.4f}} ± %{{customdata[0]:.4f}}"
+                                               "<br>%{customdata[1]} seeds<extra></extra>"))
+    for label, value in info.get("marks", {}).items():
+        fig.add_vline(x=value, line_dash="dot", line_color="#555", annotation_text=label,
+                      annotation_position="top left" if metric == "auroc" else "top right")
+    better = "higher" if base.HIGHER_IS_BETTER[metric] else "lower"
+    fig.update_layout(title=f"{base.METRIC_LABELS[metric]} ({better} is better) against {info.get('x_label', series)}",
+                      xaxis=_x_axis(info), yaxis={"title": base.METRIC_LABELS[metric]},
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def difference_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure:
+    """Rel-U − Doctor against x: mean over seeds with its 95 % paired bootstrap interval (when computed)."""
+    info = result.series.get(series, {})
+    rows = result.paired[(result.paired["series"] == series) & (result.paired["metric"] == metric)]
+    x = rows["x"].to_numpy(float)
+    fig = go.Figure()
+    low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+    if np.isfinite(low).any():
+        fig.add_trace(go.Scatter(x=x, y=high, name="95 % CI high", mode="lines", line={"width": 0}, showlegend=False,
+                                 hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=x, y=low, name="95 % CI low", mode="lines", line={"width": 0}, fill="tonexty",
+                                 fillcolor="rgba(80,80,80,0.2)", showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=rows["estimate"].to_numpy(float), name="Rel-U − Doctor", mode="lines+markers",
+                             line={"color": core_figures.detector_color(base.RELU), "width": 2},
+                             marker={"symbol": ["circle" if s else "circle-open" for s in rows["significant"]],
+                                     "size": 9}))
+    fig.add_hline(y=0.0, line_color="#333", line_width=1)
+    fig.update_layout(title=f"Rel-U − Doctor, {base.METRIC_LABELS[metric]}, with the 95 % paired bootstrap interval",
+                      xaxis=_x_axis(info), yaxis={"title": f"Δ {base.METRIC_LABELS[metric]}"},
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig
+
+
+def reliability_figure(reliability: pd.DataFrame) -> go.Figure:
+    """Accuracy against mean confidence per bin, before and after temperature scaling, with the diagonal."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], name="chance", mode="lines",
+                             line={"color": "#999", "dash": "dash"}, hoverinfo="skip", showlegend=False))
+    for state, color in zip(dict.fromkeys(reliability["state"]), ("#ff7f0e", "#2ca02c")):
+        rows = reliability[(reliability["state"] == state) & (reliability["count"] > 0)]
+        fig.add_trace(go.Scatter(x=rows["confidence"], y=rows["accuracy"], name=state, mode="lines+markers",
+                                 line={"color": color, "width": 2}, customdata=rows["count"],
+                                 hovertemplate="confidence %{x:.3f}<br>accuracy %{y:.3f}<br>%{customdata} samples"
+                                               "<extra></extra>"))
+    fig.update_layout(title="Reliability diagram (evaluation splits, all seeds pooled)",
+                      xaxis={"title": "mean top-1 confidence in the bin", "range": [0, 1]},
+                      yaxis={"title": "accuracy in the bin", "range": [0, 1.02]},
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig
+
+
+def _sentence(result: base.StudyResult, series: str, metric: str) -> str:
+    info = result.series.get(series, {})
+    n = ", ".join(str(int(v)) for v in sorted(set(result.curves.loc[result.curves["series"] == series, "n_seeds"])))
+    better = "higher" if base.HIGHER_IS_BETTER[metric] else "lower"
+    x_label = info.get("x_label", series)
+    text = (f"Each line is a detector's {base.METRIC_LABELS[metric]} ({better} is better) on the evaluation splits "
+            f"as {x_label} changes, averaged over {n} seed(s); the shaded band is ±1 standard deviation.")
+    if series == "lambda":
+        text += " Doctor has no λ, so its line is flat; the dotted lines mark λ = N₊/(N₊ + N₋) and the default 0.5."
+    if series == "calibration":
+        text = (f"{base.METRIC_LABELS[metric]} ({better} is better) of Doctor and Rel-U at T = 1 and at the "
+                f"calibration temperature chosen on the tuning split, averaged over {n} seed(s) with a ±1 std band.")
+    return text
+
+
+def figures_for(result: base.StudyResult) -> list[tuple[str, go.Figure, str]]:
+    """Every figure of ``result``: ``(slug, figure, plain-language sentence)``."""
+    out = []
+    for series in result.series:
+        for metric in STUDY_METRICS:
+            out.append((f"{series}_{metric}", band_figure(result, series, metric), _sentence(result, series, metric)))
+        if not result.paired.empty and (result.paired["series"] == series).any():
+            out.append((f"{series}_fpr95_difference", difference_figure(result, series, "fpr95"),
+                        ("The difference Rel-U − Doctor in FPR at 95 % TPR on the same splits (below 0: Rel-U accepts "
+                        "fewer errors); filled markers where the 95 % paired bootstrap interval excludes 0, open "
+                        "markers where there is no significant difference.")))
+    if "reliability" in result.tables:
+        out.append(("reliability", reliability_figure(result.tables["reliability"]),
+                    ("Each point is a confidence bin: a calibrated model's points lie on the dashed diagonal "
+                    "(accuracy equals confidence). Below it the model is over-confident, above it under-confident.")))
+    return out
+
+
+def paired_table(result: base.StudyResult) -> pd.DataFrame:
+    """Rel-U − Doctor per series, point and metric in words: mean ± std over seeds, the interval, the verdict."""
+    p = result.paired
+    return pd.DataFrame({
+        "series": p["series"], "point": [f"{x:g}" for x in p["x"]], "metric": [base.METRIC_LABELS[m] for m in p["metric"]],
+        "Rel-U − Doctor (mean ± std over seeds)": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(p["mean"], p["std"])],
+        "95 % CI of the mean": ["–" if np.isnan(lo) else f"{lo:+.4f} to {hi:+.4f}"
+                                for lo, hi in zip(p["ci_low"], p["ci_high"])],
+        "verdict": [v.split(": ", 1)[1] for v in p["verdict"]],
+    })
+
+
+def figure_html(fig: go.Figure, sentence: str = "") -> str:
+    """A standalone HTML page of the figure with plotly.js inlined (opens offline, zoomable), the sentence below."""
+    page = fig.to_html(include_plotlyjs=True, full_html=True)
+    if sentence:
+        page = page.replace("</body>", f"<p>{html.escape(sentence)}</p>\n</body>", 1)
+    return page
+
+
+def figure_csv(fig: go.Figure) -> str:
+    """The data behind the figure (:func:`relu_core.figures.figure_csv`)."""
+    return core_figures.figure_csv(fig)
