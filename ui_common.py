@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +19,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import detectors, figures, metrics, protocol, stats, threads
-from relu_core.errors import Cancelled, InputError
+from relu_core import detectors, figures, limits, metrics, protocol, stats, threads
+from relu_core.errors import Cancelled, InputError, unexpected
+from relu_core.registry import LRURegistry
 
 # ------------------------------------------------------------------------------------------- constants
 
@@ -48,14 +48,13 @@ USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
 
 # ------------------------------------------------------------------------------------------- runs
 
-_RUNS: dict[str, object] = {}
-_RUNS_LOCK = threading.Lock()
+#: Runs kept for this process (content-addressed, so sessions share them), least recently used dropped.
+_RUNS = LRURegistry(limits.MAX_RUNS)
 
 
 def register_run(run) -> str:
     """Keep ``run`` for this process (runs are content-addressed, so sessions can share them)."""
-    with _RUNS_LOCK:
-        _RUNS.setdefault(run.run_id, run)
+    _RUNS.setdefault(run.run_id, run)
     return run.run_id
 
 
@@ -77,8 +76,10 @@ def session_runs() -> list[str]:
 def select_run(run) -> None:
     """Register ``run``, add it to this session's runs and make it the current one."""
     run_id = register_run(run)
-    if run_id not in session_runs():
-        session_runs().append(run_id)
+    ids = session_runs()
+    if run_id not in ids:
+        ids.append(run_id)
+        del ids[:-limits.MAX_SESSION_RUNS]
     st.session_state["run_id"] = run_id
 
 
@@ -143,6 +144,9 @@ def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: 
             failure = exc
             outcome = "cancelled" if isinstance(exc, Cancelled) else "failed"
             status.update(label=f"{label}: {outcome}", state="error", expanded=False)
+        except Exception as exc:  # noqa: BLE001 - not bad input: logged with its traceback, one line shown
+            failure = RuntimeError(unexpected(exc, label))
+            status.update(label=f"{label}: failed", state="error", expanded=False)
         else:
             status.update(label=f"{label}: done", state="complete", expanded=False)
     # the reason goes under the box, not inside it: a finished status box is collapsed
