@@ -418,7 +418,7 @@ def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
     return model
 
 
-def check_finite(named_tensors, source: str) -> None:  # noqa: ANN001 (iterable of (name, tensor))
+def check_finite(named_tensors, source: str) -> None:
     """CheckpointError naming the tensors that hold NaN or infinite values (a model that cannot predict)."""
     bad = [name for name, tensor in named_tensors
            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
