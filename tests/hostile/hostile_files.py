@@ -1,0 +1,128 @@
+"""Builders of hostile and malformed inputs shared by the hostile-input suite (bytes and small files only)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from relu_core import models
+
+RNG = np.random.default_rng(0)
+LABELS = np.repeat(np.arange(4), 10)
+LOGITS = (RNG.normal(size=(40, 4)) + 3 * np.eye(4)[LABELS]).astype(np.float32)
+
+
+def npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array))
+    return buffer.getvalue()
+
+
+def npy_header(shape: tuple[int, ...], descr: str = "<f4", payload: bytes = b"\0" * 16) -> bytes:
+    """A .npy stream whose header announces ``shape`` but that holds only ``payload``."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": descr, "fortran_order": False, "shape": shape})
+    return buffer.getvalue() + payload
+
+
+def zip_members(**members: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def allocation_bomb(key: str = "logits", shape=(10**8, 10**5), **others: np.ndarray) -> bytes:
+    """A tiny npz whose ``key`` member announces ``shape`` float32 (1e13 values by default)."""
+    return zip_members(**{f"{key}.npy": npy_header(shape)}, **{f"{k}.npy": npy(v) for k, v in others.items()})
+
+
+LOGITS_BOMB = allocation_bomb("logits", labels=LABELS)
+
+
+def script(module: nn.Module, path: Path) -> Path:
+    torch.jit.script(module.eval()).save(str(path))
+    return path
+
+
+class ReturnsTuple(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = x.flatten(1)[:, :10]
+        return logits, logits
+
+
+class ReturnsDict(nn.Module):
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"logits": x.flatten(1)[:, :10]}
+
+
+class ReturnsNaN(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:, :10] * float("nan")
+
+
+class Raises(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 0:
+            raise RuntimeError("boom in forward")
+        return x
+
+
+class Returns1D(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1).sum(dim=1)
+
+
+class ReturnsInt(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:, :10].to(torch.int64)
+
+
+class ReturnsOneRow(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:1, :10]
+
+
+class ReturnsInf(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:, :10] + float("inf")
+
+
+BAD_SCRIPTED = {
+    "tuple": (ReturnsTuple, "the model returned a tuple, not a tensor"),
+    "dict": (ReturnsDict, "the model returned a dict, not a tensor"),
+    "nan": (ReturnsNaN, "the model returned nan or infinite logits"),
+    "inf": (ReturnsInf, "the model returned nan or infinite logits"),
+    "raises": (Raises, "the model raised an error in forward: builtins.runtimeerror: boom in forward"),
+    "one-d": (Returns1D, "the model must return (n, classes) logits"),
+    "int": (ReturnsInt, "the model must return floating-point logits"),
+    "wrong-rows": (ReturnsOneRow, "the model must return (n, classes) logits with n ="),
+}
+
+
+def scripted_nan_weights(path: Path) -> Path:
+    model = models.cnn8(10)
+    with torch.no_grad():
+        model.classifier.weight.fill_(float("nan"))
+    return script(model, path)
+
+
+def state_dict_file(path: Path, fill: float | None = None) -> Path:
+    model = models.cnn8(10)
+    if fill is not None:
+        with torch.no_grad():
+            model.features[0].weight.fill_(fill)
+    torch.save(model.state_dict(), path)
+    return path
