@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import hostile_files as hf
+import pytest
 
 
 @pytest.fixture(scope="session")

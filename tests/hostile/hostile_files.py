@@ -52,6 +52,26 @@ def allocation_bomb(key: str = "logits", shape=(10**8, 10**5), **others: np.ndar
 LOGITS_BOMB = allocation_bomb("logits", labels=LABELS)
 
 
+#: Hostile logits files and the (lower-case) part of the one-line message each must give.
+LOGITS_FILES = {
+    "npy-saved-as-npz": (npy(LOGITS), "a single .npy array saved under an .npz name"),
+    "allocation-bomb": (LOGITS_BOMB, "announces shape (100000000, 100000)"),
+    "bomb-in-labels": (allocation_bomb("labels", (10**12,), logits=LOGITS), "array 'labels' announces shape"),
+    "header-larger-than-member": (allocation_bomb("logits", (40, 4), labels=LABELS), "truncated or crafted header"),
+    "object-array": (zip_members(**{"logits.npy": npy_header((2,), "|O", b"")}), "pickled object array"),
+    "member-not-npy": (zip_members(**{"logits.npy": b"hello"}), "is not a valid .npy array"),
+    "5000-classes": (npz(logits=np.zeros((200, 5000), np.float32), labels=np.zeros(200, int)),
+                     "5,000 classes, more than the limit of 1,000 (relu_core.limits.max_classes)"),
+    "not-a-zip": (b"PK\x03\x04 but not really", "not a valid npz archive"),
+    "empty": (b"", "not a valid npz archive"),
+    "nan-logits": (npz(logits=np.full((20, 3), np.nan), labels=np.zeros(20, int)), "finite"),
+    "labels-out-of-range": (npz(logits=np.zeros((20, 3)), labels=np.full(20, 7)), "labels"),
+    "3d-logits": (npz(logits=np.zeros((4, 3, 2)), labels=np.zeros(4, int)), "2-d array"),
+    "string-logits": (npz(logits=np.array([["a", "b"], ["c", "d"]]), labels=np.zeros(2, int)), "numbers"),
+    "no-labels": (npz(logits=LOGITS), "no 'labels'"),
+}
+
+
 def script(module: nn.Module, path: Path) -> Path:
     torch.jit.script(module.eval()).save(str(path))
     return path
