@@ -146,3 +146,26 @@ def state_dict_file(path: Path, fill: float | None = None) -> Path:
             model.features[0].weight.fill_(fill)
     torch.save(model.state_dict(), path)
     return path
+
+
+def write_folder(root: Path, n_per_class: int = 3) -> np.ndarray:
+    """A small RGB image folder ``root/<a|b>/<k>.png`` of 6x5 images; returns the images in load order."""
+    from PIL import Image
+
+    images = []
+    for label, name in enumerate(("a", "b")):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for k in range(n_per_class):
+            pixels = np.full((6, 5, 3), 40 * label + 10 * k, np.uint8)
+            pixels[0, 0] = (k, label, 7)
+            Image.fromarray(pixels).save(root / name / f"{k}.png")
+            images.append(pixels)
+    return np.stack(images)
+
+
+def zip_folder(root: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(root.rglob("*.png")):
+            archive.write(path, path.relative_to(root).as_posix())
+    return buffer.getvalue()
