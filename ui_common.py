@@ -88,6 +88,9 @@ def current_run():
     run_id = st.session_state.get("run_id")
     if run_id in _RUNS:
         return _RUNS[run_id]
+    if run_id is not None:
+        st.warning(f"The selected run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+                   "used runs): load it again; showing the embedded default.")
     default = run_job("Preparing the embedded default (digits + small CNN)", _default_run)
     if default is None:
         st.stop()
