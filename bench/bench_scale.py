@@ -20,12 +20,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import ui_common as ui  # noqa: E402
-from bench.bench_app import slider_change, synthetic_run  # noqa: E402
-from relu_core import limits, runs  # noqa: E402
+import ui_common as ui
+from bench.bench_app import slider_change, synthetic_run
+from relu_core import limits, runs
 
 
-def _timed(label: str, step) -> object:  # noqa: ANN001
+def _timed(label: str, step) -> object:
     start = time.perf_counter()
     result = step()
     print(f"{label:<40} {1000 * (time.perf_counter() - start):9.1f} ms")
