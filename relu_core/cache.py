@@ -14,12 +14,14 @@ SHA-256 written at extraction (:func:`write_manifest`, :func:`manifest_matches`)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -151,12 +153,39 @@ def manifest_matches(folder: Path) -> bool:
         return False
 
 
+_KEY_LOCKS: dict[str, tuple[threading.Lock, int]] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def _key_lock(digest: str) -> Iterator[None]:
+    """One lock per key being computed, dropped when its last user leaves (memory bounded by the users)."""
+    with _KEY_LOCKS_GUARD:
+        lock, users = _KEY_LOCKS.get(digest, (threading.Lock(), 0))
+        _KEY_LOCKS[digest] = (lock, users + 1)
+    try:
+        with lock:
+            yield
+    finally:
+        with _KEY_LOCKS_GUARD:
+            lock, users = _KEY_LOCKS[digest]
+            if users == 1:
+                del _KEY_LOCKS[digest]
+            else:
+                _KEY_LOCKS[digest] = (lock, users - 1)
+
+
 def cached(
     namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]
 ) -> dict[str, np.ndarray]:
-    """The arrays for ``key`` from the cache, or ``compute()``-d, stored and returned on a miss."""
-    arrays = load(namespace, key)
-    if arrays is None:
-        arrays = {name: np.asarray(value) for name, value in compute().items()}
-        save(namespace, key, arrays)
+    """The arrays for ``key`` from the cache, or ``compute()``-d, stored and returned on a miss.
+
+    Threads of one process (the app's sessions) asking for the same key wait for one computation instead of
+    each running it (a lock per key; nested computations of other keys take their own locks).
+    """
+    with _key_lock(f"{namespace}/{key_digest(key)}"):
+        arrays = load(namespace, key)
+        if arrays is None:
+            arrays = {name: np.asarray(value) for name, value in compute().items()}
+            save(namespace, key, arrays)
     return arrays

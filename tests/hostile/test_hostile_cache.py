@@ -207,3 +207,22 @@ def test_manifest_lists_sizes_and_checksums(tmp_path):
     assert cache.manifest_matches(folder)
     os.truncate(folder / "x" / "1.bin", 1)
     assert not cache.manifest_matches(folder)
+
+
+def test_concurrent_requests_for_one_key_compute_once(own_cache):
+    import threading
+    import time
+
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return {"a": np.arange(3)}
+
+    workers = [threading.Thread(target=cache.cached, args=("t", {"k": "shared"}, slow)) for _ in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert calls == [1] and not cache._KEY_LOCKS
