@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, distributed
+from relu_core import cache, distributed, limits
 from relu_core.errors import Cancelled, InputError
 from relu_core.runs import Run
 
@@ -416,6 +416,7 @@ def logits_for(
     spec = models.get_spec(model_name)
     data = datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
     n_classes = len(data.class_names)
+    limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
     if weights is not None:
         model = models.load_model_file(weights, arch=model_name, num_classes=n_classes)
         source = f"{model_name} ({Path(weights).name}) on {data.name}"

@@ -139,3 +139,10 @@ def test_scripted_cnn_through_the_cli_with_eps(scripted_digits, capsys):
                        "--methods", "relu,doctor", "--eps", "0.002", "--device", "cpu", "--json"])
     out = capsys.readouterr().out
     assert status == 0 and '"eps": 0.002' in out
+
+
+def test_data_set_beyond_the_class_limit_is_refused_before_inference(tmp_path):
+    labels = np.arange(limits.MAX_CLASSES + 1)
+    (tmp_path / "wide.npz").write_bytes(hf.npz(x=np.zeros((labels.size, 8, 8), np.uint8), y=labels))
+    with pytest.raises(InputError, match="1,001 classes, more than the limit of 1,000"):
+        engine.logits_for("cnn8", None, f"npz:{tmp_path / 'wide.npz'}", device="cpu")
