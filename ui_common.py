@@ -59,8 +59,12 @@ def register_run(run) -> str:
 
 
 def get_run(run_id: str):
-    """The registered run ``run_id`` (KeyError when unknown)."""
-    return _RUNS[run_id]
+    """The registered run ``run_id`` (InputError when unknown, e.g. dropped from the bounded registry)."""
+    try:
+        return _RUNS[run_id]
+    except KeyError:
+        raise InputError(f"this run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+                         "used runs): load it again") from None
 
 
 def run_label(run) -> str:

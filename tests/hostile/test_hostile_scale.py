@@ -128,3 +128,11 @@ def test_dstar_heatmap_of_1000_classes_shows_the_top_50():
 def test_small_matrices_are_drawn_whole():
     fig = figures.confusion_heatmap(np.eye(5, dtype=int), list("abcde"), title="cm")
     assert fig.layout.title.text == "cm" and len(fig.data[0].x) == 5
+
+
+def test_a_dropped_run_gives_one_line_not_a_key_error(monkeypatch):
+    monkeypatch.setattr(ui, "_RUNS", LRURegistry(1))
+    first = ui.register_run(_upload(0))
+    ui.register_run(_upload(1))
+    with pytest.raises(InputError, match="dropped from memory .* load it again"):
+        ui.get_run(first)
