@@ -151,8 +151,8 @@ def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: 
             failure = exc
             outcome = "cancelled" if isinstance(exc, Cancelled) else "failed"
             status.update(label=f"{label}: {outcome}", state="error", expanded=False)
-        except Exception as exc:  # noqa: BLE001 - not bad input: logged with its traceback, one line shown
-            failure = RuntimeError(unexpected(exc, label))
+        except Exception as exc:  # noqa: BLE001 - not bad input: show_error logs it with its traceback
+            failure = exc
             status.update(label=f"{label}: failed", state="error", expanded=False)
         else:
             status.update(label=f"{label}: done", state="complete", expanded=False)
@@ -161,15 +161,19 @@ def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: 
         st.warning("Cancelled; the previous run is still loaded.")
         return None
     if failure is not None:
-        show_error(failure)
+        show_error(failure, label)
         return None
     if select and hasattr(result, "run_id"):
         select_run(result)
     return result
 
 
-def show_error(exc: BaseException) -> None:
-    """The one-line message of a user error (no traceback)."""
+def show_error(exc: BaseException, task: str = "this page") -> None:
+    """The one-line message of a user error (no traceback); any other exception is logged on the server with
+    its traceback and shown as one line with a short reference (``errors.unexpected``)."""
+    if not isinstance(exc, USER_ERRORS):
+        st.error(unexpected(exc, task))
+        return
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     st.error(message)
 

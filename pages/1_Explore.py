@@ -129,8 +129,8 @@ def explore_panel(run_id: str) -> None:
         perturbed = _perturbed(run_id, temperature, lam, tune_fraction, seed, eps)
     try:
         view = ui.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed)
-    except ui.USER_ERRORS as exc:
-        ui.show_error(exc)
+    except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
+        ui.show_error(exc, "Explore")
         return
     correct_eval = view.correct[view.eval_idx]
     kind = "tpr" if st.session_state["op_kind"] == "target TPR" else "coverage"

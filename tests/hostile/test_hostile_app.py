@@ -108,3 +108,16 @@ def test_1000_class_upload_keeps_explore_interactive(start):
     titled = [s for s in heatmaps if "top 50 of 1000 classes" in s["layout"].get("title", {}).get("text", "")]
     assert len(titled) >= 2  # D* and the confusion matrix
     assert all(len(s["data"][0]["x"]) == limits.FIGURE_MAX_CLASSES for s in titled)
+
+
+def test_unexpected_error_in_explore_shows_one_line_with_a_reference(monkeypatch):
+    import ui_common
+
+    def broken(*args, **kwargs):
+        raise IndexError("a bug in the compute path")
+
+    monkeypatch.setattr(ui_common, "explore", broken)
+    at = AppTest.from_file(str(REPO / "pages" / "1_Explore.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.error) == 1
+    assert re.search(r"unexpected error in Explore \(reference [0-9a-f]{8}\): IndexError", at.error[0].value)
