@@ -110,7 +110,10 @@ def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
         if path.exists():  # a directory (or another non-file) squats the entry
             move_aside(path)
         return None
+    from relu_core.datasets.formats import npz_headers  # (the datasets package itself uses this module)
+
     try:
+        npz_headers(path, label=str(path))  # a crafted header must not allocate before its checksum fails
         with np.load(path, allow_pickle=False) as stored:
             arrays = {name: stored[name] for name in stored.files}
         expected = str(arrays.pop(_CHECKSUM))

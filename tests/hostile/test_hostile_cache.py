@@ -226,3 +226,19 @@ def test_concurrent_requests_for_one_key_compute_once(own_cache):
     for worker in workers:
         worker.join()
     assert calls == [1] and not cache._KEY_LOCKS
+
+
+def test_entry_with_a_crafted_header_is_recomputed_without_allocating(own_cache, monkeypatch):
+    path = cache.path_for("t", {"k": 1})
+    path.write_bytes(hf.allocation_bomb("a", (10**8, 10**5)))
+    real_load = np.load
+
+    def guarded(*args, **kwargs):
+        if str(args[0]) == str(path):
+            raise AssertionError("np.load must not read the crafted entry")
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(np, "load", guarded)
+    compute, calls = _counting({"a": np.arange(3)})
+    np.testing.assert_array_equal(cache.cached("t", {"k": 1}, compute)["a"], np.arange(3))
+    assert calls == [1]
