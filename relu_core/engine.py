@@ -240,7 +240,8 @@ def forward(net: nn.Module, x: torch.Tensor, precision: str) -> torch.Tensor:
 
 
 def check_outputs(out: object, rows: int) -> torch.Tensor:
-    """``out`` as float32 when it is a finite floating-point (``rows``, classes) tensor; else InputError."""
+    """``out`` as float32 when it is a floating-point (``rows``, classes) tensor; else InputError. (Finiteness
+    is checked once over all batches in :func:`batched_outputs`, so a GPU is not synchronised per batch.)"""
     if not isinstance(out, torch.Tensor):
         raise InputError(f"the model returned a {type(out).__name__}, not a tensor: its forward must return "
                          "one (N, classes) tensor of logits")
@@ -248,8 +249,6 @@ def check_outputs(out: object, rows: int) -> torch.Tensor:
         raise InputError(f"the model must return (N, classes) logits with N = {rows}, got shape {tuple(out.shape)}")
     if not out.is_floating_point():
         raise InputError(f"the model must return floating-point logits, got {out.dtype}")
-    if not bool(torch.isfinite(out).all()):
-        raise InputError("the model returned NaN or infinite logits")
     return out.float()
 
 
@@ -284,6 +283,8 @@ def batched_outputs(
             done = start + out.shape[0]
             progress(done, total, f"{task} {done}/{total}")
     assert outputs is not None  # images is non-empty (check_images)
+    if not bool(torch.isfinite(outputs).all()):
+        raise InputError("the model returned NaN or infinite logits")
     return outputs.cpu().numpy()
 
 
