@@ -110,7 +110,8 @@ def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
         if path.exists():  # a directory (or another non-file) squats the entry
             move_aside(path)
         return None
-    from relu_core.datasets.formats import npz_headers  # (the datasets package itself uses this module)
+    # imported here: the datasets package itself imports this module
+    from relu_core.datasets.formats import npz_headers
 
     try:
         npz_headers(path, label=str(path))  # a crafted header must not allocate before its checksum fails
