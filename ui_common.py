@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +19,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import detectors, figures, metrics, protocol, stats, threads
-from relu_core.errors import Cancelled, InputError
+from relu_core import detectors, figures, limits, metrics, protocol, stats, threads
+from relu_core.errors import Cancelled, InputError, unexpected
+from relu_core.registry import LRURegistry
 
 # ------------------------------------------------------------------------------------------- constants
 
@@ -48,20 +48,23 @@ USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
 
 # ------------------------------------------------------------------------------------------- runs
 
-_RUNS: dict[str, object] = {}
-_RUNS_LOCK = threading.Lock()
+#: Runs kept for this process (content-addressed, so sessions share them), least recently used dropped.
+_RUNS = LRURegistry(limits.MAX_RUNS)
 
 
 def register_run(run) -> str:
     """Keep ``run`` for this process (runs are content-addressed, so sessions can share them)."""
-    with _RUNS_LOCK:
-        _RUNS.setdefault(run.run_id, run)
+    _RUNS.setdefault(run.run_id, run)
     return run.run_id
 
 
 def get_run(run_id: str):
-    """The registered run ``run_id`` (KeyError when unknown)."""
-    return _RUNS[run_id]
+    """The registered run ``run_id`` (InputError when unknown, e.g. dropped from the bounded registry)."""
+    try:
+        return _RUNS[run_id]
+    except KeyError:
+        raise InputError(f"this run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+                         "used runs): load it again") from None
 
 
 def run_label(run) -> str:
@@ -77,8 +80,10 @@ def session_runs() -> list[str]:
 def select_run(run) -> None:
     """Register ``run``, add it to this session's runs and make it the current one."""
     run_id = register_run(run)
-    if run_id not in session_runs():
-        session_runs().append(run_id)
+    ids = session_runs()
+    if run_id not in ids:
+        ids.append(run_id)
+        del ids[:-limits.MAX_SESSION_RUNS]
     st.session_state["run_id"] = run_id
 
 
@@ -87,6 +92,9 @@ def current_run():
     run_id = st.session_state.get("run_id")
     if run_id in _RUNS:
         return _RUNS[run_id]
+    if run_id is not None:
+        st.warning(f"The selected run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+                   "used runs): load it again; showing the embedded default.")
     default = run_job("Preparing the embedded default (digits + small CNN)", _default_run)
     if default is None:
         st.stop()
@@ -143,6 +151,9 @@ def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: 
             failure = exc
             outcome = "cancelled" if isinstance(exc, Cancelled) else "failed"
             status.update(label=f"{label}: {outcome}", state="error", expanded=False)
+        except Exception as exc:  # noqa: BLE001 - not bad input: show_error logs it with its traceback
+            failure = exc
+            status.update(label=f"{label}: failed", state="error", expanded=False)
         else:
             status.update(label=f"{label}: done", state="complete", expanded=False)
     # the reason goes under the box, not inside it: a finished status box is collapsed
@@ -150,15 +161,19 @@ def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: 
         st.warning("Cancelled; the previous run is still loaded.")
         return None
     if failure is not None:
-        show_error(failure)
+        show_error(failure, label)
         return None
     if select and hasattr(result, "run_id"):
         select_run(result)
     return result
 
 
-def show_error(exc: BaseException) -> None:
-    """The one-line message of a user error (no traceback)."""
+def show_error(exc: BaseException, task: str = "this page") -> None:
+    """The one-line message of a user error (no traceback); any other exception is logged on the server with
+    its traceback and shown as one line with a short reference (``errors.unexpected``)."""
+    if not isinstance(exc, USER_ERRORS):
+        st.error(unexpected(exc, task))
+        return
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     st.error(message)
 

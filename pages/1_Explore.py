@@ -9,8 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from relu_core import detectors, figures, metrics, protocol, stats
+from relu_core import detectors, figures, limits, metrics, protocol, stats
 from relu_core.errors import Cancelled
+from relu_core.registry import LRURegistry
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
 run = ui.sidebar_run_picker()
@@ -40,7 +41,7 @@ def _chart(fig, stem: str, **kwargs):
 
 def _perturbed(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):
     """Evaluation-split uncertainty of Rel-U and Doctor under input pre-processing, computed once per setting."""
-    store = st.session_state.setdefault("perturbed_cache", {})
+    store = st.session_state.setdefault("perturbed_cache", LRURegistry(limits.MAX_SESSION_RUNS))
     key = (run_id, temperature, lam, tune_fraction, seed, eps)
     if key not in store:
         result = ui.run_job(f"Input pre-processing ε = {eps:g}",
@@ -128,8 +129,8 @@ def explore_panel(run_id: str) -> None:
         perturbed = _perturbed(run_id, temperature, lam, tune_fraction, seed, eps)
     try:
         view = ui.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed)
-    except ui.USER_ERRORS as exc:
-        ui.show_error(exc)
+    except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
+        ui.show_error(exc, "Explore")
         return
     correct_eval = view.correct[view.eval_idx]
     kind = "tpr" if st.session_state["op_kind"] == "target TPR" else "coverage"

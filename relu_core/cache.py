@@ -2,27 +2,37 @@
 
 A cache key is any JSON-serialisable description of *everything* the arrays depend on (weights hash,
 data set fingerprint, transform, perturbation settings, ...). Its SHA-256 names the file
-``<cache_dir(namespace)>/<sha256>.npz``. Files are written atomically (temporary file in the same directory,
-then ``os.replace``) and carry a SHA-256 checksum of their arrays; a file that is truncated, corrupted or
-fails its checksum is deleted and treated as a miss, so the caller recomputes instead of crashing.
-Arrays are stored without pickle (strings as numpy unicode arrays) and read with ``allow_pickle=False``.
+``<cache_dir(namespace)>/<sha256>.npz``. Files are written atomically (:func:`atomic_write`: temporary
+file in the same directory, then ``os.replace``) and carry a SHA-256 checksum of their arrays *and* their
+key; a file that is truncated, corrupted, rewritten with other arrays or copied from another key fails its
+checksum, is deleted and treated as a miss, so the caller recomputes instead of using stale data. Anything
+that is not a regular file where an entry should be (a directory, say) is moved aside (:func:`move_aside`)
+and the entry recomputed. Arrays are stored without pickle (strings as numpy unicode arrays) and read with
+``allow_pickle=False``. Extracted folders (zips) are verified against a manifest of their files' sizes and
+SHA-256 written at extraction (:func:`write_manifest`, :func:`manifest_matches`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import secrets
 import tempfile
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from relu_core import paths
+from relu_core.errors import InputError
 
 _CHECKSUM = "__checksum__"
+MANIFEST = ".manifest.json"
+"""The manifest file inside an extracted folder (hidden: data-set listings skip dot files)."""
 
 
 def key_digest(key: Any) -> str:
@@ -41,8 +51,17 @@ def array_digest(*arrays: np.ndarray) -> str:
     return digest.hexdigest()
 
 
-def _checksum(arrays: Mapping[str, np.ndarray]) -> str:
+def file_digest(path: Path) -> str:
+    """SHA-256 hex digest of a file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256()
+    with Path(path).open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _checksum(arrays: Mapping[str, np.ndarray], key_hex: str) -> str:
+    digest = hashlib.sha256(key_hex.encode())
     for name in sorted(arrays):
         digest.update(name.encode())
         digest.update(array_digest(arrays[name]).encode())
@@ -54,33 +73,29 @@ def path_for(namespace: str, key: Any) -> Path:
     return paths.cache_dir(namespace) / f"{key_digest(key)}.npz"
 
 
-def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
-    """The arrays stored under ``key``, or None on a miss; a damaged file is deleted and reported as a miss."""
-    path = path_for(namespace, key)
-    if not path.is_file():
-        return None
+def move_aside(path: Path) -> Path:
+    """Rename whatever is at ``path`` (a directory where a file belongs, a damaged folder) to a sibling
+    ``<name>.broken-<random>`` so it can be recomputed; InputError in one line when even that fails."""
+    aside = path.with_name(f"{path.name}.broken-{secrets.token_hex(4)}")
     try:
-        with np.load(path, allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in stored.files}
-        expected = str(arrays.pop(_CHECKSUM))
-        if expected != _checksum(arrays):
-            raise ValueError("checksum mismatch")
-    except Exception:  # any damage (truncation, bad zip, missing checksum) means: recompute
-        path.unlink(missing_ok=True)
-        return None
-    return arrays
+        path.rename(aside)
+    except OSError as error:
+        raise InputError(f"the cache entry {path} is damaged and cannot be moved aside "
+                         f"({error.strerror or error}): remove it and try again") from None
+    return aside
 
 
-def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path:
-    """Store ``arrays`` under ``key`` atomically; returns the file path."""
-    if _CHECKSUM in arrays:
-        raise ValueError(f"{_CHECKSUM!r} is a reserved array name")
-    arrays = {name: np.asarray(value) for name, value in arrays.items()}
-    path = path_for(namespace, key)
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
+    """Call ``write(stream)`` on a temporary file next to ``path``, then rename it onto ``path`` (readers see
+    the old file or the complete new one, never half a file); a non-file at ``path`` is moved aside first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_file():
+        move_aside(path)
+    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(handle, "wb") as tmp:
-            np.savez(tmp, **arrays, **{_CHECKSUM: np.array(_checksum(arrays))})
+            write(tmp)
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
@@ -88,12 +103,93 @@ def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path:
     return path
 
 
+def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
+    """The arrays stored under ``key``, or None on a miss; a damaged file is deleted and reported as a miss."""
+    path = path_for(namespace, key)
+    if not path.is_file():
+        if path.exists():  # a directory (or another non-file) squats the entry
+            move_aside(path)
+        return None
+    # imported here: the datasets package itself imports this module
+    from relu_core.datasets.formats import npz_headers
+
+    try:
+        npz_headers(path, label=str(path))  # a crafted header must not allocate before its checksum fails
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+        expected = str(arrays.pop(_CHECKSUM))
+        if expected != _checksum(arrays, key_digest(key)):
+            raise ValueError("checksum mismatch")
+    except Exception:  # any damage (truncation, bad zip, missing or wrong checksum) means: recompute
+        path.unlink(missing_ok=True)
+        return None
+    return arrays
+
+
+def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path:
+    """Store ``arrays`` under ``key`` atomically, with the checksum of arrays and key; returns the file path."""
+    if _CHECKSUM in arrays:
+        raise ValueError(f"{_CHECKSUM!r} is a reserved array name")
+    arrays = {name: np.asarray(value) for name, value in arrays.items()}
+    checksum = np.array(_checksum(arrays, key_digest(key)))
+    return atomic_write(path_for(namespace, key), lambda stream: np.savez(stream, **arrays, **{_CHECKSUM: checksum}))
+
+
+def _listing(folder: Path) -> dict[str, list]:
+    return {
+        path.relative_to(folder).as_posix(): [path.stat().st_size, file_digest(path)]
+        for path in sorted(folder.rglob("*")) if path.is_file() and path.name != MANIFEST
+    }
+
+
+def write_manifest(folder: Path) -> None:
+    """Record every file of ``folder`` (relative path, size, SHA-256) in ``folder/.manifest.json``."""
+    text = json.dumps(_listing(folder), sort_keys=True)
+    atomic_write(folder / MANIFEST, lambda stream: stream.write(text.encode()))
+
+
+def manifest_matches(folder: Path) -> bool:
+    """True when ``folder`` holds exactly the files of its manifest, with the same sizes and SHA-256."""
+    try:
+        recorded = json.loads((folder / MANIFEST).read_text())
+        return recorded == _listing(folder)
+    except (OSError, ValueError):
+        return False
+
+
+_KEY_LOCKS: dict[str, tuple[threading.Lock, int]] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def _key_lock(digest: str) -> Iterator[None]:
+    """One lock per key being computed, dropped when its last user leaves (memory bounded by the users)."""
+    with _KEY_LOCKS_GUARD:
+        lock, users = _KEY_LOCKS.get(digest, (threading.Lock(), 0))
+        _KEY_LOCKS[digest] = (lock, users + 1)
+    try:
+        with lock:
+            yield
+    finally:
+        with _KEY_LOCKS_GUARD:
+            lock, users = _KEY_LOCKS[digest]
+            if users == 1:
+                del _KEY_LOCKS[digest]
+            else:
+                _KEY_LOCKS[digest] = (lock, users - 1)
+
+
 def cached(
     namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]
 ) -> dict[str, np.ndarray]:
-    """The arrays for ``key`` from the cache, or ``compute()``-d, stored and returned on a miss."""
-    arrays = load(namespace, key)
-    if arrays is None:
-        arrays = {name: np.asarray(value) for name, value in compute().items()}
-        save(namespace, key, arrays)
+    """The arrays for ``key`` from the cache, or ``compute()``-d, stored and returned on a miss.
+
+    Threads of one process (the app's sessions) asking for the same key wait for one computation instead of
+    each running it (a lock per key; nested computations of other keys take their own locks).
+    """
+    with _key_lock(f"{namespace}/{key_digest(key)}"):
+        arrays = load(namespace, key)
+        if arrays is None:
+            arrays = {name: np.asarray(value) for name, value in compute().items()}
+            save(namespace, key, arrays)
     return arrays

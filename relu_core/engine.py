@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, distributed
+from relu_core import cache, distributed, limits
 from relu_core.errors import Cancelled, InputError
 from relu_core.runs import Run
 
@@ -129,7 +129,8 @@ def inference_model(model: nn.Module, device: torch.device, precision: str = "fp
     float32. The caller's model is left untouched. Models ``torch.fx`` cannot trace keep their BatchNorm
     layers; TorchScript models run as they are.
     """
-    prepared = copy.deepcopy(model).eval()
+    with torch.no_grad():  # a TorchScript copy made with autograd on has non-leaf parameters
+        prepared = copy.deepcopy(model).eval()
     if not isinstance(prepared, torch.jit.ScriptModule):
         try:
             from torch.fx.experimental.optimization import fuse
@@ -226,14 +227,28 @@ def forward(net: nn.Module, x: torch.Tensor, precision: str) -> torch.Tensor:
         raise InputError(
             f"out of memory on {x.device} with batches of {x.shape[0]} images: pass a smaller batch size"
         ) from None
+    except torch.jit.Error as exc:  # an exception raised inside a TorchScript forward: keep its last line
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        raise InputError(f"the model raised an error in forward: {(lines or ['?'])[-1][:160]}") from None
     except RuntimeError as exc:  # shape errors surface as RuntimeError deep inside the model
         first = str(exc).strip().splitlines()[0][:160]
         channels, height, width = x.shape[1:]
         raise InputError(
             f"the model cannot read {height}x{width} images with {channels} channel(s): {first}"
         ) from None
-    if out.ndim != 2:
-        raise InputError(f"the model must return (N, classes) logits, got shape {tuple(out.shape)}")
+    return check_outputs(out, x.shape[0])
+
+
+def check_outputs(out: object, rows: int) -> torch.Tensor:
+    """``out`` as float32 when it is a floating-point (``rows``, classes) tensor; else InputError. (Finiteness
+    is checked once over all batches in :func:`batched_outputs`, so a GPU is not synchronised per batch.)"""
+    if not isinstance(out, torch.Tensor):
+        raise InputError(f"the model returned a {type(out).__name__}, not a tensor: its forward must return "
+                         "one (N, classes) tensor of logits")
+    if out.ndim != 2 or out.shape[0] != rows:
+        raise InputError(f"the model must return (N, classes) logits with N = {rows}, got shape {tuple(out.shape)}")
+    if not out.is_floating_point():
+        raise InputError(f"the model must return floating-point logits, got {out.dtype}")
     return out.float()
 
 
@@ -268,6 +283,8 @@ def batched_outputs(
             done = start + out.shape[0]
             progress(done, total, f"{task} {done}/{total}")
     assert outputs is not None  # images is non-empty (check_images)
+    if not bool(torch.isfinite(outputs).all()):
+        raise InputError("the model returned NaN or infinite logits")
     return outputs.cpu().numpy()
 
 
@@ -400,6 +417,7 @@ def logits_for(
     spec = models.get_spec(model_name)
     data = datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
     n_classes = len(data.class_names)
+    limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
     if weights is not None:
         model = models.load_model_file(weights, arch=model_name, num_classes=n_classes)
         source = f"{model_name} ({Path(weights).name}) on {data.name}"

@@ -1,4 +1,11 @@
-"""Exceptions shared by every module of ``relu_core``."""
+"""Exceptions shared by every module of ``relu_core``, and the one-line message of any failure."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+LOGGER = logging.getLogger("relu_core")
 
 
 class InputError(ValueError):
@@ -7,3 +14,20 @@ class InputError(ValueError):
 
 class Cancelled(Exception):
     """A long computation stopped because its ``cancel()`` callback returned True."""
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The exception's message on one line (whitespace collapsed), or its type name when it has none."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def unexpected(exc: BaseException, task: str = "the job") -> str:
+    """Log ``exc`` with its traceback under a short reference id and return the one line a user sees.
+
+    For failures that are not bad input (a bug, an exhausted resource): the server log holds the details,
+    the user gets ``unexpected error in <task> (reference <id>): <type>: <message>`` to quote.
+    """
+    reference = secrets.token_hex(4)
+    LOGGER.error("unexpected error in %s (reference %s)", task, reference, exc_info=exc)
+    return f"unexpected error in {task} (reference {reference}): {type(exc).__name__}: {one_line(exc, 160)}"

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from relu_core.limits import FIGURE_MAX_CLASSES
+
 # One colour per detector everywhere in the app; Rel-U and Doctor are the two being compared, so they
 # get strong, distinct colours and thicker lines, the baselines muted ones.
 DETECTOR_COLORS: dict[str, str] = {
@@ -72,6 +74,22 @@ def _check_square(matrix: np.ndarray, class_names: Sequence[str], what: str) -> 
     return matrix
 
 
+def top_classes(matrix: np.ndarray, k: int = FIGURE_MAX_CLASSES) -> np.ndarray:
+    """Indices (ascending) of the ``k`` classes with the largest off-diagonal row + column mass of a square
+    ``matrix`` (the most confused classes, or the largest D* weights); every class when there are ``k`` or
+    fewer. Ties go to the lower index. Lets a matrix figure of 1000 classes stay readable and light."""
+    n = matrix.shape[0]
+    if n <= k:
+        return np.arange(n)
+    values = np.nan_to_num(np.asarray(matrix, dtype=np.float64))
+    mass = values.sum(axis=0) + values.sum(axis=1) - 2 * np.diag(values)
+    return np.sort(np.argsort(-mass, kind="stable")[:k])
+
+
+def _top_note(title: str, shown: int, n: int, what: str) -> str:
+    return title if shown == n else f"{title} · top {shown} of {n} classes ({what})"
+
+
 def _matrix_layout(fig: go.Figure, title: str, x_title: str, y_title: str, n: int) -> None:
     fig.update_layout(
         title=title,
@@ -86,10 +104,14 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     """Heatmap of a Rel-U matrix D* (or Doctor's implicit all-ones-off-diagonal matrix).
 
     Row i, column j is ``D[i, j]``, the weight given to probability mass split between classes i and j;
-    class names label both axes, a colour bar shows the scale and the hover text the exact value.
+    class names label both axes, a colour bar shows the scale and the hover text the exact value. Beyond
+    ``FIGURE_MAX_CLASSES`` classes only the :func:`top_classes` are drawn, and the title says so.
     """
     matrix = _check_square(matrix, class_names, "D*").astype(np.float64)
-    names = [str(c) for c in class_names]
+    keep = top_classes(matrix)
+    title = _top_note(title, keep.size, matrix.shape[0], "largest D* row + column sums")
+    matrix = matrix[np.ix_(keep, keep)]
+    names = [str(class_names[k]) for k in keep]
     fig = go.Figure(
         go.Heatmap(
             z=matrix,
@@ -112,10 +134,15 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     Errors (off-diagonal) are coloured by count in one trace; the diagonal (correct predictions) is a
     separate grey trace so that the confusions stand out, as in the paper. Every cell shows its count.
     A third, invisible scatter trace puts one selectable point at each cell centre so that a click
-    selects a (true, predicted) pair (its ``customdata`` is ``[true_index, predicted_index]``).
+    selects a (true, predicted) pair (its ``customdata`` is ``[true_index, predicted_index]``). Beyond
+    ``FIGURE_MAX_CLASSES`` classes only the :func:`top_classes` with the most errors are drawn (indices
+    stay the original class indices), and the title says so.
     """
     cm = _check_square(cm, class_names, "The confusion matrix").astype(np.int64)
-    names = [str(c) for c in class_names]
+    keep = top_classes(cm)
+    title = _top_note(title, keep.size, cm.shape[0], "most errors")
+    cm = cm[np.ix_(keep, keep)]
+    names = [str(class_names[k]) for k in keep]
     n = len(names)
     diagonal = np.eye(n, dtype=bool)
     errors = np.where(diagonal, np.nan, cm.astype(np.float64))
@@ -146,7 +173,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
             marker={"size": max(6, 300 // n), "opacity": 0, "symbol": "square"},
             # plain lists, not a numpy array: plotly would send a typed array, and the browser's selection
             # event would then carry each point's pair as an index-keyed object instead of [true, predicted]
-            customdata=np.stack([rows.ravel(), cols.ravel()], axis=1).tolist(), text=text.ravel(),
+            customdata=np.stack([keep[rows.ravel()], keep[cols.ravel()]], axis=1).tolist(), text=text.ravel(),
             hovertemplate=hover, name="cells", showlegend=False,
         )
     )

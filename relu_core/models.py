@@ -37,7 +37,7 @@ from torchvision.models.densenet import DenseNet
 from torchvision.models.resnet import BasicBlock, ResNet
 
 from relu_core import paths
-from relu_core.errors import InputError
+from relu_core.errors import InputError, one_line
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -324,17 +324,12 @@ def build_model(name: str, num_classes: int = 10, in_channels: int | None = None
 # Checkpoints
 
 
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _torch_load_reason(exc: BaseException) -> str:
     """The specific part of a ``torch.load`` error (its boilerplate suggests ``weights_only=False``: never do that)."""
     boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", str(exc)) if p.strip()]
     details = [p for p in paragraphs if not p.startswith(boilerplate)]
-    return _one_line(details[0]) if details else _one_line(exc)
+    return one_line(details[0]) if details else one_line(exc)
 
 
 def _preview(keys: list[str], shown: int = 5) -> str:
@@ -369,7 +364,7 @@ def _read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
         try:
             obj: object = load_file(str(path), device="cpu")
         except Exception as exc:  # safetensors raises its own error types for every malformed header
-            raise CheckpointError(f"{path.name} is not a valid safetensors checkpoint: {_one_line(exc)}") from None
+            raise CheckpointError(f"{path.name} is not a valid safetensors checkpoint: {one_line(exc)}") from None
     elif _is_torchscript(path):
         raise CheckpointError(
             f"{path.name} is not a valid state-dict checkpoint: it is a TorchScript model (load it without an architecture)"
@@ -415,11 +410,20 @@ def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
     ]
     if problems:
         raise CheckpointError(f"{source} does not fit {type(model).__name__}: " + "; ".join(problems))
+    check_finite(state.items(), source)
     try:
         model.load_state_dict(dict(state), strict=True)
     except RuntimeError as exc:
-        raise CheckpointError(f"{source} does not fit {type(model).__name__}: {_one_line(exc)}") from None
+        raise CheckpointError(f"{source} does not fit {type(model).__name__}: {one_line(exc)}") from None
     return model
+
+
+def check_finite(named_tensors, source: str) -> None:
+    """CheckpointError naming the tensors that hold NaN or infinite values (a model that cannot predict)."""
+    bad = [name for name, tensor in named_tensors
+           if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    if bad:
+        raise CheckpointError(f"{source} holds NaN or infinite weights in {_preview(bad)}")
 
 
 def load_state_dict_file(model: nn.Module, path: str | Path) -> nn.Module:
@@ -460,9 +464,11 @@ def load_model_file(path: str | Path, arch: str | None = None, num_classes: int 
         raise CheckpointError(f"checkpoint {path} does not exist")
     if _is_torchscript(path):
         try:
-            return torch.jit.load(str(path), map_location="cpu").eval()
+            scripted = torch.jit.load(str(path), map_location="cpu").eval()
         except Exception as exc:  # a damaged archive surfaces as several error types
-            raise CheckpointError(f"{path.name} is not a valid TorchScript model: {_one_line(exc)}") from None
+            raise CheckpointError(f"{path.name} is not a valid TorchScript model: {one_line(exc)}") from None
+        check_finite([*scripted.named_parameters(), *scripted.named_buffers()], path.name)
+        return scripted
     if arch is None:
         raise CheckpointError(
             f"{path.name} holds a state dict, not a TorchScript model: choose its architecture ({', '.join(MODELS)})"
@@ -511,7 +517,7 @@ def load_hub_model(repo_id: str) -> nn.Module:
                 torch.hub.download_url_to_file(url, str(target), progress=False)
             except Exception as exc:  # URLError, HTTPError, socket and SSL errors all mean "could not fetch"
                 raise InputError(
-                    f"could not download {repo_id} from the Hugging Face Hub (connect to the internet): {_one_line(exc)}"
+                    f"could not download {repo_id} from the Hugging Face Hub (connect to the internet): {one_line(exc)}"
                 ) from None
         return load_state_dict_file(build_model(entry.arch, entry.num_classes), target).eval()
     try:
@@ -524,7 +530,7 @@ def load_hub_model(repo_id: str) -> nn.Module:
     try:
         model = timm.create_model("hf_hub:" + repo_id, pretrained=True)
     except Exception as exc:  # timm and huggingface_hub raise many types for offline / unknown repositories
-        raise InputError(f"could not load {repo_id} through timm (offline, or not a timm model?): {_one_line(exc)}") from None
+        raise InputError(f"could not load {repo_id} through timm (offline, or not a timm model?): {one_line(exc)}") from None
     return model.eval()
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from relu_core import detectors
+from relu_core import detectors, limits
 from relu_core.errors import InputError
 
 LABEL_COLUMN = "label"
@@ -66,6 +66,12 @@ def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, .
 
 
 def _read_npz(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    from relu_core.datasets.formats import npz_headers
+
+    headers = npz_headers(data, label="the .npz file", max_bytes=limits.MEMORY_BUDGET_BYTES)
+    shape = headers.get("logits", ((),))[0]
+    if len(shape) == 2:
+        limits.check_logits_shape(*shape)
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             files = set(archive.files)
@@ -152,6 +158,7 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
         raise InputError(f"logits must be a 2-D array (samples, classes), got shape {logits.shape}")
     if logits.shape[0] < 2:
         raise InputError(f"at least 2 samples are needed, got {logits.shape[0]}")
+    limits.check_logits_shape(*logits.shape)
     logits = logits.astype(np.float32)
     detectors.validate_logits(logits)
     labels = _as_int_labels(labels)

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -100,16 +97,3 @@ def report(progress: Progress | None, done: int, total: int, message: str) -> No
     """Call ``progress`` when one is given."""
     if progress is not None:
         progress(done, total, message)
-
-
-def save_npz_atomic(path: Path, **arrays: np.ndarray) -> None:
-    """Write an uncompressed npz through a temporary file and a rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as tmp:
-            np.savez(tmp, **arrays)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from relu_core import paths
-from relu_core.datasets.base import DatasetError, ImageSet, Progress, report, save_npz_atomic
+from relu_core import cache, paths
+from relu_core.datasets.base import DatasetError, ImageSet, Progress, report
 from relu_core.datasets.formats import MAX_ARRAY_BYTES, load_npz_arrays
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
@@ -113,20 +113,17 @@ def read_image_folder(root: Path, progress: Progress | None = None) -> tuple[np.
 
     Classes are the sorted sub-folder names (label = position), images are sorted by file name in each
     class; hidden files and files without an image extension are skipped. The decoded arrays are cached as
-    npz under ``cache_dir("datasets")/imagefolder``, keyed by the folder's paths, sizes and mtimes, so the
-    second load of an unchanged folder skips decoding (an unreadable cache file is rebuilt).
+    npz in ``relu_core.cache`` (namespace ``datasets/imagefolder``), keyed by the folder's paths, sizes and
+    mtimes, so the second load of an unchanged folder skips decoding; a damaged or rewritten cache file fails
+    its checksum and is rebuilt.
     """
     class_names, files, labels, key = _list_image_folder(root)
-    cache_file = paths.cache_dir("datasets") / "imagefolder" / f"{key}.npz"
-    if cache_file.is_file():
-        try:
-            cached = load_npz_arrays(cache_file, ("images", "labels"), label=str(cache_file))
-            if cached["images"].shape[0] == len(files) and np.array_equal(cached["labels"], labels):
-                return cached["images"], labels, class_names
-        except DatasetError:
-            pass  # a damaged cache file: decode again and overwrite it
+    cache_key = {"kind": _FOLDER_CACHE_VERSION, "listing": key}
+    cached = cache.load("datasets/imagefolder", cache_key)
+    if cached is not None and cached["images"].shape[0] == len(files) and np.array_equal(cached["labels"], labels):
+        return cached["images"], labels, class_names
     images = _decode_images(files, progress)
-    save_npz_atomic(cache_file, images=images, labels=labels)
+    cache.save("datasets/imagefolder", cache_key, {"images": images, "labels": labels})
     return images, labels, class_names
 
 
@@ -196,6 +193,7 @@ def _extract(archive: zipfile.ZipFile, entries: list[tuple[zipfile.ZipInfo, list
                     sink.write(chunk)
             if done % _PROGRESS_EVERY == 0:
                 report(progress, done, len(entries), f"extracting {label} ({done}/{len(entries)})")
+        cache.write_manifest(staging)
         try:
             staging.rename(target)
         except OSError:
@@ -228,8 +226,9 @@ def load_image_zip(source: str | os.PathLike | bytes, *, name: str | None = None
     """An ``ImageSet`` from a zip of an image folder (a path or the uploaded bytes).
 
     The archive is checked before anything is written (``_checked_entries``) and extracted once into
-    ``cache_dir("datasets")/zip/<sha256 of the archive>``; the class folders may sit at the top level or
-    inside a single wrapping folder. Then it loads as ``load_image_folder``.
+    ``cache_dir("datasets")/zip/<sha256 of the archive>`` with a manifest of every file's size and SHA-256;
+    a later load verifies the folder against it and extracts again on any difference. The class folders may
+    sit at the top level or inside a single wrapping folder. Then it loads as ``load_image_folder``.
     """
     if isinstance(source, bytes):
         label, data = f"zip archive {name or ''}".strip(), source
@@ -244,6 +243,8 @@ def load_image_zip(source: str | os.PathLike | bytes, *, name: str | None = None
             raise DatasetError(f"cannot read {label}: {error.strerror or error}") from None
         name = name or path.stem
     target = paths.cache_dir("datasets/zip") / hashlib.sha256(data).hexdigest()
+    if target.exists() and not (target.is_dir() and cache.manifest_matches(target)):
+        cache.move_aside(target)  # damaged (a file deleted or edited) or not a folder: extract again
     if not target.is_dir():
         try:
             archive = zipfile.ZipFile(io.BytesIO(data))

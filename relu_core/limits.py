@@ -1,0 +1,38 @@
+"""Stated limits on inputs, checked up front so that a hostile or oversized file is refused in one line
+(naming the limit) before anything big is allocated or drawn.
+
+The dashboard stays interactive up to ``MAX_CLASSES`` classes x 50,000 samples; matrix figures show at most
+``FIGURE_MAX_CLASSES`` classes (the ones that matter most, with a note) beyond that.
+"""
+
+from __future__ import annotations
+
+from relu_core.errors import InputError
+
+MAX_CLASSES = 1000
+"""Most classes a logits file or a data set may have."""
+MAX_SAMPLES = 1_000_000
+"""Most samples (rows) a logits file may have."""
+MAX_LOGITS_VALUES = 50_000 * MAX_CLASSES
+"""Most logits (samples x classes) in one run: 50,000 samples at 1000 classes."""
+MEMORY_BUDGET_BYTES = 2 << 30
+"""Most bytes one array read from an uploaded .npz/.npy may need once loaded (checked from its header)."""
+FIGURE_MAX_CLASSES = 50
+"""Matrix figures (D*, confusion matrix) beyond this many classes show the top classes only, with a note."""
+MAX_RUNS = 16
+"""Runs the app keeps in memory per server process (least recently used dropped first)."""
+MAX_SESSION_RUNS = 16
+"""Runs listed in one browser session's run picker (oldest dropped first)."""
+
+
+def check_logits_shape(n_samples: int, n_classes: int, what: str = "the logits") -> None:
+    """InputError naming the limit when ``n_samples`` x ``n_classes`` logits exceed a stated limit."""
+    if n_classes > MAX_CLASSES:
+        raise InputError(f"{what} have {n_classes:,} classes, more than the limit of {MAX_CLASSES:,} "
+                         "(relu_core.limits.MAX_CLASSES)")
+    if n_samples > MAX_SAMPLES:
+        raise InputError(f"{what} have {n_samples:,} samples, more than the limit of {MAX_SAMPLES:,} "
+                         "(relu_core.limits.MAX_SAMPLES)")
+    if n_samples * n_classes > MAX_LOGITS_VALUES:
+        raise InputError(f"{what} hold {n_samples:,} x {n_classes:,} values, more than the limit of "
+                         f"{MAX_LOGITS_VALUES:,} (relu_core.limits.MAX_LOGITS_VALUES)")

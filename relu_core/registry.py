@@ -1,0 +1,62 @@
+"""A thread-safe, size-bounded mapping that drops its least recently used entries: the app's run registry
+and per-session caches, so a server that has seen 50 uploads holds no more than one that has seen ``bound``."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+
+class LRURegistry:
+    """At most ``bound`` entries; reading (``[]``, ``get``) or writing an entry makes it the most recent, and
+    adding one beyond the bound drops the least recently used. Safe to share between threads (sessions)."""
+
+    def __init__(self, bound: int) -> None:
+        if bound < 1:
+            raise ValueError(f"bound must be at least 1, got {bound}")
+        self.bound = bound
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: Hashable) -> Any:
+        with self._lock:
+            value = self._items[key]
+            self._items.move_to_end(key)
+            return value
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.bound:
+                self._items.popitem(last=False)
+
+    def setdefault(self, key: Hashable, value: Any) -> Any:
+        """The entry ``key`` (made most recent), or ``value`` stored under it when absent."""
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = value
+                while len(self._items) > self.bound:
+                    self._items.popitem(last=False)
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def __iter__(self) -> Iterator[Hashable]:
+        with self._lock:
+            return iter(list(self._items))
