@@ -39,13 +39,13 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    """``streamlit run app.py`` headless on a free port; the cache is this test session's temporary one."""
+    """``streamlit run Start.py`` headless on a free port; the cache is this test session's temporary one."""
     port = _free_port()
     env = {**os.environ, "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE")
            or str(tmp_path_factory.mktemp("browser_cache"))}
     log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+        [sys.executable, "-m", "streamlit", "run", "Start.py", "--server.headless", "true", "--server.address",
          "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
