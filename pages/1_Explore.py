@@ -109,6 +109,24 @@ def _gallery(indices: np.ndarray, view: ui.ExploreView, keys: list[str], class_n
         st.caption(f"showing {limit} of {indices.size}")
 
 
+def _report_buttons(run_, view: ui.ExploreView, figs: list, table: pd.DataFrame, settings: dict) -> None:
+    """"Download report": the current view as one self-contained HTML file (built on demand: it holds
+    plotly.js, about 5 MB, so it is not rebuilt on every slider move)."""
+    from relu_core import report
+
+    wanted = (view.run_id, tuple(settings.items()))
+    if st.button("Download report", key="build_report", help="One HTML file of this view (interactive figures, "
+                 "metrics with intervals, settings, provenance) that opens offline."):
+        verdict = "Rel-U vs Doctor: " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
+        st.session_state["report_html"] = (wanted, report.render_html(
+            title=f"Rel-U Studio report: {run_.source or run_.run_id}", verdict=verdict, settings=settings,
+            provenance_info=report.provenance(run_), figs=figs, metrics_table=table, paired=view.paired))
+    built = st.session_state.get("report_html")
+    if built is not None and built[0] == wanted:
+        st.download_button("Save report (HTML)", built[1], file_name="relu_studio_report.html", mime="text/html",
+                           on_click="ignore", key="dl_report", type="primary")
+
+
 @st.fragment
 def explore_panel(run_id: str) -> None:
     run_ = ui.get_run(run_id)
@@ -244,6 +262,15 @@ def explore_panel(run_id: str) -> None:
                   else f"ε = {eps:g}." if eps == 0 else "clean scores while the ε pass runs."))
     st.download_button("metrics (CSV)", table.to_csv(), file_name="metrics.csv", mime="text/csv",
                        on_click="ignore", key="dl_metrics")
+    _report_buttons(run_, view, [heat, cm_fig, roc, rc], table,
+                    {"T (Rel-U, Doctor)": f"{temperature:g}", "λ": lam if isinstance(lam, str) else f"{lam:g}",
+                     "λ used": f"{view.lam_used:.4g}",
+                     "D*": protocol.FALLBACK_LABEL if view.fallback else "learned on the tuning split",
+                     "ε (input pre-processing)": eps_note or f"{eps:g}", "tuning split fraction": f"{tune_fraction:g}",
+                     "split seed": seed, "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
+                     "detectors": ", ".join(view.detectors[k].name for k in keys),
+                     "operating point": f"{st.session_state['op_kind']} {target:g}",
+                     "selection": "fixed settings (no search)"})
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
     st.dataframe(ui.paired_rows(view.paired), hide_index=True)
     st.caption(f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired bootstrap "

@@ -1,4 +1,4 @@
-"""Headless command line: ``python -m relu_core {evaluate,demo,logits,models,datasets}``.
+"""Headless command line: ``python -m relu_core {evaluate,demo,logits,models,datasets,report}``.
 
 Every bad input (missing or malformed file, NaN logits, wrong shapes, labels out of range, an unknown
 method, model or data set, a fraction outside (0, 1), a one-class split) ends with exit code 2 and one
@@ -23,6 +23,7 @@ from typing import TextIO
 
 import numpy as np
 
+from relu_core import report
 from relu_core.errors import Cancelled, InputError
 
 METHODS_DEFAULT = "msp,odin,doctor,relu,entropy,energy"
@@ -213,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the model names the CLI accepts").set_defaults(handler=_cmd_models)
     sub.add_parser("datasets", help="list the data sets the CLI accepts and whether they are available") \
         .set_defaults(handler=_cmd_datasets)
+    report.add_parser(sub)
     return parser
 
 

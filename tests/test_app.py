@@ -341,3 +341,12 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
     names = _figure(start, "D* (Rel-U")["data"][0]["x"]
     assert names[3] == "cat" and names[5] == "dog"
     assert _figure(start, "Confusion matrix")["data"][0]["x"] == names
+
+
+def test_download_report_builds_a_self_contained_file(explore):
+    explore.button(key="build_report").click().run()
+    _no_exceptions(explore)
+    html_text = explore.session_state["report_html"][1]
+    assert html_text.startswith("<!DOCTYPE html>") and "Is Rel-U better than Doctor here?" in html_text
+    assert explore.session_state["run_id"] in html_text and "version: numpy" in html_text
+    assert any(b.label == "Save report (HTML)" for b in explore.get("download_button"))
