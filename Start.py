@@ -8,33 +8,37 @@ machine, else digits, with a small CNN trained here on first use, then cached) i
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 import ui_common as ui
 from relu_core import metrics
 
+START_HEIGHT = 400  # pixels per matrix figure
+
 st.set_page_config(page_title="Rel-U Studio", layout="wide")
 run = ui.sidebar_run_picker()
 
-st.markdown("### Rel-U Studio: when should this classifier's prediction not be trusted?")
+st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
 view = ui.start_view(run.run_id)
-verdict, significant = ui.start_verdict(view)
-(st.success if significant else st.info)(verdict)
+st.info(ui.start_verdict(view))
 
 left, right, side = st.columns([5, 5, 2.4])
 heat, _, _ = ui.view_figures(view, list(run.class_names), show_keys=[])
 cm, cm_fig = ui.confusion_figure(run.run_id, ui.START_SETTINGS["tune_fraction"], ui.START_SETTINGS["seed"])
+# compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
+compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
-    st.plotly_chart(heat, config={"displayModeBar": False}, key="start_dstar")
+    st.plotly_chart(go.Figure(heat).update_layout(**compact), config={"displayModeBar": False}, key="start_dstar")
 with right:
-    st.plotly_chart(cm_fig, config={"displayModeBar": False}, key="start_confusion")
+    st.plotly_chart(go.Figure(cm_fig).update_layout(**compact), config={"displayModeBar": False},
+                    key="start_confusion")
 with side:
     n, c = run.logits.shape
     errors = int((np.argmax(run.logits, 1) != run.labels).sum())
     st.metric("accuracy", f"{metrics.accuracy(run.logits, run.labels):.2%}")
     st.metric("errors", f"{errors:,} of {n:,}")
     st.metric("in the evaluation split", f"{int((~view.correct[view.eval_idx]).sum()):,} errors")
-    st.page_link("pages/1_Explore.py", label="Explore Rel-U vs Doctor →")
     if st.button("Explore this run", type="primary", key="start_explore"):
         st.switch_page("pages/1_Explore.py")
 
