@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import tempfile
 import threading
 import uuid
@@ -77,7 +78,15 @@ def session_runs() -> list[str]:
 
 
 def select_run(run) -> None:
-    """Register ``run``, add it to this session's runs and make it the current one."""
+    """Register ``run`` (and record it on disk so that a shared URL can reopen it), add it to this session's
+    runs and make it the current one."""
+    from relu_core import runs
+
+    if run.run_id not in session_runs():
+        try:
+            runs.remember(run)
+        except OSError:  # a full or read-only cache: the run still works, only its link will not reopen it
+            pass
     run_id = register_run(run)
     if run_id not in session_runs():
         session_runs().append(run_id)
@@ -491,10 +500,51 @@ def init_from_query_params() -> None:
         st.session_state["seed"] = int(seed)
 
 
-def write_query_params(lam: float | str, temperature: float, eps: float, tune_fraction: float, seed: int) -> None:
-    """Keep the view in the URL so it can be shared."""
+def open_run_from_query() -> None:
+    """On a session's first view, a URL naming a run (``run``, a run id) makes it current: reopened from this
+    machine's record of it (``runs.reopen``: cached logits, so quick) or, when the machine has none, a notice
+    naming the run the link needs (``run_name``) shown above the page (:func:`query_run_notice`)."""
+    from relu_core import runs
+
+    if st.session_state.get("_query_run_read"):
+        return
+    st.session_state["_query_run_read"] = True
+    run_id, name = st.query_params.get("run"), st.query_params.get("run_name")
+    if not run_id or run_id == st.session_state.get("run_id"):
+        return
+    if run_id in _RUNS:
+        select_run(_RUNS[run_id])
+        return
+    known = runs.describe(run_id) if re.fullmatch(r"[0-9a-f]{16}", run_id) else None
+    if known is None:
+        st.session_state["_query_run_notice"] = (
+            f"This link is for run {run_id[:16]}" + (f" ({name[:200]})" if name else "") + ", which is not on this "
+            "machine. Showing the current run instead; to see the linked one, compute or upload the same model and "
+            "data set (or logits) here: the run id is a hash of them.")
+        return
+    job = jobs.MANAGER.submit(f"reopen:{run_id}", f"Reopening the linked run: {known}",
+                              lambda progress, cancel: runs.reopen(run_id, progress, cancel), on_done=_register_if_run)
+    wait_for(job)
+    if job.state == jobs.DONE:
+        select_run(job.result)
+    else:
+        st.session_state["_query_run_notice"] = f"The linked run {run_id} ({known}) could not be reopened: {job.error}"
+        jobs.MANAGER.forget(job.key)
+
+
+def query_run_notice() -> None:
+    """The notice of :func:`open_run_from_query`, while the session has not moved to another run."""
+    if st.session_state.get("_query_run_notice"):
+        st.warning(st.session_state["_query_run_notice"])
+
+
+def write_query_params(lam: float | str, temperature: float, eps: float, tune_fraction: float, seed: int,
+                       run=None) -> None:
+    """Keep the view in the URL so it can be shared: the settings and, with ``run``, its id and name."""
     wanted = {"lam": lam if isinstance(lam, str) else f"{lam:g}", "T": f"{temperature:g}", "eps": f"{eps:g}",
               "tune": f"{tune_fraction:g}", "seed": str(seed)}
+    if run is not None:
+        wanted.update(run=run.run_id, run_name=run.source[:200])
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)
 

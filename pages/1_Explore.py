@@ -13,11 +13,13 @@ from relu_core import detectors, figures, jobs, metrics, protocol, stats
 from relu_core.errors import Cancelled, InputError
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
+ui.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
 run = ui.sidebar_run_picker()
 ui.init_from_query_params()
 
 st.title("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {ui.run_label(run)}")
+ui.query_run_notice()
 
 DEFAULTS = {"lam": 0.5, "lam_auto": False, "temperature": 1.0, "eps": 0.0, "tune_fraction": 0.5, "seed": 0,
             "detectors": list(ui.DEFAULT_DETECTORS), "op_kind": "target TPR", "op_target": 0.95}
@@ -169,7 +171,7 @@ def explore_panel(run_id: str) -> None:
     tune_fraction = float(st.session_state["tune_fraction"])
     seed = int(st.session_state["seed"])
     keys = list(st.session_state["detectors"]) or list(ui.DEFAULT_DETECTORS)
-    ui.write_query_params(lam, temperature, eps, tune_fraction, seed)
+    ui.write_query_params(lam, temperature, eps, tune_fraction, seed, run_)
 
     perturbed, subset, eps_note = None, None, ""
     if eps > 0:

@@ -443,4 +443,7 @@ def logits_for(
         std=tuple(spec.std),
         dataset_name=data.name,
         source=source,
+        # a registered set with known weights can be recomputed from these arguments (runs.reopen)
+        recipe=(("model_name", model_name), ("weights", None), ("dataset_spec", dataset_spec), ("device", device),
+                ("epochs", epochs)) if weights is None and dataset_spec in datasets.DATASETS else (),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import zipfile
 from dataclasses import dataclass
@@ -64,6 +65,9 @@ class Run:
     std: tuple[float, ...] = ()
     dataset_name: str = ""
     source: str = ""
+    #: How to compute this run again on this machine (``engine.logits_for`` arguments), empty when it cannot be
+    #: (uploaded files); :func:`remember` stores it so that a shared URL naming the run reopens it.
+    recipe: tuple[tuple[str, object], ...] = ()
 
     @property
     def n_classes(self) -> int:
@@ -226,3 +230,54 @@ def default_run(progress=None, cancel=None) -> Run:  # noqa: ANN001 (engine.Prog
     choice = default_choice()
     return engine.logits_for(choice.model, None, choice.dataset, device="cpu", epochs=choice.epochs,
                              progress=progress, cancel=cancel)
+
+
+# --------------------------------------------------------------------------- reopening a run by its id
+
+
+def _record_key(run_id: str) -> dict[str, str]:
+    return {"run": run_id}
+
+
+def remember(run: Run) -> None:
+    """Record on disk (``cache_dir("runs")``) what reopens ``run`` from its id alone: its recipe (engine runs on
+    registered sets), or its arrays (uploaded logits). Runs with neither (an uploaded model) are not recorded."""
+    from relu_core import cache
+
+    record = {"source": run.source, "recipe": dict(run.recipe)}
+    arrays: dict[str, np.ndarray] = {}
+    if not run.recipe:
+        if run.model is not None:
+            return
+        arrays = {"logits": run.logits, "labels": run.labels, "class_names": np.asarray(run.class_names, dtype=str)}
+        record["dataset_name"] = run.dataset_name
+    if cache.load("runs", _record_key(run.run_id)) is None:
+        cache.save("runs", _record_key(run.run_id), {"record": np.array(json.dumps(record)), **arrays})
+
+
+def describe(run_id: str) -> str | None:
+    """The source of a remembered run in words, or None when this machine has no record of it."""
+    from relu_core import cache
+
+    stored = cache.load("runs", _record_key(run_id))
+    return None if stored is None else json.loads(str(stored["record"]))["source"]
+
+
+def reopen(run_id: str, progress=None, cancel=None) -> Run:  # noqa: ANN001 (engine.Progress / engine.Cancel)
+    """The remembered run ``run_id`` (cached logits: fast), or InputError naming what is missing."""
+    from relu_core import cache, engine
+
+    stored = cache.load("runs", _record_key(run_id))
+    if stored is None:
+        raise InputError(f"run {run_id} is not on this machine")
+    record = json.loads(str(stored["record"]))
+    if record["recipe"]:
+        run = engine.logits_for(**record["recipe"], progress=progress, cancel=cancel)
+    else:
+        names = tuple(str(name) for name in stored["class_names"].tolist())
+        run = Run(run_id=content_id(stored["logits"], stored["labels"], names), logits=stored["logits"],
+                  labels=stored["labels"], class_names=names, dataset_name=record.get("dataset_name", ""),
+                  source=record["source"])
+    if run.run_id != run_id:
+        raise InputError(f"run {run_id} ({record['source']}) cannot be reproduced here: its inputs changed")
+    return run

@@ -349,3 +349,27 @@ def test_download_report_builds_a_self_contained_file(explore):
     assert html_text.startswith("<!DOCTYPE html>") and "Is Rel-U better than Doctor here?" in html_text
     assert explore.session_state["run_id"] in html_text and "version: numpy" in html_text
     assert any(b.label == "Save report (HTML)" for b in explore.get("download_button"))
+
+
+def test_shared_url_names_the_run_and_reopens_it():
+    import ui_common
+
+    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    _no_exceptions(at)
+    run_id = at.session_state["run_id"]
+    assert at.query_params["run"] == run_id and "cnn8" in at.query_params["run_name"]
+    # a fresh server process knows no run: the link reopens it from this machine's record (cached logits)
+    ui_common._RUNS.clear()
+    fresh = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
+    fresh.query_params.update({"run": run_id, "lam": "0.3"})
+    fresh.run()
+    _no_exceptions(fresh)
+    assert fresh.session_state["run_id"] == run_id and not fresh.warning, [w.value for w in fresh.warning]
+    assert fresh.slider(key="lam").value == 0.3
+    # a run this machine never saw: a clear notice naming it, and the current run stays usable
+    other = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
+    other.query_params.update({"run": "0123456789abcdef", "run_name": "resnet56 on cifar10"})
+    other.run()
+    _no_exceptions(other)
+    assert "0123456789abcdef (resnet56 on cifar10), which is not on this machine" in other.warning[0].value
+    assert _figure(other, "D* (Rel-U")
