@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print one JSON object keyed by method (Rel-U's row holds minus_doctor)")
     ev.set_defaults(handler=_cmd_evaluate)
 
-    demo = sub.add_parser("demo", help="offline default end to end: digits, a small CNN, all detectors")
+    demo = sub.add_parser("demo", help="the default run end to end (Fashion-MNIST, else digits), all detectors")
     demo.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
     demo.add_argument("--json", action="store_true", help="print one JSON object keyed by method")
     demo.set_defaults(handler=_cmd_demo)
