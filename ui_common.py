@@ -9,8 +9,11 @@ change runs.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +22,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import detectors, figures, limits, metrics, protocol, stats, threads
+from relu_core import detectors, figures, jobs, limits, metrics, protocol, stats, threads
 from relu_core.errors import Cancelled, InputError, unexpected
 from relu_core.registry import LRURegistry
 
@@ -78,7 +81,15 @@ def session_runs() -> list[str]:
 
 
 def select_run(run) -> None:
-    """Register ``run``, add it to this session's runs and make it the current one."""
+    """Register ``run`` (and record it on disk so that a shared URL can reopen it), add it to this session's
+    runs and make it the current one."""
+    from relu_core import runs
+
+    if run.run_id not in session_runs():
+        try:
+            runs.remember(run)
+        except OSError:  # a full or read-only cache: the run still works, only its link will not reopen it
+            pass
     run_id = register_run(run)
     ids = session_runs()
     if run_id not in ids:
@@ -88,23 +99,118 @@ def select_run(run) -> None:
 
 
 def current_run():
-    """The run the pages show: the one picked in the sidebar, else the embedded default (loaded on demand)."""
+    """The run the pages show: the one picked in the sidebar, else the default run (``runs.default_choice``),
+    prepared by a background job on first use (it continues when the page is left) and cached on disk."""
+    from relu_core import runs
+
     run_id = st.session_state.get("run_id")
     if run_id in _RUNS:
         return _RUNS[run_id]
     if run_id is not None:
         st.warning(f"The selected run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
-                   "used runs): load it again; showing the embedded default.")
-    default = run_job("Preparing the embedded default (digits + small CNN)", _default_run)
-    if default is None:
+                   "used runs): load it again; showing the default run.")
+    try:
+        choice = runs.default_choice()
+    except InputError as exc:
+        show_error(exc)
         st.stop()
-    return default
+    job = jobs.MANAGER.submit(f"default:{choice.dataset}", f"Preparing the default run: {choice.description}",
+                              _default_run, on_done=_register_if_run)
+    wait_for(job)
+    if job.state != jobs.DONE:
+        show_error(InputError(job.error or "the default run was cancelled; reload the page to prepare it again"))
+        jobs.MANAGER.forget(job.key)
+        st.stop()
+    select_run(job.result)
+    return job.result
 
 
 def _default_run(progress, cancel):
     from relu_core import runs
 
     return runs.default_run(progress=progress, cancel=cancel)
+
+
+def _register_if_run(result) -> None:
+    if hasattr(result, "run_id"):
+        register_run(result)
+
+
+def wait_for(job: jobs.Job) -> None:
+    """Block this script run on ``job`` with a progress bar and a Cancel button, in a box that disappears when
+    the job ends. The job itself runs in a worker thread: leaving the page does not stop it."""
+    if not job.running:
+        return
+    box = st.empty()
+    with box.container(border=True):
+        st.markdown(f"**{job.label}** on {device_name()}")
+        bar = st.progress(job.fraction, text=job.message)
+        st.button("Cancel", key=f"cancel_{job.key}", on_click=job.cancel)
+        st.caption("Runs in the background: it goes on if you leave this page, and the jobs panel in the sidebar "
+                   "follows it.")
+    while not job.wait(0.25):
+        bar.progress(job.fraction, text=job.message)
+    box.empty()
+
+
+def start_job(key: str, label: str, work: Callable[[Callable, Callable], object], *, select: bool = True,
+              group: str = "") -> jobs.Job:
+    """Start (or join: same ``key``, same job) a background job; a run it returns joins this session's run list
+    (and becomes current with ``select``) when it is done, whatever page the session is on then."""
+    job = jobs.MANAGER.submit(key, label, work, group=group, on_done=_register_if_run)
+    st.session_state.setdefault("pending_jobs", {})[key] = select
+    return job
+
+
+def adopt_finished_jobs() -> None:
+    """Runs of this session's finished jobs join its run list; failures and cancellations are reported once."""
+    pending: dict[str, bool] = st.session_state.setdefault("pending_jobs", {})
+    messages = st.session_state.setdefault("job_messages", [])
+    for key, select in list(pending.items()):
+        job = jobs.MANAGER.get(key)
+        if job is not None and job.running:
+            continue
+        del pending[key]
+        if job is None:
+            continue
+        if job.state == jobs.DONE and hasattr(job.result, "run_id"):
+            register_run(job.result)
+            if select:
+                select_run(job.result)
+            elif job.result.run_id not in session_runs():
+                session_runs().append(job.result.run_id)
+        elif job.state == jobs.FAILED:
+            messages.append(("error", f"{job.label} failed: {job.error}"))
+            jobs.MANAGER.forget(key)  # asking again retries
+        elif job.state == jobs.CANCELLED:
+            messages.append(("warning", f"{job.label}: cancelled; the previous run is still loaded."))
+
+
+@st.fragment(run_every=1.0)
+def _running_jobs_panel() -> None:
+    pending = st.session_state.get("pending_jobs", {})
+    running = [job for job in jobs.MANAGER.jobs() if job.running]
+    if not any(job.key in pending for job in running) and pending:
+        st.rerun()  # one of this session's jobs ended: the whole page picks up its run
+    for job in running:
+        st.progress(job.fraction, text=f"{job.label}: {job.message}")
+        st.button("Cancel", key=f"cancel_panel_{job.key}", on_click=job.cancel)
+
+
+def jobs_panel() -> None:
+    """The sidebar's jobs: running ones with progress and Cancel (refreshed every second), then this session's
+    failure and cancellation messages (each shown once)."""
+    adopt_finished_jobs()
+    running = any(job.running for job in jobs.MANAGER.jobs())
+    messages = st.session_state.get("job_messages", [])
+    if not running and not messages:
+        return
+    st.subheader("Jobs")
+    if running:
+        _running_jobs_panel()
+    for kind, text in messages:
+        (st.error if kind == "error" else st.warning)(text)
+    messages.clear()
 
 
 def _request_cancel() -> None:
@@ -265,6 +371,7 @@ def sidebar_run_picker():
     """The sidebar: the current run (switch between loaded runs) and the ways to add one. Returns the run."""
     run = current_run()
     with st.sidebar:
+        jobs_panel()
         st.header("Run")
         ids = [rid for rid in session_runs() if rid in _RUNS]
         if ids:
@@ -287,6 +394,27 @@ def _dataset_infos():
         return []
 
 
+#: What each registered data set is, in the words of the picker (the test split the logits are computed on).
+_DATASET_LABELS: dict[str, str] = {
+    "digits": "digits (scikit-learn 8×8, 899 test images)",
+    "mnist": "MNIST (10,000 test images)",
+    "fashion-mnist": "Fashion-MNIST (10,000 test images)",
+    "cifar10": "CIFAR-10 (10,000 test images)",
+    "cifar10-exact": "CIFAR-10 exact (first 1,017 test images)",
+    "cifar100": "CIFAR-100 (10,000 test images)",
+    "cifar100-exact": "CIFAR-100 exact (first 916 test images)",
+    "svhn": "SVHN (26,032 test images)",
+}
+
+
+def dataset_label(info) -> str:
+    """A data set as the picker lists it: what it is, where the test split comes from, whether it is here."""
+    label = _DATASET_LABELS.get(info.name, info.name)
+    if info.name == "cifar10" and info.location and "jpeg" in info.location.lower():
+        label = "CIFAR-10 (JPEG test set, quality 75: shifted)"
+    return label + ("" if info.available else " · not on this machine")
+
+
 def _sidebar_registered() -> None:
     with st.expander("Data set + model"):
         infos = _dataset_infos()
@@ -294,8 +422,7 @@ def _sidebar_registered() -> None:
             st.caption("No registered data sets are available.")
             return
         by_name = {info.name: info for info in infos}
-        name = st.selectbox("Data set", list(by_name),
-                            format_func=lambda n: n + ("" if by_name[n].available else " (not found locally)"),
+        name = st.selectbox("Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]),
                             key="pick_dataset")
         info = by_name[name]
         choices = fitting_models(name)
@@ -304,14 +431,15 @@ def _sidebar_registered() -> None:
                                        "are trained on demand and cached.")
         if info.available:
             if st.button("Compute logits", key="compute_registered", disabled=not choices):
-                if run_job(f"Logits of {model_name} on {name}", compute_registered(name, model_name)):
-                    st.rerun()
+                start_job(f"logits:{model_name}:{name}", f"Logits of {model_name} on {name}",
+                          compute_registered(name, model_name))
+                st.rerun()
         else:
             st.caption(f"{name} is not in the data directories. Downloading needs internet access.")
             if st.button(f"Download {name} and compute", key="download_registered", disabled=not choices):
-                if run_job(f"Downloading {name}, logits of {model_name}",
-                           compute_registered(name, model_name, download=True)):
-                    st.rerun()
+                start_job(f"logits:{model_name}:{name}:download", f"Downloading {name}, logits of {model_name}",
+                          compute_registered(name, model_name, download=True))
+                st.rerun()
 
 
 def _sidebar_upload_logits() -> None:
@@ -344,8 +472,9 @@ def _sidebar_upload_model() -> None:
                     model_data=model_file.getvalue(), model_filename=model_file.name, arch=arch,
                     dataset_spec=None if registered == "(uploaded)" else registered, progress=progress, cancel=cancel)
 
-            if run_job(f"Logits of {model_file.name}", job):
-                st.rerun()
+            digest = hashlib.sha256(model_file.getvalue() + (data_file.getvalue() if data_file else b"")).hexdigest()
+            start_job(f"upload:{digest[:16]}:{arch}:{registered}", f"Logits of {model_file.name}", job)
+            st.rerun()
 
 
 # ------------------------------------------------------------------------------------------- query params
@@ -386,10 +515,51 @@ def init_from_query_params() -> None:
         st.session_state["seed"] = int(seed)
 
 
-def write_query_params(lam: float | str, temperature: float, eps: float, tune_fraction: float, seed: int) -> None:
-    """Keep the view in the URL so it can be shared."""
+def open_run_from_query() -> None:
+    """On a session's first view, a URL naming a run (``run``, a run id) makes it current: reopened from this
+    machine's record of it (``runs.reopen``: cached logits, so quick) or, when the machine has none, a notice
+    naming the run the link needs (``run_name``) shown above the page (:func:`query_run_notice`)."""
+    from relu_core import runs
+
+    if st.session_state.get("_query_run_read"):
+        return
+    st.session_state["_query_run_read"] = True
+    run_id, name = st.query_params.get("run"), st.query_params.get("run_name")
+    if not run_id or run_id == st.session_state.get("run_id"):
+        return
+    if run_id in _RUNS:
+        select_run(_RUNS[run_id])
+        return
+    known = runs.describe(run_id) if re.fullmatch(r"[0-9a-f]{16}", run_id) else None
+    if known is None:
+        st.session_state["_query_run_notice"] = (
+            f"This link is for run {run_id[:16]}" + (f" ({name[:200]})" if name else "") + ", which is not on this "
+            "machine. Showing the current run instead; to see the linked one, compute or upload the same model and "
+            "data set (or logits) here: the run id is a hash of them.")
+        return
+    job = jobs.MANAGER.submit(f"reopen:{run_id}", f"Reopening the linked run: {known}",
+                              lambda progress, cancel: runs.reopen(run_id, progress, cancel), on_done=_register_if_run)
+    wait_for(job)
+    if job.state == jobs.DONE:
+        select_run(job.result)
+    else:
+        st.session_state["_query_run_notice"] = f"The linked run {run_id} ({known}) could not be reopened: {job.error}"
+        jobs.MANAGER.forget(job.key)
+
+
+def query_run_notice() -> None:
+    """The notice of :func:`open_run_from_query`, while the session has not moved to another run."""
+    if st.session_state.get("_query_run_notice"):
+        st.warning(st.session_state["_query_run_notice"])
+
+
+def write_query_params(lam: float | str, temperature: float, eps: float, tune_fraction: float, seed: int,
+                       run=None) -> None:
+    """Keep the view in the URL so it can be shared: the settings and, with ``run``, its id and name."""
     wanted = {"lam": lam if isinstance(lam, str) else f"{lam:g}", "T": f"{temperature:g}", "eps": f"{eps:g}",
               "tune": f"{tune_fraction:g}", "seed": str(seed)}
+    if run is not None:
+        wanted.update(run=run.run_id, run_name=run.source[:200])
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)
 
@@ -471,17 +641,21 @@ class ExploreView:
 
 @threads.small_work
 def explore(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int,
-            keys: Sequence[str], perturbed: dict[str, np.ndarray] | None = None) -> ExploreView:
+            keys: Sequence[str], perturbed: dict[str, np.ndarray] | None = None,
+            eval_subset: np.ndarray | None = None) -> ExploreView:
     """The compute path of one Explore setting: Rel-U fit on the tuning split at T, every detector scored,
     ROC / risk-coverage curves and metrics on the evaluation split.
 
     Rel-U and Doctor are always computed (the D* panel and the Rel-U-vs-Doctor gallery need them); the
     training-free baselines come from a per-run cache. ``perturbed`` maps detector keys to their
-    evaluation-split uncertainty under input pre-processing, replacing the clean one.
+    evaluation-split uncertainty under input pre-processing, replacing the clean one; with ``eval_subset`` (a
+    subsample of the evaluation split, as :func:`eps_subsample`) every detector is evaluated on it only.
     """
-    run = get_run(run_id)
+    get_run(run_id)  # one line (InputError) when the run was dropped from the bounded registry
     predictions, correct = correctness(run_id)
     tune_idx, eval_idx = split_for(run_id, tune_fraction, seed)
+    if eval_subset is not None:
+        eval_idx = eval_subset
     probs = probs_at(run_id, temperature)
     relu = detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx])
     scores = {"relu": relu.score_probs(probs), "doctor": detectors.Doctor(temperature).score_probs(probs)}
@@ -503,11 +677,45 @@ def explore(run_id: str, temperature: float, lam: float | str, tune_fraction: fl
     return view
 
 
+#: The default settings the Start page's verdict uses (Explore opens on the same ones).
+START_SETTINGS = {"temperature": 1.0, "lam": 0.5, "tune_fraction": 0.5, "seed": 0}
+
+
+def start_view(run_id: str) -> ExploreView:
+    """Rel-U and Doctor on ``run_id`` at :data:`START_SETTINGS`."""
+    s = START_SETTINGS
+    return explore(run_id, s["temperature"], s["lam"], s["tune_fraction"], s["seed"], list(DEFAULT_DETECTORS))
+
+
+def start_verdict(view: ExploreView) -> str:
+    """One line: Rel-U vs Doctor on the evaluation split (AUROC and FPR95, each with its paired 95 % interval,
+    "no significant difference" where it covers 0)."""
+    s = START_SETTINGS
+    settings = f"T = {s['temperature']:g}, λ = {s['lam']:g}, {s['tune_fraction']:.0%} tuning split, seed {s['seed']}"
+    n_errors = int((~view.correct[view.eval_idx]).sum())
+    return (f"Rel-U vs Doctor at the default settings ({settings}; {view.eval_idx.size:,} evaluation samples, "
+            f"{n_errors:,} errors): " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95")) + ".")
+
+
+#: On CPU an ε pass first scores this many evaluation images (shown at once), then the whole split.
+EPS_SUBSAMPLE = 1000
+
+
+def eps_subsample(run_id: str, tune_fraction: float, seed: int) -> np.ndarray | None:
+    """The evaluation-split subsample an ε pass computes first on CPU (seeded, sorted), or None (a GPU, or an
+    evaluation split of at most :data:`EPS_SUBSAMPLE` samples: the whole split at once)."""
+    _, eval_idx = split_for(run_id, tune_fraction, seed)
+    if eval_idx.size <= EPS_SUBSAMPLE or device_name().startswith("GPU"):
+        return None
+    return np.sort(np.random.default_rng(seed).choice(eval_idx, EPS_SUBSAMPLE, replace=False))
+
+
 def perturbed_scores(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int,
-                     eps: float, *, progress=None, cancel=None) -> dict[str, np.ndarray]:
-    """Evaluation-split uncertainty of Rel-U and Doctor on inputs pre-processed with magnitude ``eps``
-    (``preprocessing.perturbed_scores``; the engine caches it on disk). Rel-U is fitted on the clean
-    tuning split, as in the paper."""
+                     eps: float, *, indices: np.ndarray | None = None, progress=None,
+                     cancel=None) -> dict[str, np.ndarray]:
+    """Uncertainty of Rel-U and Doctor on inputs pre-processed with magnitude ``eps``, on the evaluation split
+    (or on ``indices``) (``preprocessing.perturbed_scores``; the engine caches it on disk). Rel-U is fitted on
+    the clean tuning split, as in the paper."""
     from relu_core import preprocessing
 
     run = get_run(run_id)
@@ -519,9 +727,27 @@ def perturbed_scores(run_id: str, temperature: float, lam: float | str, tune_fra
     fitted = {"relu": detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx]),
               "doctor": detectors.Doctor(temperature)}
     return {key: np.asarray(preprocessing.perturbed_scores(run.model, run.images, detector, eps, mean=run.mean,
-                                                           std=run.std, indices=eval_idx, progress=progress,
+                                                           std=run.std, indices=eval_idx if indices is None
+                                                           else indices, progress=progress,
                                                            cancel=cancel), dtype=np.float64)
             for key, detector in fitted.items()}
+
+
+def eps_job(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int, eps: float,
+            subset: np.ndarray | None) -> jobs.Job:
+    """The background ε pass of one setting (on ``subset``, or on the whole evaluation split when None).
+
+    Jobs are shared by every session asking for the same setting; a new setting asked by this session cancels
+    its previous ε passes (only the last value is computed)."""
+    part = "all" if subset is None else f"sub{subset.size}"
+    key = f"eps:{run_id}:{temperature:g}:{lam}:{tune_fraction:g}:{seed}:{eps:g}:{part}"
+    group = f"eps:{st.session_state.setdefault('_session_key', uuid.uuid4().hex)}:{part}"
+    what = "the whole evaluation split" if subset is None else f"{subset.size:,} evaluation images"
+    return jobs.MANAGER.submit(
+        key, f"Input pre-processing ε = {eps:g} on {what}",
+        lambda progress, cancel: perturbed_scores(run_id, temperature, lam, tune_fraction, seed, eps,
+                                                  indices=subset, progress=progress, cancel=cancel),
+        group=group)
 
 
 def view_figures(view: ExploreView, class_names: Sequence[str], points: dict[str, metrics.OperatingPoint] | None = None,

@@ -9,16 +9,17 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from relu_core import detectors, figures, limits, metrics, protocol, stats
-from relu_core.errors import Cancelled
-from relu_core.registry import LRURegistry
+from relu_core import detectors, figures, jobs, metrics, protocol, stats
+from relu_core.errors import Cancelled, InputError
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
+ui.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
 run = ui.sidebar_run_picker()
 ui.init_from_query_params()
 
 st.title("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {ui.run_label(run)}")
+ui.query_run_notice()
 
 DEFAULTS = {"lam": 0.5, "lam_auto": False, "temperature": 1.0, "eps": 0.0, "tune_fraction": 0.5, "seed": 0,
             "detectors": list(ui.DEFAULT_DETECTORS), "op_kind": "target TPR", "op_target": 0.95}
@@ -39,19 +40,49 @@ def _chart(fig, stem: str, **kwargs):
     return st.plotly_chart(fig, config=figures.chart_config(stem), key=f"chart_{stem}", **kwargs)
 
 
-def _perturbed(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):
-    """Evaluation-split uncertainty of Rel-U and Doctor under input pre-processing, computed once per setting."""
-    store = st.session_state.setdefault("perturbed_cache", LRURegistry(limits.MAX_SESSION_RUNS))
-    key = (run_id, temperature, lam, tune_fraction, seed, eps)
-    if key not in store:
-        result = ui.run_job(f"Input pre-processing ε = {eps:g}",
-                            lambda progress, cancel: ui.perturbed_scores(run_id, temperature, lam, tune_fraction,
-                                                                         seed, eps, progress=progress,
-                                                                         cancel=cancel), select=False)
-        if result is None:
-            return None
-        store[key] = result
-    return store[key]
+def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):
+    """What the panels show under input pre-processing, never blocking: ``(perturbed, subset, note, job)``.
+
+    The ε pass runs as background jobs (``ui.eps_job``): on CPU a stated subsample of the evaluation split
+    first, then the whole split. ``perturbed`` is the best finished result for this setting (None: none yet,
+    the previous result of this view is kept, else the clean scores), ``note`` says what is shown and ``job``
+    is the pass still running (None when all is done)."""
+    settings = (run_id, temperature, lam, tune_fraction, seed)
+    subset = ui.eps_subsample(run_id, tune_fraction, seed)
+    shown, pending = None, None
+    for stage in ([subset] if subset is not None else []) + [None]:
+        job = ui.eps_job(run_id, temperature, lam, tune_fraction, seed, eps, stage)
+        if job.state == jobs.DONE:
+            shown = (job.result, stage, eps)
+            continue
+        if job.state == jobs.FAILED:
+            ui.show_error(InputError(job.error))
+            jobs.MANAGER.forget(job.key)
+        else:
+            pending = job
+        break
+    last = st.session_state.get("eps_last")
+    if shown is not None:
+        st.session_state["eps_last"] = (settings, shown)
+    elif last is not None and last[0] == settings:
+        shown = last[1]
+    if shown is None:
+        return None, None, f"ε = {eps:g} is being computed; shown meanwhile: clean scores (ε = 0)", pending
+    perturbed, stage, shown_eps = shown
+    where = "the whole evaluation split" if stage is None else f"a subsample of {stage.size:,} evaluation images"
+    note = f"ε = {shown_eps:g} on {where}"
+    if shown_eps != eps:
+        note = f"ε = {eps:g} is being computed; shown meanwhile: {note}"
+    return perturbed, stage, note, pending
+
+
+@st.fragment(run_every=1.0)
+def _eps_watch(key: str) -> None:
+    """The "updating" mark of a running ε pass; reruns the page once the pass has ended."""
+    job = jobs.MANAGER.get(key)
+    if job is None or not job.running:
+        st.rerun()
+    st.progress(job.fraction, text=f"updating: {job.label} ({job.message})")
 
 
 def _gallery(indices: np.ndarray, view: ui.ExploreView, keys: list[str], class_names, limit: int = 24,
@@ -78,6 +109,24 @@ def _gallery(indices: np.ndarray, view: ui.ExploreView, keys: list[str], class_n
                                         f" · {scores}")
     if indices.size > limit:
         st.caption(f"showing {limit} of {indices.size}")
+
+
+def _report_buttons(run_, view: ui.ExploreView, figs: list, table: pd.DataFrame, settings: dict) -> None:
+    """"Download report": the current view as one self-contained HTML file (built on demand: it holds
+    plotly.js, about 5 MB, so it is not rebuilt on every slider move)."""
+    from relu_core import report
+
+    wanted = (view.run_id, tuple(settings.items()))
+    if st.button("Download report", key="build_report", help="One HTML file of this view (interactive figures, "
+                 "metrics with intervals, settings, provenance) that opens offline."):
+        verdict = "Rel-U vs Doctor: " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
+        st.session_state["report_html"] = (wanted, report.render_html(
+            title=f"Rel-U Studio report: {run_.source or run_.run_id}", verdict=verdict, settings=settings,
+            provenance_info=report.provenance(run_), figs=figs, metrics_table=table, paired=view.paired))
+    built = st.session_state.get("report_html")
+    if built is not None and built[0] == wanted:
+        st.download_button("Save report (HTML)", built[1], file_name="relu_studio_report.html", mime="text/html",
+                           on_click="ignore", key="dl_report", type="primary")
 
 
 @st.fragment
@@ -122,13 +171,17 @@ def explore_panel(run_id: str) -> None:
     tune_fraction = float(st.session_state["tune_fraction"])
     seed = int(st.session_state["seed"])
     keys = list(st.session_state["detectors"]) or list(ui.DEFAULT_DETECTORS)
-    ui.write_query_params(lam, temperature, eps, tune_fraction, seed)
+    ui.write_query_params(lam, temperature, eps, tune_fraction, seed, run_)
 
-    perturbed = None
+    perturbed, subset, eps_note = None, None, ""
     if eps > 0:
-        perturbed = _perturbed(run_id, temperature, lam, tune_fraction, seed, eps)
+        perturbed, subset, eps_note, eps_pending = _eps_inputs(run_id, temperature, lam, tune_fraction, seed, eps)
+        with c_eps:
+            st.caption(eps_note)
+            if eps_pending is not None:
+                _eps_watch(eps_pending.key)
     try:
-        view = ui.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed)
+        view = ui.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
     except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
         ui.show_error(exc, "Explore")
         return
@@ -207,9 +260,19 @@ def explore_panel(run_id: str) -> None:
     st.dataframe(table.style.apply(_highlight, axis=1).format("{:.4f}", na_rep=""))
     st.caption(f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
                f"Evaluation split: {view.eval_idx.size} samples; "
-               f"ε = {eps:g}" + (" (Rel-U and Doctor pre-processed)" if eps > 0 else "") + ".")
+               + (f"{eps_note} (Rel-U and Doctor pre-processed)." if perturbed is not None
+                  else f"ε = {eps:g}." if eps == 0 else "clean scores while the ε pass runs."))
     st.download_button("metrics (CSV)", table.to_csv(), file_name="metrics.csv", mime="text/csv",
                        on_click="ignore", key="dl_metrics")
+    _report_buttons(run_, view, [heat, cm_fig, roc, rc], table,
+                    {"T (Rel-U, Doctor)": f"{temperature:g}", "λ": lam if isinstance(lam, str) else f"{lam:g}",
+                     "λ used": f"{view.lam_used:.4g}",
+                     "D*": protocol.FALLBACK_LABEL if view.fallback else "learned on the tuning split",
+                     "ε (input pre-processing)": eps_note or f"{eps:g}", "tuning split fraction": f"{tune_fraction:g}",
+                     "split seed": seed, "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
+                     "detectors": ", ".join(view.detectors[k].name for k in keys),
+                     "operating point": f"{st.session_state['op_kind']} {target:g}",
+                     "selection": "fixed settings (no search)"})
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
     st.dataframe(ui.paired_rows(view.paired), hide_index=True)
     st.caption(f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired bootstrap "

@@ -1,4 +1,4 @@
-"""Headless command line: ``python -m relu_core {evaluate,demo,logits,models,datasets,study,baselines}``.
+"""Headless command line: ``python -m relu_core {evaluate,demo,logits,models,datasets,report,study,baselines}``.
 
 Every bad input (missing or malformed file, NaN logits, wrong shapes, labels out of range, an unknown
 method, model or data set, a fraction outside (0, 1), a one-class split) ends with exit code 2 and one
@@ -23,6 +23,7 @@ from typing import TextIO
 
 import numpy as np
 
+from relu_core import report
 from relu_core.errors import Cancelled, InputError
 
 METHODS_DEFAULT = "msp,odin,doctor,relu,entropy,energy"
@@ -197,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print one JSON object keyed by method (Rel-U's row holds minus_doctor)")
     ev.set_defaults(handler=_cmd_evaluate)
 
-    demo = sub.add_parser("demo", help="offline default end to end: digits, a small CNN, all detectors")
+    demo = sub.add_parser("demo", help="the default run end to end (Fashion-MNIST, else digits), all detectors")
     demo.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
     demo.add_argument("--json", action="store_true", help="print one JSON object keyed by method")
     demo.set_defaults(handler=_cmd_demo)
@@ -213,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the model names the CLI accepts").set_defaults(handler=_cmd_models)
     sub.add_parser("datasets", help="list the data sets the CLI accepts and whether they are available") \
         .set_defaults(handler=_cmd_datasets)
+    report.add_parser(sub)
     # Studies register their own subcommands (`baselines`, `study`), implemented beside their maths.
     from relu_core import baselines_cli
     from relu_core.studies import cli as studies_cli

@@ -404,12 +404,13 @@ def logits_for(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     download: bool = False,
+    epochs: int | None = None,
 ) -> Run:
     """The :class:`Run` of model ``model_name`` on the test split of ``dataset_spec``, logits cached by content.
 
     ``weights``: a checkpoint file (state dict for ``model_name`` or TorchScript); None uses the shared
     pretrained weights of ``model_name`` or, for a small CNN, one trained on the data set's training split
-    (see :func:`small_cnn`). The cache key is (weights hash, data set fingerprint, mean, std, input size,
+    (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). The cache key is (weights hash, data set fingerprint, mean, std, input size,
     precision), so the same model on the same pixels is computed once whatever the file or set is called.
     """
     from relu_core import datasets, models, training
@@ -425,8 +426,10 @@ def logits_for(
         model = models.load_state_dict_file(models.build_model(model_name, n_classes), pretrained)
         source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
     elif model_name in training.RECIPES:
-        model = small_cnn(model_name, dataset_spec, progress=progress, cancel=cancel, download=download)
-        source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}) on {data.name}"
+        model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel,
+                          download=download)
+        trained = "" if epochs is None else f", {epochs} epochs"
+        source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}{trained}) on {data.name}"
     else:
         raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
     model.eval()
@@ -458,4 +461,7 @@ def logits_for(
         std=tuple(spec.std),
         dataset_name=data.name,
         source=source,
+        # a registered set with known weights can be recomputed from these arguments (runs.reopen)
+        recipe=(("model_name", model_name), ("weights", None), ("dataset_spec", dataset_spec), ("device", device),
+                ("epochs", epochs)) if weights is None and dataset_spec in datasets.DATASETS else (),
     )

@@ -11,6 +11,9 @@ REPO = Path(__file__).resolve().parent.parent
 # One spelling of the path for the code under test and the assertions (../shared may be a symlink).
 SHARED_DATA = Path(os.environ.get("RELU_STUDIO_DATA") or REPO.parent / "shared" / "data").resolve()
 os.environ["RELU_STUDIO_DATA"] = str(SHARED_DATA)
+# The app's default run is Fashion-MNIST (a 40 s training) where it is found; tests use digits (a second) unless
+# a test asks for the real default (tests/test_runs.py, marked slow).
+os.environ.setdefault("RELU_STUDIO_DEFAULT", "digits")
 
 
 @pytest.fixture(scope="session", autouse=True)

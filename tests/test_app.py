@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
 
 REPO = Path(__file__).resolve().parent.parent
-APP = str(REPO / "app.py")
+APP = str(REPO / "Start.py")
 EXPLORE = str(REPO / "pages" / "1_Explore.py")
 TIMEOUT = 300  # the first default run trains a small CNN; later runs read the cache
 
@@ -72,14 +72,40 @@ def explore() -> AppTest:
     return at
 
 
-def test_start_page_loads_the_default_run():
+def _settle(at: AppTest, timeout: float = TIMEOUT) -> AppTest:
+    """Wait for every background job to end, then rerun the page (as the jobs panel's refresh does)."""
+    from relu_core import jobs
+
+    for job in jobs.MANAGER.jobs():
+        assert job.wait(timeout), f"job {job.key} did not end"
+    return at.run()
+
+
+def test_start_page_opens_on_dstar_confusion_and_verdict():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert not at.error
-    samples = next(m for m in at.metric if m.label == "samples")
-    assert int(samples.value.replace(",", "")) > 100
-    assert at.session_state["run_id"]
-    assert any("Explore" in str(link.proto) for link in at.get("page_link"))
+    titles = [spec["layout"]["title"]["text"] for spec in _charts(at)]
+    assert titles[0].startswith("D* (Rel-U") and titles[1].startswith("Confusion matrix")
+    verdict = at.info[0].value
+    assert verdict.startswith("Rel-U vs Doctor at the default settings")
+    assert "AUROC: " in verdict and "95 % CI" in verdict
+    # the verdict is the paired bootstrap of the evaluation split at the default settings, recomputed here
+    import ui_common
+    from relu_core import detectors, protocol, stats
+
+    run = ui_common.get_run(at.session_state["run_id"])
+    correct = protocol.correctness(run.logits, run.labels)
+    tune, evaluation = protocol.split_indices(len(correct), 0.5, 0, stratify=correct)
+    probs = detectors.softmax(run.logits, 1.0)
+    relu = detectors.RelU(lam=0.5, temperature=1.0).fit_probs(probs[tune], correct[tune])
+    paired = stats.paired_bootstrap(relu.score_probs(probs[evaluation]),
+                                    detectors.Doctor(1.0).score_probs(probs[evaluation]), correct[evaluation], seed=0)
+    assert paired["auroc"].verdict() in verdict
+    errors = next(m for m in at.metric if m.label == "errors")
+    assert errors.value.endswith(f"of {len(run.labels):,}")
+    assert at.button(key="start_explore").label == "Explore this run"
+    assert not any("Preparing" in str(c.value) for c in at.markdown)  # the preparing box is gone
 
 
 def test_explore_shows_every_panel_on_the_default(explore):
@@ -171,6 +197,8 @@ def test_input_preprocessing_on_demand(explore):
     clean = _metrics(explore).loc[["Rel-U", "Doctor"]].copy()
     explore.select_slider(key="eps").set_value(0.002).run()
     _no_exceptions(explore)
+    assert "being computed" in " ".join(c.value for c in explore.caption)  # never blocks: clean scores meanwhile
+    _settle(explore)
     assert not explore.error, [e.value for e in explore.error]
     assert "pre-processed" in " ".join(c.value for c in explore.caption)
     perturbed = _metrics(explore).loc[["Rel-U", "Doctor"]]
@@ -215,8 +243,8 @@ def test_good_logits_upload_becomes_the_current_run(start):
                                            class_names=np.array(["a", "b", "c", "d"])))
     _no_exceptions(start)
     assert not start.error, [e.value for e in start.error]
-    samples = next(m for m in start.metric if m.label == "samples")
-    assert samples.value == "200"
+    errors = next(m for m in start.metric if m.label == "errors")
+    assert errors.value.endswith("of 200")
     start.session_state["eps"] = 0.002  # left over from a run with a model
     start.switch_page("pages/1_Explore.py").run()
     _no_exceptions(start)
@@ -255,9 +283,12 @@ def test_non_checkpoint_model_upload_shows_an_error(start):
     start.selectbox(key="upload_arch").set_value("cnn8")
     start.selectbox(key="upload_registered").set_value("digits").run()
     start.button(key="compute_upload").click().run()
+    _settle(start)  # the upload runs as a background job; its failure is reported once, in the sidebar
     _no_exceptions(start)
     assert len(start.error) == 1 and "model.pt" in start.error[0].value
     assert start.session_state["run_id"] == before
+    start.run()
+    assert not start.error  # once
 
 
 def test_cancelled_job_keeps_the_previous_run():
@@ -299,6 +330,7 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
     assert "resnet20" in start.selectbox(key="pick_model").options
     start.selectbox(key="pick_model").set_value("resnet20").run()
     start.button(key="compute_registered").click().run()
+    _settle(start)
     _no_exceptions(start)
     assert not start.error, [e.value for e in start.error]
     accuracy = next(m for m in start.metric if m.label == "accuracy")
@@ -308,3 +340,36 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
     names = _figure(start, "D* (Rel-U")["data"][0]["x"]
     assert names[3] == "cat" and names[5] == "dog"
     assert _figure(start, "Confusion matrix")["data"][0]["x"] == names
+
+
+def test_download_report_builds_a_self_contained_file(explore):
+    explore.button(key="build_report").click().run()
+    _no_exceptions(explore)
+    html_text = explore.session_state["report_html"][1]
+    assert html_text.startswith("<!DOCTYPE html>") and "Is Rel-U better than Doctor here?" in html_text
+    assert explore.session_state["run_id"] in html_text and "version: numpy" in html_text
+    assert any(b.label == "Save report (HTML)" for b in explore.get("download_button"))
+
+
+def test_shared_url_names_the_run_and_reopens_it():
+    import ui_common
+
+    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    _no_exceptions(at)
+    run_id = at.session_state["run_id"]
+    assert at.query_params["run"] == run_id and "cnn8" in at.query_params["run_name"]
+    # a fresh server process knows no run: the link reopens it from this machine's record (cached logits)
+    ui_common._RUNS.clear()
+    fresh = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
+    fresh.query_params.update({"run": run_id, "lam": "0.3"})
+    fresh.run()
+    _no_exceptions(fresh)
+    assert fresh.session_state["run_id"] == run_id and not fresh.warning, [w.value for w in fresh.warning]
+    assert fresh.slider(key="lam").value == 0.3
+    # a run this machine never saw: a clear notice naming it, and the current run stays usable
+    other = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
+    other.query_params.update({"run": "0123456789abcdef", "run_name": "resnet56 on cifar10"})
+    other.run()
+    _no_exceptions(other)
+    assert "0123456789abcdef (resnet56 on cifar10), which is not on this machine" in other.warning[0].value
+    assert _figure(other, "D* (Rel-U")

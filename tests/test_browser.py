@@ -39,13 +39,13 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    """``streamlit run app.py`` headless on a free port; the cache is this test session's temporary one."""
+    """``streamlit run Start.py`` headless on a free port; the cache is this test session's temporary one."""
     port = _free_port()
     env = {**os.environ, "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE")
            or str(tmp_path_factory.mktemp("browser_cache"))}
     log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+        [sys.executable, "-m", "streamlit", "run", "Start.py", "--server.headless", "true", "--server.address",
          "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
@@ -94,9 +94,9 @@ def test_explore_rerenders_when_lambda_moves(app_url, tmp_path):
             started = time.monotonic()
             page.goto(app_url)
             # the default run (trained on first use, then cached) is ready on the start page
-            page.get_by_role("heading", name="Current run").wait_for(timeout=150_000)
+            page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
             print(f"start page ready after {time.monotonic() - started:.1f} s")
-            page.get_by_text("Explore Rel-U vs Doctor on this run").click()
+            page.get_by_role("button", name="Explore this run").click()
             page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
             heatmap_before, roc_before = _plot_data(page, 0), _plot_data(page, 2)
             assert heatmap_before and roc_before
@@ -138,5 +138,42 @@ def test_explore_rerenders_when_lambda_moves(app_url, tmp_path):
             page.wait_for_timeout(500)
             page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
             print(f"browser flow took {time.monotonic() - started:.1f} s")
+        finally:
+            context.close()
+
+
+def test_start_page_first_viewport(app_url, tmp_path):
+    """At 1280 x 720 the verdict, D* beside the confusion matrix and the Explore button are above the fold."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    with playwright_sync.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 720},
+        )
+        try:
+            page = context.new_page()
+            page.goto(app_url)
+            verdict = page.get_by_text("Rel-U vs Doctor at the default settings")
+            verdict.wait_for(timeout=150_000)
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
+                                   timeout=60_000)
+            page.wait_for_timeout(500)
+            boxes = page.evaluate(
+                """() => [...document.querySelectorAll('.js-plotly-plot')].slice(0, 2).map(p => {
+                         const b = p.getBoundingClientRect();
+                         return [p.layout.title.text, b.left, b.top, b.bottom]; })"""
+            )
+            page.screenshot(path=str(ARTIFACTS / "start.png"))
+            (dstar, d_left, d_top, d_bottom), (cm, c_left, c_top, c_bottom) = boxes
+            assert "D* (Rel-U" in dstar and "Confusion matrix" in cm
+            assert d_left < c_left and abs(d_top - c_top) < 40  # side by side
+            assert max(d_bottom, c_bottom) <= 720, boxes
+            button = page.get_by_role("button", name="Explore this run").bounding_box()
+            assert button is not None and button["y"] + button["height"] <= 720
+            assert verdict.bounding_box()["y"] < d_top
+            assert not page.get_by_text("Preparing the default run").count()
+            page.get_by_role("button", name="Explore this run").click()
+            page.wait_for_url("**/Explore**", timeout=60_000)
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
         finally:
             context.close()

@@ -115,3 +115,34 @@ def test_default_run_trains_once_then_is_cached(monkeypatch, tmp_path):
     monkeypatch.setattr(engine, "compute_logits", must_not_compute)
     second = runs.default_run()
     assert np.array_equal(second.logits, first.logits) and second.run_id == first.run_id
+
+
+def test_default_choice_prefers_fashion_mnist_then_digits(monkeypatch, shared_data):
+    import dataclasses
+
+    from relu_core import datasets
+
+    monkeypatch.delenv(runs.DEFAULT_ENV, raising=False)
+    monkeypatch.setenv("RELU_STUDIO_DATA", str(shared_data))
+    assert runs.default_choice().dataset == "fashion-mnist" and runs.default_choice().model == "cnn28"
+    missing = dataclasses.replace(datasets.DATASETS["fashion-mnist"], find=lambda split: (None, []))
+    monkeypatch.setitem(datasets.DATASETS, "fashion-mnist", missing)  # nowhere on this machine
+    assert runs.default_choice().dataset == "digits"
+    monkeypatch.setenv(runs.DEFAULT_ENV, "fashion-mnist")  # forced: used even when it must fail clearly later
+    assert runs.default_choice().dataset == "fashion-mnist"
+    monkeypatch.setenv(runs.DEFAULT_ENV, "imagenet")
+    with pytest.raises(InputError, match="RELU_STUDIO_DEFAULT"):
+        runs.default_choice()
+
+
+@pytest.mark.slow
+def test_real_default_is_fashion_mnist_with_hundreds_of_errors(monkeypatch, shared_data):
+    """The app's real default (no RELU_STUDIO_DEFAULT): trained here (about 40 s on 2 cores), then cached."""
+    monkeypatch.delenv(runs.DEFAULT_ENV, raising=False)
+    monkeypatch.setenv("RELU_STUDIO_DATA", str(shared_data))
+    run = runs.default_run()
+    assert run.logits.shape == (10_000, 10) and run.model_name == "cnn28"
+    assert run.class_names[6] == "Shirt" and "2 epochs" in run.source
+    errors = int((run.logits.argmax(1) != run.labels).sum())
+    assert 0.85 <= 1 - errors / 10_000 < 0.99  # a real classifier with real confusions
+    assert errors >= 400  # hundreds of errors in each half of a 50 % split

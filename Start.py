@@ -1,0 +1,65 @@
+"""Rel-U Studio, start page ("Start" in the navigation): the current run at a glance, D* beside its confusion
+matrix and the Rel-U vs Doctor verdict at the default settings, then a button to explore.
+
+Run with ``streamlit run Start.py``; with no choice made the default run (Fashion-MNIST when it is on the
+machine, else digits, with a small CNN trained here on first use, then cached) is prepared in the background.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+import ui_common as ui
+from relu_core import metrics
+
+START_HEIGHT = 400  # pixels per matrix figure
+
+st.set_page_config(page_title="Rel-U Studio", layout="wide")
+run = ui.sidebar_run_picker()
+
+st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
+view = ui.start_view(run.run_id)
+st.info(ui.start_verdict(view))
+
+left, right, side = st.columns([5, 5, 2.4])
+heat, _, _ = ui.view_figures(view, list(run.class_names), show_keys=[])
+cm, cm_fig = ui.confusion_figure(run.run_id, ui.START_SETTINGS["tune_fraction"], ui.START_SETTINGS["seed"])
+# compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
+compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
+with left:
+    st.plotly_chart(go.Figure(heat).update_layout(**compact), config={"displayModeBar": False}, key="start_dstar")
+with right:
+    st.plotly_chart(go.Figure(cm_fig).update_layout(**compact), config={"displayModeBar": False},
+                    key="start_confusion")
+with side:
+    n, c = run.logits.shape
+    errors = int((np.argmax(run.logits, 1) != run.labels).sum())
+    st.metric("accuracy", f"{metrics.accuracy(run.logits, run.labels):.2%}")
+    st.metric("errors", f"{errors:,} of {n:,}")
+    st.metric("in the evaluation split", f"{int((~view.correct[view.eval_idx]).sum()):,} errors")
+    if st.button("Explore this run", type="primary", key="start_explore"):
+        st.switch_page("pages/1_Explore.py")
+
+st.caption(
+    f"Run: {run.source or 'uploaded logits'} · {n:,} samples × {c} classes · run id `{run.run_id}`. "
+    "D* (left) is Rel-U's learned matrix: entry (i, j) is large when the model's errors spread probability over "
+    "classes i and j together; the confusion matrix (right) shows which classes the model actually confuses. "
+    "Both come from the tuning half of the samples; the verdict is measured on the other half."
+)
+with st.expander("About Rel-U Studio and other runs"):
+    st.markdown(
+        "Misclassification detection with **Rel-U** (Dadalto et al., ICLR 2024), a data-driven relative "
+        "uncertainty `pᵀ D* p` whose matrix D* is learned from the soft predictions of correct and wrong "
+        "samples, compared live with **Doctor** (the Gini impurity, i.e. D = all ones off the diagonal) "
+        "and the usual baselines (MSP, ODIN, Entropy, Energy).\n\n"
+        "Use the sidebar: **Data set + model** computes the logits of a registered data set found on this "
+        "machine (CIFAR-10 with the pretrained CIFAR ResNets when their weights are present; Fashion-MNIST, "
+        "MNIST and digits with a small CNN trained here on demand), or downloads a torchvision set when online. "
+        "**Upload logits** loads precomputed logits (npz with `logits` and `labels`, or csv / parquet with one "
+        "column per class and a `label` column). **Upload model + data set** runs your checkpoint (TorchScript "
+        "or a state dict for a listed architecture) on an image-folder zip, an npz, or a registered set. "
+        "Long work runs as a background job (sidebar): it goes on when you change page. Logits are cached by "
+        "content, so a run computed once loads instantly afterwards."
+    )

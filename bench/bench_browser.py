@@ -1,0 +1,172 @@
+"""Browser slider latency: keypress to page settled, in Debian's Chromium through Playwright.
+
+Serves the app headless on 127.0.0.1 (a temporary cache holding synthetic runs of N x C logits, opened through
+the shared-URL ``run`` parameter), focuses the λ slider (or the T slider) on Explore, presses an arrow key and
+times until the D* heatmap and the ROC figure hold new data and no element is marked stale. Prints median and
+max per slider and size; ``--sessions 4`` drives 4 browser sessions moving λ at once on the first size and
+prints median and p95 over all their key presses. Same Chromium launch recipe as tests/test_browser.py
+(/usr/bin/chromium, never ``playwright install``).
+
+    .venv/bin/python bench/bench_browser.py [--sizes 10000x10,10000x100] [--repeats 10] [--sessions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SLIDERS = {"λ": "weight of the errors", "T": "softmax temperature"}
+
+_SNAPSHOT = """() => { const p = [...document.querySelectorAll('.js-plotly-plot')];
+    if (p.length < 4 || !p[0].data || !p[2].data) return null;
+    return JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y])]); }"""
+_SETTLED = """(before) => { const p = [...document.querySelectorAll('.js-plotly-plot')];
+    if (p.length < 4 || !p[0].data || !p[2].data) return false;
+    const now = JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y])]);
+    return now !== before && document.querySelectorAll('[data-stale="true"]').length === 0
+           && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]'); }"""
+
+
+def _synthetic_run(n: int, c: int, seed: int = 0):
+    from relu_core import runs
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, c, n)
+    logits = (rng.normal(size=(n, c)) + 4.0 * np.eye(c)[labels] * rng.random((n, 1))).astype(np.float32)
+    names = tuple(f"class {k}" for k in range(c))
+    return runs.Run(run_id=runs.content_id(logits, labels, names), logits=logits, labels=labels, class_names=names,
+                    source=f"synthetic {n} x {c}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(cache: str) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = {**os.environ, "RELU_STUDIO_CACHE": cache, "RELU_STUDIO_DEFAULT": "digits"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "Start.py", "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return server, url
+        except OSError:
+            time.sleep(0.3)
+    server.terminate()
+    raise SystemExit("streamlit did not start")
+
+
+def _press_and_time(page, slider: str, key: str) -> float:
+    """Seconds from the key press to the page settled with new figures."""
+    before = page.evaluate(_SNAPSHOT)
+    thumb = page.locator('[data-testid="stSlider"]').filter(has_text=SLIDERS[slider]).get_by_role("slider")
+    thumb.focus()
+    start = time.perf_counter()
+    page.keyboard.press(key)
+    page.wait_for_function(_SETTLED, arg=before, timeout=60_000, polling="raf")
+    return time.perf_counter() - start
+
+
+def _open(pw, url: str, run_id: str, profile: str):
+    context = pw.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
+                                                    args=CHROMIUM_ARGS, viewport={"width": 1600, "height": 1400})
+    page = context.new_page()
+    page.goto(f"{url}/Explore?run={run_id}&lam=0.5&T=1")
+    page.wait_for_function(f"({_SNAPSHOT})() !== null", timeout=180_000)
+    page.wait_for_timeout(1000)
+    return context, page
+
+
+def _session(url: str, run_id: str, repeats: int, out: list[float], profile: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context, page = _open(pw, url, run_id, profile)
+        try:
+            for k in range(repeats):
+                out.append(_press_and_time(page, "λ", "ArrowLeft" if k % 2 == 0 else "ArrowRight"))
+        finally:
+            context.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000x10,10000x100", help="comma-separated NxC (default 10000x10,10000x100)")
+    parser.add_argument("--repeats", type=int, default=10, help="key presses per slider and size (default 10)")
+    parser.add_argument("--sessions", type=int, default=0, help="also N concurrent sessions moving λ (e.g. 4)")
+    args = parser.parse_args()
+    if not CHROMIUM.exists():
+        raise SystemExit("Debian chromium (/usr/bin/chromium) is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    from relu_core import runs
+
+    sizes = [tuple(int(v) for v in size.lower().split("x")) for size in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="relu_bench_browser_") as tmp:
+        os.environ["RELU_STUDIO_CACHE"] = tmp
+        run_ids = []
+        for n, c in sizes:
+            run = _synthetic_run(n, c)
+            runs.remember(run)  # the app reopens it from the URL's run parameter
+            run_ids.append(run.run_id)
+        server, url = _serve(tmp)
+        try:
+            print(f"keypress to settled, Chromium, {args.repeats} presses each (median / max, ms)")
+            with sync_playwright() as pw:
+                for (n, c), run_id in zip(sizes, run_ids, strict=True):
+                    context, page = _open(pw, url, run_id, str(Path(tmp) / f"profile-{n}-{c}"))
+                    try:
+                        for slider in SLIDERS:
+                            times = [_press_and_time(page, slider, "ArrowLeft" if k % 2 == 0 else "ArrowRight")
+                                     for k in range(args.repeats)]
+                            print(f"{n:>7,} x {c:<4} {slider}: median {1000 * statistics.median(times):6.0f}"
+                                  f"   max {1000 * max(times):6.0f}", flush=True)
+                    finally:
+                        context.close()
+            if args.sessions:
+                results: list[list[float]] = [[] for _ in range(args.sessions)]
+                threads = [threading.Thread(target=_session, args=(url, run_ids[0], args.repeats, results[i],
+                                                                   str(Path(tmp) / f"session-{i}")))
+                           for i in range(args.sessions)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                times = sorted(t for r in results for t in r)
+                if not times:
+                    raise SystemExit("no session finished a key press")
+                p95 = times[min(len(times) - 1, int(np.ceil(0.95 * len(times))) - 1)]
+                n, c = sizes[0]
+                print(f"{args.sessions} sessions moving λ on {n:,} x {c}: median {1000 * statistics.median(times):.0f}"
+                      f" ms, p95 {1000 * p95:.0f} ms ({len(times)} presses)")
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

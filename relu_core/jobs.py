@@ -1,0 +1,142 @@
+"""Background jobs: long work (logits, ε passes, studies) in worker threads that outlive page changes and reruns.
+
+One process-wide :data:`MANAGER` holds the jobs, keyed by an explicit string naming the computation (for
+example ``logits:cnn28:fashion-mnist``): two sessions asking for the same key share one job. A job reports
+progress (``done / total`` and a message), can be cancelled (cooperatively: the work polls ``cancel()``), and
+ends ``done`` with its result, ``failed`` with a one-line message, or ``cancelled``. Results of finished jobs
+stay in the manager until :meth:`JobManager.forget`; the work itself writes its own caches (``relu_core.cache``),
+so nothing already computed is lost when a job fails or a session leaves. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from relu_core.errors import Cancelled, InputError
+
+#: Exceptions whose message is shown to the user as is (others are reported with their type name).
+USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
+
+RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
+
+Work = Callable[[Callable[[int, int, str], None], Callable[[], bool]], object]
+
+
+@dataclass(eq=False)
+class Job:
+    """One computation in a worker thread; read its fields from any thread (they are replaced, not mutated)."""
+
+    key: str
+    label: str
+    group: str = ""
+    state: str = RUNNING
+    done: int = 0
+    total: int = 0
+    message: str = "starting"
+    result: object = None
+    error: str = ""
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    _finished: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    @property
+    def fraction(self) -> float:
+        return min(max(self.done / self.total, 0.0), 1.0) if self.total else 0.0
+
+    def progress(self, done: int, total: int, message: str) -> None:
+        self.done, self.total, self.message = int(done), int(total), str(message)
+
+    def cancel_requested(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """Ask the work to stop at its next ``cancel()`` poll (the state turns ``cancelled`` when it does)."""
+        self._cancel.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job has ended (True) or ``timeout`` seconds passed (False)."""
+        return self._finished.wait(timeout)
+
+
+class JobManager:
+    """Thread-safe registry of jobs keyed by computation; one daemon thread per running job."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, key: str, label: str, work: Work, *, group: str = "",
+               on_done: Callable[[object], None] | None = None) -> Job:
+        """The job for ``key``: the running or finished one when there is one, else a new one running
+        ``work(progress, cancel)``. A failed or cancelled job is replaced (asking again retries).
+
+        ``group``: submitting a new key cancels the running jobs of the same group (e.g. the ε pass of one
+        view: only the last value asked for is computed). ``on_done(result)`` runs in the worker thread after
+        a success (e.g. to register a run), before the job reads as done.
+        """
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None and job.state in (RUNNING, DONE):
+                return job
+            if group:
+                for other in self._jobs.values():
+                    if other.group == group and other.running:
+                        other.cancel()
+            job = Job(key, label, group)
+            self._jobs[key] = job
+        threading.Thread(target=self._work, args=(job, work, on_done), name=f"job {key}", daemon=True).start()
+        return job
+
+    @staticmethod
+    def _work(job: Job, work: Work, on_done: Callable[[object], None] | None) -> None:
+        try:
+            result = work(job.progress, job.cancel_requested)
+            if on_done is not None:
+                on_done(result)
+        except Cancelled:
+            job.state = CANCELLED
+        except USER_ERRORS as exc:
+            job.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            job.state = FAILED
+        except Exception as exc:  # noqa: BLE001 (a worker must never die silently)
+            job.error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+            job.state = FAILED
+        else:
+            job.result = result
+            job.state = DONE
+        finally:
+            job.finished = time.monotonic()
+            job._finished.set()
+
+    def get(self, key: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(key)
+
+    def jobs(self) -> list[Job]:
+        """Every known job, oldest first."""
+        with self._lock:
+            return list(self._jobs.values())
+
+    def cancel(self, key: str) -> None:
+        job = self.get(key)
+        if job is not None:
+            job.cancel()
+
+    def forget(self, key: str) -> None:
+        """Drop a finished job (a running one is cancelled first)."""
+        with self._lock:
+            job = self._jobs.pop(key, None)
+        if job is not None and job.running:
+            job.cancel()
+
+
+#: The process-wide manager every session of a Streamlit server shares.
+MANAGER = JobManager()

@@ -1,0 +1,257 @@
+"""A report for stakeholders: one self-contained HTML file of a view (openable offline, no server).
+
+:func:`render_html` writes the figures (interactive plotly, with plotly.js inlined once, so the file needs no
+network), the metrics with the Rel-U − Doctor paired intervals, every setting and the run's provenance (model,
+weights hash, data set, split seed, package versions). The Explore page passes what it shows;
+:func:`report_for_run` computes a view headlessly (``python -m relu_core report --logits F.npz --out r.html``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import html
+import importlib.metadata
+import os
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from relu_core import detectors, metrics, protocol, stats, threads
+from relu_core.errors import InputError
+
+if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
+    import pandas as pd
+
+#: Packages whose versions the provenance lists (those missing here are skipped).
+PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "torchvision", "plotly", "pandas", "streamlit")
+DETECTOR_LABELS = {"relu": "Rel-U", "doctor": "Doctor", "msp": "MSP", "odin": "ODIN", "entropy": "Entropy",
+                   "energy": "Energy"}
+CURVE_POINTS = 1500
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
+       color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.6em 0; } th, td { border: 1px solid #ccc; padding: 4px 10px;
+text-align: right; } th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+.verdict { font-size: 1.1em; padding: 0.6em 1em; background: #eef5ff; border-left: 4px solid #1f77b4; }
+.grid { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; } .note { color: #555; font-size: 0.9em; }
+.good { background: #c7e9c0; font-weight: bold; } .bad { background: #fcbba1; font-weight: bold; }
+"""
+
+
+def package_versions() -> dict[str, str]:
+    """Python and the installed versions of :data:`PACKAGES`."""
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
+    """Where a run comes from: its id and source, the model and the SHA-256 of its weights, the data set, the
+    logits file's SHA-256 (when given), the package versions, the platform and the time of the report."""
+    from relu_core import models  # torch: only needed for a run with a model
+
+    info = {"run id": run.run_id, "source": run.source or "—", "model": run.model_name or "— (logits only)",
+            "weights SHA-256": models.weights_hash(run.model) if run.model is not None else "— (logits only)",
+            "data set": run.dataset_name or "—", "samples × classes": f"{len(run):,} × {run.n_classes}"}
+    if logits_file is not None:
+        info["logits file"] = str(logits_file)
+        info["logits file SHA-256"] = hashlib.sha256(Path(logits_file).read_bytes()).hexdigest()
+    info.update({f"version: {name}": version for name, version in package_versions().items()})
+    info["platform"] = platform.platform()
+    info["generated"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return info
+
+
+def _table_html(frame: pd.DataFrame, *, index: bool = True, classes: Mapping[tuple[int, int], str] | None = None,
+                digits: int = 4) -> str:
+    """A small escaped HTML table; ``classes`` maps (row, column) positions to a CSS class."""
+    classes = classes or {}
+
+    def cell(value: object) -> str:
+        if isinstance(value, (float, np.floating)):
+            return "" if not np.isfinite(value) else f"{value:.{digits}f}"
+        return html.escape(str(value))
+
+    head = ([""] if index else []) + [html.escape(str(c)) for c in frame.columns]
+    rows = []
+    for r, (name, row) in enumerate(frame.iterrows()):
+        cells = [f"<th>{html.escape(str(name))}</th>"] if index else []
+        cells += [f'<td class="{classes[(r, c)]}">{cell(v)}</td>' if (r, c) in classes else f"<td>{cell(v)}</td>"
+                  for c, v in enumerate(row.tolist())]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
+
+
+def paired_frame(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
+    """One row per metric: Rel-U − Doctor, its interval and the verdict in words."""
+    import pandas as pd
+
+    return pd.DataFrame([{"metric": stats.METRIC_LABELS[m], "Rel-U − Doctor": f"{d.estimate:+.4f}",
+                          f"{100 * d.confidence:g} % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
+                          "verdict": d.verdict().split(": ", 1)[1]} for m, d in paired.items()]).set_index("metric")
+
+
+def render_html(*, title: str, verdict: str, settings: Mapping[str, object], provenance_info: Mapping[str, str],
+                figs: Sequence, metrics_table: pd.DataFrame, paired: Mapping[str, stats.PairedDifference]) -> str:
+    """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline."""
+    import pandas as pd
+
+    significant = {stats.METRIC_LABELS[m]: d for m, d in paired.items() if d.significant}
+    classes = {}
+    if "Rel-U − Doctor" in metrics_table.index:
+        r = list(metrics_table.index).index("Rel-U − Doctor")
+        for c, column in enumerate(metrics_table.columns):
+            d = significant.get(str(column).split(" ")[0])
+            if d is not None:
+                classes[(r, c)] = "good" if d.a_is_better() else "bad"
+    charts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False},
+                          default_width="100%", default_height="460px") for i, fig in enumerate(figs)]
+    n_resamples = next(iter(paired.values())).n_resamples if paired else 0
+    settings_frame = pd.DataFrame({"value": [str(v) for v in settings.values()]}, index=list(settings))
+    prov_frame = pd.DataFrame({"value": list(provenance_info.values())}, index=list(provenance_info))
+    body = f"""<h1>{html.escape(title)}</h1>
+<p class="verdict">{html.escape(verdict)}</p>
+<h2>D* and the confusion matrix</h2><div class="grid">{"".join(f"<div>{c}</div>" for c in charts[:2])}</div>
+<h2>ROC and risk-coverage (evaluation split)</h2><div class="grid">{"".join(f"<div>{c}</div>" for c in charts[2:])}</div>
+<h2>Metrics on the evaluation split</h2>{_table_html(metrics_table, classes=classes)}
+<p class="note">{html.escape(protocol.FPR_CONVENTION)}. The difference row is coloured only where its paired
+interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
+<h2>Is Rel-U better than Doctor here?</h2>{_table_html(paired_frame(paired))}
+<p class="note">95 % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
+(the same resample scores both detectors).</p>
+<h2>Settings</h2>{_table_html(settings_frame)}
+<h2>Provenance</h2>{_table_html(prov_frame)}
+<p class="note">Made with Rel-U Studio. Rel-U: Dadalto et al., A Data-Driven Measure of Relative Uncertainty for
+Misclassification Detection, ICLR 2024.</p>"""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{_STYLE}</style></head><body>{body}</body></html>\n")
+
+
+def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float) -> pd.DataFrame:
+    """The metrics table (detector display name -> FPR95, AUROC, AURC, E-AURC, accuracy) with the
+    Rel-U − Doctor row when both are present."""
+    import pandas as pd
+
+    table = pd.DataFrame({name: {"FPR95 ↓": s["fpr95"], "AUROC ↑": s["auroc"], "AURC ↓": s["aurc"],
+                                 "E-AURC ↓": s["eaurc"], "accuracy": accuracy} for name, s in summaries.items()}).T
+    if {"Rel-U", "Doctor"} <= set(table.index):
+        table.loc["Rel-U − Doctor"] = table.loc["Rel-U"] - table.loc["Doctor"]
+    return table.astype(float)
+
+
+@threads.small_work
+def report_for_run(run, *, temperature: float = 1.0, lam: float | str = 0.5, tune_fraction: float = 0.5,
+                   seed: int = 0, keys: Sequence[str] = ("relu", "doctor"),
+                   logits_file: str | Path | None = None) -> str:
+    """The report of ``run`` at fixed settings, computed headlessly: Rel-U fitted on the seeded tuning split
+    at ``temperature`` and ``lam``, every detector scored on the evaluation split (ε = 0)."""
+    from relu_core import figures
+
+    unknown = [k for k in keys if k not in DETECTOR_LABELS]
+    if unknown:
+        raise InputError(f"unknown detector(s) {', '.join(unknown)}: choose from {', '.join(DETECTOR_LABELS)}")
+    keys = list(dict.fromkeys(["relu", "doctor", *keys]))
+    correct = protocol.correctness(run.logits, run.labels)
+    tune_idx, eval_idx = protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct)
+    probs = detectors.softmax(run.logits, temperature)
+    relu = detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx])
+    correct_eval = correct[eval_idx]
+    scores = {}
+    for key in keys:
+        if key == "relu":
+            scores[key] = relu.score_probs(probs[eval_idx])
+        elif key == "doctor":
+            scores[key] = detectors.Doctor(temperature).score_probs(probs[eval_idx])
+        else:
+            scores[key] = detectors.make_detector(key).score(run.logits[eval_idx])
+    names = {k: DETECTOR_LABELS[k] for k in keys}
+    summaries = {names[k]: metrics.summary(u, correct_eval) for k, u in scores.items()}
+    paired = stats.paired_bootstrap(scores["relu"], scores["doctor"], correct_eval, seed=seed)
+    predictions = np.argmax(run.logits, axis=1)
+    cm = metrics.confusion_matrix(predictions[tune_idx], run.labels[tune_idx], run.n_classes)
+    curves = {}
+    for k, u in scores.items():
+        fpr, tpr, _ = metrics.roc_curve(u, correct_eval)
+        coverage, risk = metrics.risk_coverage_curve(u, correct_eval)
+        curves[names[k]] = (fpr, tpr, coverage, risk)
+    figs = [
+        figures.dstar_heatmap(relu.matrix_, run.class_names, title=f"D* (Rel-U, λ = {float(relu.lam_):.3g})"),
+        figures.confusion_heatmap(cm, run.class_names, title="Confusion matrix (tuning split)"),
+        figures.roc_figure({n: (c[0], c[1], summaries[n]["auroc"]) for n, c in curves.items()},
+                           max_points=CURVE_POINTS, title="ROC on the evaluation split (positives = correct)"),
+        figures.risk_coverage_figure({n: (c[2], c[3], summaries[n]["aurc"]) for n, c in curves.items()},
+                                     max_points=CURVE_POINTS, title="Risk-coverage on the evaluation split"),
+    ]
+    settings = {"T (Rel-U, Doctor)": f"{temperature:g}", "λ": f"{lam}" if isinstance(lam, str) else f"{lam:g}",
+                "λ used": f"{float(relu.lam_):.4g}",
+                "D*": protocol.FALLBACK_LABEL if relu.fallback_ else "learned on the tuning split",
+                "ε (input pre-processing)": "0", "tuning split fraction": f"{tune_fraction:g}",
+                "split seed": seed, "tuning / evaluation samples": f"{tune_idx.size:,} / {eval_idx.size:,}",
+                "errors in the evaluation split": f"{int((~correct_eval).sum()):,}",
+                "detectors": ", ".join(names.values()), "selection": "fixed settings (no search)"}
+    verdict = ("Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + ".")
+    return render_html(title=f"Rel-U Studio report: {run.source or run.run_id}", verdict=verdict,
+                       settings=settings, provenance_info=provenance(run, logits_file=logits_file), figs=figs,
+                       metrics_table=metrics_frame(summaries, float(correct_eval.mean())), paired=paired)
+
+
+def write_report(path: str | Path, text: str) -> Path:
+    """Write the report atomically (a temporary file in the same directory, then a rename)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"no such directory: {path.parent}")
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)  # an ordinary document, readable like any file written by the user
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def cmd_report(args) -> int:  # noqa: ANN001 (argparse.Namespace)
+    """``python -m relu_core report``: the report of a logits file at fixed settings."""
+    from relu_core.cli import _parse_lambda, load_logits_file
+
+    try:
+        temperature, fraction, seed = float(args.temperature), float(args.val_fraction), int(args.seed)
+    except ValueError:
+        raise InputError("--temperature and --val-fraction must be numbers, --seed an integer") from None
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise InputError(f"--temperature must be a positive number, got {args.temperature!r}")
+    lam = _parse_lambda(args.lam)
+    run = load_logits_file(args.logits)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    text = report_for_run(run, temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, keys=methods,
+                          logits_file=args.logits)
+    out = write_report(args.out, text)
+    print(f"wrote {out} ({len(text.encode()) / 1e6:.1f} MB, self-contained: opens offline)")
+    return 0
+
+
+def add_parser(sub) -> None:  # noqa: ANN001 (argparse subparsers)
+    """Register ``report`` on the CLI's subparsers."""
+    rp = sub.add_parser("report", help="write a self-contained HTML report (figures, metrics, provenance)")
+    rp.add_argument("--logits", required=True, metavar="FILE.npz", help="logits file (.npz, .csv or .parquet)")
+    rp.add_argument("--out", required=True, metavar="FILE.html")
+    rp.add_argument("--methods", default="relu,doctor", help="comma-separated detectors (Rel-U and Doctor always)")
+    rp.add_argument("--temperature", default="1.0", help="T of Rel-U and Doctor (default 1)")
+    rp.add_argument("--lambda", dest="lam", default="0.5", help="Rel-U's λ in [0, 1], or auto")
+    rp.add_argument("--val-fraction", default="0.5", help="tuning split fraction (default 0.5)")
+    rp.add_argument("--seed", default="0", help="split seed (default 0)")
+    rp.set_defaults(handler=lambda args, bar: cmd_report(args))

@@ -1,0 +1,111 @@
+"""The stakeholder report: one self-contained HTML file (relu_core.report), from the CLI and opened offline in
+Debian's Chromium (the recipe of tests/test_browser.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from relu_core import cli, detectors, protocol, report, runs, stats
+
+RNG = np.random.default_rng(3)
+LABELS = RNG.integers(0, 4, 600)
+LOGITS = (RNG.normal(size=(600, 4)) + 2.5 * np.eye(4)[LABELS] * RNG.random((600, 1))).astype(np.float32)
+NAMES = ("cat", "dog", "owl", "<emu>")  # a name that must be escaped
+
+
+@pytest.fixture(scope="module")
+def logits_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "run.npz"
+    np.savez(path, logits=LOGITS, labels=LABELS, class_names=np.array(NAMES))
+    return path
+
+
+def _cells(text: str, row: str) -> list[str]:
+    match = re.search(rf"<tr><th>{re.escape(html.escape(row))}</th>(.*?)</tr>", text)
+    assert match, f"no row {row!r}"
+    return re.findall(r"<td[^>]*>(.*?)</td>", match.group(1))
+
+
+def test_report_holds_metrics_intervals_settings_and_provenance(logits_file):
+    run = runs.load_logits_upload(logits_file.read_bytes(), logits_file.name)
+    text = report.report_for_run(run, temperature=1.5, lam=0.6, tune_fraction=0.5, seed=2,
+                                 keys=["relu", "doctor", "msp"], logits_file=logits_file)
+    assert text.startswith("<!DOCTYPE html>") and "<emu>" not in text  # class names reach the page escaped
+    # plotly.js inline exactly once, four figures, no script or stylesheet from the network
+    assert text.count("plotly.js v") >= 1 and len(re.findall(r"Plotly\.newPlot\(", text)) == 4
+    assert not re.search(r"<script[^>]+src=", text)  # nothing loaded from elsewhere (the browser test checks it)
+    # the metrics, recomputed independently: Doctor's AUROC with scikit-learn on the same evaluation split
+    correct = protocol.correctness(LOGITS, LABELS)
+    tune, evaluation = protocol.split_indices(len(correct), 0.5, 2, stratify=correct)
+    probs = detectors.softmax(LOGITS, 1.5)
+    gini = 1 - (probs[evaluation] ** 2).sum(1)
+    auroc = roc_auc_score(correct[evaluation], -gini)
+    assert float(_cells(text, "Doctor")[1]) == pytest.approx(auroc, abs=1e-4)
+    assert {"Rel-U", "Doctor", "MSP", "Rel-U − Doctor"} <= set(re.findall(r"<tr><th>([^<]+)</th><td", text))
+    relu = detectors.RelU(lam=0.6, temperature=1.5).fit_probs(probs[tune], correct[tune])
+    paired = stats.paired_bootstrap(relu.score_probs(probs[evaluation]), gini, correct[evaluation], seed=2)
+    assert html.escape(paired["auroc"].verdict()) in text
+    assert _cells(text, "AUROC")[1] == f"{paired['auroc'].low:+.4f} to {paired['auroc'].high:+.4f}"
+    # settings and provenance
+    assert _cells(text, "T (Rel-U, Doctor)") == ["1.5"] and _cells(text, "split seed") == ["2"]
+    assert _cells(text, "λ") == ["0.6"]
+    assert _cells(text, "logits file SHA-256") == [hashlib.sha256(logits_file.read_bytes()).hexdigest()]
+    assert _cells(text, "run id") == [run.run_id]
+    assert re.fullmatch(r"\d+\.\d+.*", _cells(text, "version: numpy")[0])
+    assert _cells(text, "weights SHA-256") == ["— (logits only)"]
+
+
+def test_report_cli_writes_the_file_and_refuses_bad_input(logits_file, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert cli.main(["report", "--logits", str(logits_file), "--out", str(out), "--lambda", "auto"]) == 0
+    assert out.read_text(encoding="utf-8").rstrip().endswith("</html>") and "wrote" in capsys.readouterr().out
+    for argv, message in [
+        (["--logits", str(tmp_path / "missing.npz")], "no such file"),
+        (["--logits", str(logits_file), "--lambda", "2"], "--lambda"),
+        (["--logits", str(logits_file), "--temperature", "-1"], "--temperature"),
+        (["--logits", str(logits_file), "--methods", "relu,bogus"], "bogus"),
+    ]:
+        assert cli.main(["report", *argv, "--out", str(tmp_path / "bad.html")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and message in err and "\n" not in err
+    assert not (tmp_path / "bad.html").exists()
+    assert cli.main(["report", "--logits", str(logits_file), "--out", str(tmp_path / "no" / "r.html")]) == 2
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_report_opens_offline_in_chromium(logits_file, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium (/usr/bin/chromium) is not installed")
+    out = tmp_path / "report.html"
+    assert cli.main(["report", "--logits", str(logits_file), "--out", str(out)]) == 0
+    requests, errors = [], []
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            offline=True, viewport={"width": 1280, "height": 900})
+        try:
+            page = context.new_page()
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(out.as_uri())
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4",
+                                   timeout=30_000)
+            titles = json.loads(page.evaluate(
+                "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(p => p.layout.title.text))"))
+        finally:
+            context.close()
+    assert [t.split(" ")[0] for t in titles] == ["D*", "Confusion", "ROC", "Risk-coverage"]
+    assert not errors
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
