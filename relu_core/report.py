@@ -17,7 +17,6 @@ import platform
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -70,7 +69,7 @@ def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
         info["logits file SHA-256"] = hashlib.sha256(Path(logits_file).read_bytes()).hexdigest()
     info.update({f"version: {name}": version for name, version in package_versions().items()})
     info["platform"] = platform.platform()
-    info["generated"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    info["generated"] = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return info
 
 
@@ -224,7 +223,7 @@ def write_report(path: str | Path, text: str) -> Path:
     return path
 
 
-def cmd_report(args) -> int:  # noqa: ANN001 (argparse.Namespace)
+def cmd_report(args) -> int:
     """``python -m relu_core report``: the report of a logits file at fixed settings."""
     from relu_core.cli import _parse_lambda, load_logits_file
 
@@ -244,7 +243,7 @@ def cmd_report(args) -> int:  # noqa: ANN001 (argparse.Namespace)
     return 0
 
 
-def add_parser(sub) -> None:  # noqa: ANN001 (argparse subparsers)
+def add_parser(sub) -> None:
     """Register ``report`` on the CLI's subparsers."""
     rp = sub.add_parser("report", help="write a self-contained HTML report (figures, metrics, provenance)")
     rp.add_argument("--logits", required=True, metavar="FILE.npz", help="logits file (.npz, .csv or .parquet)")

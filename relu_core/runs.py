@@ -270,7 +270,7 @@ def describe(run_id: str) -> str | None:
     return None if stored is None else json.loads(str(stored["record"]))["source"]
 
 
-def reopen(run_id: str, progress=None, cancel=None) -> Run:  # noqa: ANN001 (engine.Progress / engine.Cancel)
+def reopen(run_id: str, progress=None, cancel=None) -> Run:
     """The remembered run ``run_id`` (cached logits: fast), or InputError naming what is missing."""
     from relu_core import cache, engine
 

@@ -373,3 +373,26 @@ def test_shared_url_names_the_run_and_reopens_it():
     _no_exceptions(other)
     assert "0123456789abcdef (resnet56 on cifar10), which is not on this machine" in other.warning[0].value
     assert _figure(other, "D* (Rel-U")
+
+
+def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatch):
+    import ui_common
+    from relu_core import jobs
+
+    monkeypatch.setattr(ui_common, "EPS_SUBSAMPLE", 100)  # digits' 449 evaluation images: subsample first
+    monkeypatch.setattr(ui_common, "device_name", lambda: "cpu")
+    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at.select_slider(key="eps").set_value(0.0005).run()
+    first = [j for j in jobs.MANAGER.jobs() if ":0.0005:sub100" in j.key]
+    at.select_slider(key="eps").set_value(0.001).run()  # a new value: the previous pass is cancelled
+    assert first and first[0].wait(TIMEOUT) and first[0].state in (jobs.CANCELLED, jobs.DONE)
+    _settle(at)  # the subsample is done: shown, and the whole split starts in the background
+    _no_exceptions(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "ε = 0.001 on a subsample of 100 evaluation images" in captions
+    assert "Evaluation split: 100 samples" in captions
+    _settle(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "ε = 0.001 on the whole evaluation split" in captions
+    assert "Evaluation split: 449 samples" in captions or "Evaluation split: 450 samples" in captions
+    at.select_slider(key="eps").set_value(0.0).run()

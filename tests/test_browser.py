@@ -97,7 +97,11 @@ def test_explore_rerenders_when_lambda_moves(app_url, tmp_path):
             page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
             print(f"start page ready after {time.monotonic() - started:.1f} s")
             page.get_by_role("button", name="Explore this run").click()
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
+            page.wait_for_url("**/Explore**", timeout=60_000)
+            page.wait_for_function(  # Explore's figures, not the start page's leaving the screen
+                """() => { const p = document.querySelectorAll('.js-plotly-plot');
+                           return p.length >= 4 && p[2].layout && p[2].layout.title.text.includes('ROC'); }""",
+                timeout=60_000)
             heatmap_before, roc_before = _plot_data(page, 0), _plot_data(page, 2)
             assert heatmap_before and roc_before
             assert "Rel-U (AUROC" in roc_before
