@@ -49,6 +49,11 @@ class LRURegistry:
             self._items.move_to_end(key)
             return self._items[key]
 
+    def clear(self) -> None:
+        """Drop every entry (e.g. to start as a fresh server process would)."""
+        with self._lock:
+            self._items.clear()
+
     def __contains__(self, key: object) -> bool:
         with self._lock:
             return key in self._items

@@ -18,7 +18,7 @@ from relu_core import engine, limits
 pytestmark = pytest.mark.slow  # AppTest of whole pages on the trained default run
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "app.py")
+APP = str(REPO / "Start.py")
 TIMEOUT = 300
 
 
@@ -56,6 +56,15 @@ def _upload_model(at: AppTest, path: Path) -> None:
     at.selectbox(key="upload_arch").set_value("cnn8")
     at.selectbox(key="upload_registered").set_value("digits").run()
     at.button(key="compute_upload").click().run()
+    _settle(at)  # the upload runs as a background job; its outcome reaches the page on the next run
+
+
+def _settle(at: AppTest) -> None:
+    from relu_core import jobs
+
+    for job in jobs.MANAGER.jobs():
+        assert job.wait(120), f"job {job.key} did not end"
+    at.run()
 
 
 @pytest.mark.parametrize("name", ["tuple", "dict", "nan", "raises", "state-nan"])
@@ -88,6 +97,7 @@ def test_valid_scripted_cnn_becomes_the_run_with_eps(start, tmp_path):
     start.switch_page("pages/1_Explore.py").run()
     assert not start.exception
     start.select_slider(key="eps").set_value(0.002).run()
+    _settle(start)  # the ε pass is a background job (subsample first, then the whole split)
     assert not start.exception and not start.error, [e.value for e in start.error]
     assert "pre-processed" in " ".join(c.value for c in start.caption)
     assert start.session_state["run_id"] == run_id
