@@ -23,7 +23,6 @@ from typing import TextIO
 
 import numpy as np
 
-from relu_core import report
 from relu_core.errors import Cancelled, InputError
 
 METHODS_DEFAULT = "msp,odin,doctor,relu,entropy,energy"
@@ -214,11 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the model names the CLI accepts").set_defaults(handler=_cmd_models)
     sub.add_parser("datasets", help="list the data sets the CLI accepts and whether they are available") \
         .set_defaults(handler=_cmd_datasets)
-    report.add_parser(sub)
-    # Studies register their own subcommands (`baselines`, `study`), implemented beside their maths.
-    from relu_core import baselines_cli
+    # `report`, `baselines` and `study` register themselves, implemented beside what they run.
+    from relu_core import baselines_cli, report_cli
     from relu_core.studies import cli as studies_cli
 
+    report_cli.add_parser(sub)
     baselines_cli.add_parser(sub)
     studies_cli.add_parser(sub)
     return parser

@@ -12,9 +12,7 @@ import datetime as _dt
 import hashlib
 import html
 import importlib.metadata
-import os
 import platform
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -207,50 +205,13 @@ def report_for_run(run, *, temperature: float = 1.0, lam: float | str = 0.5, tun
 
 
 def write_report(path: str | Path, text: str) -> Path:
-    """Write the report atomically (a temporary file in the same directory, then a rename)."""
+    """Write the report atomically (``cache.atomic_write``) into an existing directory, readable like any
+    document the user saves."""
+    from relu_core import cache
+
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {path.parent}")
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)  # an ordinary document, readable like any file written by the user
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    cache.atomic_write(path, lambda out: out.write(text.encode("utf-8")))
+    path.chmod(0o644)  # the temporary file was private (0600)
     return path
-
-
-def cmd_report(args) -> int:
-    """``python -m relu_core report``: the report of a logits file at fixed settings."""
-    from relu_core.cli import _parse_lambda, load_logits_file
-
-    try:
-        temperature, fraction, seed = float(args.temperature), float(args.val_fraction), int(args.seed)
-    except ValueError:
-        raise InputError("--temperature and --val-fraction must be numbers, --seed an integer") from None
-    if not (np.isfinite(temperature) and temperature > 0):
-        raise InputError(f"--temperature must be a positive number, got {args.temperature!r}")
-    lam = _parse_lambda(args.lam)
-    run = load_logits_file(args.logits)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    text = report_for_run(run, temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, keys=methods,
-                          logits_file=args.logits)
-    out = write_report(args.out, text)
-    print(f"wrote {out} ({len(text.encode()) / 1e6:.1f} MB, self-contained: opens offline)")
-    return 0
-
-
-def add_parser(sub) -> None:
-    """Register ``report`` on the CLI's subparsers."""
-    rp = sub.add_parser("report", help="write a self-contained HTML report (figures, metrics, provenance)")
-    rp.add_argument("--logits", required=True, metavar="FILE.npz", help="logits file (.npz, .csv or .parquet)")
-    rp.add_argument("--out", required=True, metavar="FILE.html")
-    rp.add_argument("--methods", default="relu,doctor", help="comma-separated detectors (Rel-U and Doctor always)")
-    rp.add_argument("--temperature", default="1.0", help="T of Rel-U and Doctor (default 1)")
-    rp.add_argument("--lambda", dest="lam", default="0.5", help="Rel-U's λ in [0, 1], or auto")
-    rp.add_argument("--val-fraction", default="0.5", help="tuning split fraction (default 0.5)")
-    rp.add_argument("--seed", default="0", help="split seed (default 0)")
-    rp.set_defaults(handler=lambda args, bar: cmd_report(args))
