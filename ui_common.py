@@ -23,7 +23,7 @@ import pandas as pd
 import streamlit as st
 
 from relu_core import detectors, figures, jobs, limits, metrics, protocol, stats, threads
-from relu_core.errors import Cancelled, InputError, unexpected
+from relu_core.errors import USER_ERRORS, Cancelled, InputError, unexpected, user_message
 from relu_core.registry import LRURegistry
 
 # ------------------------------------------------------------------------------------------- constants
@@ -47,7 +47,6 @@ TEMPERATURE_SCALED: tuple[str, ...] = ("relu", "doctor")
 PERTURBED: tuple[str, ...] = ("relu", "doctor")
 #: Thin ROC / risk-coverage lines to this many points when drawing (metrics use every sample).
 CURVE_POINTS = 1500
-USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
 
 # ------------------------------------------------------------------------------------------- runs
 
@@ -280,8 +279,7 @@ def show_error(exc: BaseException, task: str = "this page") -> None:
     if not isinstance(exc, USER_ERRORS):
         st.error(unexpected(exc, task))
         return
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    st.error(message)
+    st.error(user_message(exc))
 
 
 # ------------------------------------------------------------------------------------------- sources

@@ -16,10 +16,20 @@ class Cancelled(Exception):
     """A long computation stopped because its ``cancel()`` callback returned True."""
 
 
+#: Exceptions whose message is bad input, shown to the user as one line (anything else is ``unexpected``).
+USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """The exception's message on one line (whitespace collapsed), or its type name when it has none."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def user_message(exc: BaseException) -> str:
+    """The first line of a user error's message (its summary), or its type name when it has none."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def unexpected(exc: BaseException, task: str = "the job") -> str:

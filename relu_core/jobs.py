@@ -15,10 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from relu_core.errors import Cancelled, InputError
-
-#: Exceptions whose message is shown to the user as is (others are reported with their type name).
-USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
+from relu_core import limits
+from relu_core.errors import USER_ERRORS, Cancelled, unexpected, user_message
 
 RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
 
@@ -92,6 +90,7 @@ class JobManager:
                         other.cancel()
             job = Job(key, label, group)
             self._jobs[key] = job
+            self._drop_oldest_finished()
         threading.Thread(target=self._work, args=(job, work, on_done), name=f"job {key}", daemon=True).start()
         return job
 
@@ -104,10 +103,10 @@ class JobManager:
         except Cancelled:
             job.state = CANCELLED
         except USER_ERRORS as exc:
-            job.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            job.error = user_message(exc)
             job.state = FAILED
-        except Exception as exc:  # noqa: BLE001 (a worker must never die silently)
-            job.error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+        except Exception as exc:  # noqa: BLE001 - a worker never dies silently: logged with a reference
+            job.error = unexpected(exc, job.label)
             job.state = FAILED
         else:
             job.result = result
@@ -115,6 +114,13 @@ class JobManager:
         finally:
             job.finished = time.monotonic()
             job._finished.set()
+
+    def _drop_oldest_finished(self) -> None:
+        """Keep at most :data:`limits.MAX_FINISHED_JOBS` finished jobs (their results hold arrays and runs); the
+        oldest finished go first, running jobs always stay. Caller holds the lock."""
+        finished = sorted((j for j in self._jobs.values() if not j.running), key=lambda j: j.finished or 0.0)
+        for job in finished[:max(0, len(finished) - limits.MAX_FINISHED_JOBS)]:
+            del self._jobs[job.key]
 
     def get(self, key: str) -> Job | None:
         with self._lock:

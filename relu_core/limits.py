@@ -23,6 +23,8 @@ MAX_RUNS = 16
 """Runs the app keeps in memory per server process (least recently used dropped first)."""
 MAX_SESSION_RUNS = 16
 """Runs listed in one browser session's run picker (oldest dropped first)."""
+MAX_FINISHED_JOBS = 32
+"""Finished background jobs (with their results) the server keeps, oldest finished dropped first."""
 
 
 def check_logits_shape(n_samples: int, n_classes: int, what: str = "the logits") -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
-from relu_core import jobs
+from relu_core import jobs, limits
 from relu_core.errors import Cancelled, InputError
 
 
@@ -60,7 +61,8 @@ def test_failure_is_one_line_and_not_raised():
     job = manager.submit("bad", "bad", bad)
     assert job.wait(5) and job.state == jobs.FAILED and job.error == "the file is broken"
     other = manager.submit("crash", "crash", crash)
-    assert other.wait(5) and other.state == jobs.FAILED and other.error == "RuntimeError: boom"
+    assert other.wait(5) and other.state == jobs.FAILED and re.fullmatch(
+        r"unexpected error in crash \(reference [0-9a-f]{8}\): RuntimeError: boom", other.error)
     assert [j.key for j in manager.jobs()] == ["bad", "crash"]
     manager.forget("bad")
     assert manager.get("bad") is None
@@ -75,3 +77,31 @@ def test_a_new_key_in_a_group_cancels_the_previous_one():
     gate.set()
     assert new.wait(5) and new.result == "new"
     assert unrelated.wait(5) and unrelated.result == "x"
+
+
+def test_an_unexpected_failure_is_logged_with_a_reference(caplog):
+    def broken(progress, cancel):
+        raise ZeroDivisionError("a bug")
+
+    job = jobs.JobManager().submit("bug", "Broken job", broken)
+    assert job.wait(5) and job.state == jobs.FAILED
+    assert re.fullmatch(r"unexpected error in Broken job \(reference [0-9a-f]{8}\): ZeroDivisionError: a bug",
+                        job.error)
+    reference = re.search(r"reference ([0-9a-f]{8})", job.error).group(1)
+    logged = [r for r in caplog.records if reference in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # the traceback is on the server, not in the message
+
+
+def test_finished_jobs_are_bounded_and_running_ones_kept(monkeypatch):
+    monkeypatch.setattr(limits, "MAX_FINISHED_JOBS", 3)
+    manager, gate = jobs.JobManager(), threading.Event()
+    running = manager.submit("slow", "slow", _gate_work(gate, []))
+    for i in range(10):
+        assert manager.submit(f"quick{i}", "quick", lambda progress, cancel, i=i: i).wait(5)
+    manager.submit("one more", "quick", lambda progress, cancel: 0).wait(5)
+    keys = [job.key for job in manager.jobs()]
+    assert "slow" in keys and running.running
+    # bounded when a job is submitted: the three newest finished ones stay, then the one just submitted
+    assert [k for k in keys if k != "slow"] == ["quick7", "quick8", "quick9", "one more"]
+    gate.set()
+    assert running.wait(5)
