@@ -33,7 +33,9 @@ DEFAULTS = {
     "study_extra_fractions": "", "study_other": "cifar100-exact", "study_exclude": "",
 }
 for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
+    # Re-assigned every run: a widget's state is dropped on a run that does not draw it (another study chosen),
+    # and the browser then showed the first option (10 %) instead of the value chosen or the default.
+    st.session_state[key] = st.session_state.get(key, value)
 AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
 
 name = st.radio("study", list(STUDIES), format_func=lambda n: STUDIES[n].title.split(":")[0], horizontal=True,
