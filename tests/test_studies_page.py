@@ -117,3 +117,10 @@ def test_eps_axis_runs_on_a_model_run() -> None:
     _ok(at)
     assert _titles(at)[0] == "FPR at 95 % TPR (lower is better) against ε"
     assert any("ε axis: 2 seed(s) on 300 images" in c.value for c in at.caption)
+
+
+def test_empty_axes_say_choose_an_axis() -> None:
+    at = _page(synthetic_run(), study_name="ablation", study_axes=[])
+    at.button(key="study_run").click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "choose at least one axis" in at.error[0].value, [e.value for e in at.error]
