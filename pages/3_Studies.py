@@ -32,10 +32,12 @@ DEFAULTS = {
     "study_axes": ["lambda", "temperature"], "study_subsample": 0, "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
     "study_extra_fractions": "", "study_other": "cifar100-exact", "study_exclude": "",
 }
+# A widget's state is dropped on a run that does not draw it (another study, another page): re-assigned every run
+# from a plain copy, so the choices survive both (the browser showed the slider's first option, 10 %, and a visit
+# to another page reset every option).
+kept: dict = st.session_state.setdefault("study_kept", {})
 for key, value in DEFAULTS.items():
-    # Re-assigned every run: a widget's state is dropped on a run that does not draw it (another study chosen),
-    # and the browser then showed the first option (10 %) instead of the value chosen or the default.
-    st.session_state[key] = st.session_state.get(key, value)
+    st.session_state[key] = st.session_state.get(key, kept.get(key, value))
 AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
 
 name = st.radio("study", list(STUDIES), format_func=lambda n: STUDIES[n].title.split(":")[0], horizontal=True,
@@ -88,6 +90,7 @@ def _controls() -> dict:
 
 try:
     options = _controls()
+    kept.update({key: st.session_state[key] for key in DEFAULTS})
 except ValueError as exc:
     ui.show_error(ValueError(f"a tuning fraction is not a number: {exc}"))
     st.stop()

@@ -49,3 +49,39 @@ def test_round_trip_between_studies_keeps_the_tuning_fraction(app_url) -> None: 
             assert slider.get_by_role("slider").get_attribute("aria-valuetext") == "50%"
         finally:
             context.close()
+
+
+def test_a_visit_to_another_page_keeps_each_page_s_options(app_url) -> None:  # noqa: F811
+    with playwright_sync.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            tempfile.mkdtemp(prefix="studies_browser"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS)
+        try:
+            page = context.new_page()
+            page.goto(f"{app_url}/Studies", timeout=120_000)
+            page.get_by_text("Calibration", exact=True).wait_for(timeout=120_000)
+            _settle(page)
+            page.get_by_text("Tuning-split size", exact=True).click()
+            _settle(page)
+            seeds = page.get_by_label("seeds (0 = default")
+            seeds.fill("7")
+            seeds.press("Enter")
+            _settle(page)
+            page.get_by_role("link", name="Baselines").click()
+            page.get_by_text("More baselines").wait_for(timeout=120_000)
+            _settle(page)
+            bl_seeds = page.locator("input[aria-label='seeds (splits averaged)']")
+            bl_seeds.fill("5")
+            bl_seeds.press("Enter")
+            _settle(page)
+            page.get_by_role("link", name="Studies").click()
+            page.get_by_text("The paper's studies").wait_for(timeout=120_000)
+            _settle(page)
+            assert page.get_by_label("Tuning-split size").is_checked()
+            assert page.get_by_label("seeds (0 = default").input_value() == "7"
+            page.get_by_role("link", name="Baselines").click()
+            page.get_by_text("More baselines").wait_for(timeout=120_000)
+            _settle(page)
+            assert page.locator("input[aria-label='seeds (splits averaged)']").input_value() == "5"
+        finally:
+            context.close()
