@@ -121,7 +121,7 @@ result = results[shown]
 seeds_used = result.settings.get("seeds", [])
 st.caption(f"{len(seeds_used)} seed(s)" + (f"; ε axis: {len(result.settings['seeds_eps'])} seed(s) on "
                                           f"{result.settings['subsample']:,} images" if "seeds_eps" in result.settings
-                                          else "") + f"; settings: {result.settings}")
+                                          else "") + f"; settings: {study_figures.settings_text(result.settings)}")
 for note in result.notes:
     st.caption(f"Note: {note}")
 

@@ -124,3 +124,12 @@ def test_empty_axes_say_choose_an_axis() -> None:
     at.button(key="study_run").click().run()
     assert not at.exception
     assert len(at.error) == 1 and "choose at least one axis" in at.error[0].value, [e.value for e in at.error]
+
+
+def test_settings_caption_is_readable_not_a_python_dict() -> None:
+    at = _page(synthetic_run(), study_name="calibration")
+    at.button(key="study_run").click().run()
+    _ok(at)
+    caption = next(c.value for c in at.caption if "settings:" in c.value)
+    assert "{" not in caption and "'" not in caption and "[" not in caption, caption
+    assert "tune fraction: 0.5" in caption and "lambda: 0.5" in caption, caption
