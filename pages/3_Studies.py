@@ -23,7 +23,7 @@ st.caption(f"Run: {ui.run_label(run)}")
 st.markdown(
     "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
     "(mean ± std) and reports the paired difference Rel-U − Doctor with its 95 % bootstrap interval. "
-    f"Positives are correctly classified samples ({protocol.FPR_CONVENTION}). Results are cached by their settings."
+    f"Convention: {protocol.FPR_CONVENTION}. Results are cached by their settings."
 )
 
 has_model = run.model is not None and run.images is not None

@@ -133,3 +133,9 @@ def test_settings_caption_is_readable_not_a_python_dict() -> None:
     caption = next(c.value for c in at.caption if "settings:" in c.value)
     assert "{" not in caption and "'" not in caption and "[" not in caption, caption
     assert "tune fraction: 0.5" in caption and "lambda: 0.5" in caption, caption
+
+
+def test_intro_states_the_convention_once() -> None:
+    at = _page(synthetic_run())
+    intro = next(m.value for m in at.markdown if "Every study fits D*" in m.value)
+    assert intro.count("correctly classified") == 1, intro
