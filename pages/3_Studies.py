@@ -23,7 +23,7 @@ st.caption(f"Run: {ui.run_label(run)}")
 st.markdown(
     "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
     "(mean ± std) and reports the paired difference Rel-U − Doctor with its 95 % bootstrap interval. "
-    f"Positives are correctly classified samples ({protocol.FPR_CONVENTION}). Results are cached by their settings."
+    f"Convention: {protocol.FPR_CONVENTION}. Results are cached by their settings."
 )
 
 has_model = run.model is not None and run.images is not None
@@ -32,8 +32,12 @@ DEFAULTS = {
     "study_axes": ["lambda", "temperature"], "study_subsample": 0, "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
     "study_extra_fractions": "", "study_other": "cifar100-exact", "study_exclude": "",
 }
+# A widget's state is dropped on a run that does not draw it (another study, another page): re-assigned every run
+# from a plain copy, so the choices survive both (the browser showed the slider's first option, 10 %, and a visit
+# to another page reset every option).
+kept: dict = st.session_state.setdefault("study_kept", {})
 for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
+    st.session_state[key] = st.session_state.get(key, kept.get(key, value))
 AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
 
 name = st.radio("study", list(STUDIES), format_func=lambda n: STUDIES[n].title.split(":")[0], horizontal=True,
@@ -86,6 +90,7 @@ def _controls() -> dict:
 
 try:
     options = _controls()
+    kept.update({key: st.session_state[key] for key in DEFAULTS})
 except ValueError as exc:
     ui.show_error(ValueError(f"a tuning fraction is not a number: {exc}"))
     st.stop()
@@ -116,7 +121,7 @@ result = results[shown]
 seeds_used = result.settings.get("seeds", [])
 st.caption(f"{len(seeds_used)} seed(s)" + (f"; ε axis: {len(result.settings['seeds_eps'])} seed(s) on "
                                           f"{result.settings['subsample']:,} images" if "seeds_eps" in result.settings
-                                          else "") + f"; settings: {result.settings}")
+                                          else "") + f"; settings: {study_figures.settings_text(result.settings)}")
 for note in result.notes:
     st.caption(f"Note: {note}")
 

@@ -36,8 +36,11 @@ DEFAULTS = {
     "bl_coverage": baselines.DEFAULT_COVERAGE,
     "bl_detectors": [k for k in baselines.STUDY_KEYS if k in usable],
 }
+# A widget's state is dropped on a run of another page: re-assigned every run from a plain copy, so the choices
+# survive a visit to another page.
+kept: dict = st.session_state.setdefault("bl_kept", {})
 for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
+    st.session_state[key] = st.session_state.get(key, kept.get(key, value))
 st.session_state["bl_detectors"] = [k for k in st.session_state["bl_detectors"] if k in usable]
 
 # ------------------------------------------------------------------------------------------- controls
@@ -50,6 +53,7 @@ with st.container(border=True):
     c_cov.slider("conformal coverage (1 − α)", min_value=0.5, max_value=0.99, step=0.01, key="bl_coverage")
     st.multiselect("detectors", usable, format_func=lambda k: detectors.REGISTRY[k].display_name,
                    key="bl_detectors")
+kept.update({key: st.session_state[key] for key in DEFAULTS})
 unavailable = {k: reason for k, reason in available.items() if reason is not None and k in baselines.STUDY_KEYS}
 if unavailable:
     st.info("Not available on this run: " + "; ".join(unavailable.values()) + ".")

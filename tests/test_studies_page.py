@@ -117,3 +117,25 @@ def test_eps_axis_runs_on_a_model_run() -> None:
     _ok(at)
     assert _titles(at)[0] == "FPR at 95 % TPR (lower is better) against ε"
     assert any("ε axis: 2 seed(s) on 300 images" in c.value for c in at.caption)
+
+
+def test_empty_axes_say_choose_an_axis() -> None:
+    at = _page(synthetic_run(), study_name="ablation", study_axes=[])
+    at.button(key="study_run").click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "choose at least one axis" in at.error[0].value, [e.value for e in at.error]
+
+
+def test_settings_caption_is_readable_not_a_python_dict() -> None:
+    at = _page(synthetic_run(), study_name="calibration")
+    at.button(key="study_run").click().run()
+    _ok(at)
+    caption = next(c.value for c in at.caption if "settings:" in c.value)
+    assert "{" not in caption and "'" not in caption and "[" not in caption, caption
+    assert "tune fraction: 0.5" in caption and "lambda: 0.5" in caption, caption
+
+
+def test_intro_states_the_convention_once() -> None:
+    at = _page(synthetic_run())
+    intro = next(m.value for m in at.markdown if "Every study fits D*" in m.value)
+    assert intro.count("correctly classified") == 1, intro

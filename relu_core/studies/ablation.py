@@ -167,8 +167,10 @@ def run_study(
     """
     axes = tuple(dict.fromkeys(axes))
     unknown = [a for a in axes if a not in AXES]
-    if unknown or not axes:
-        raise InputError(f"unknown ablation axis {unknown or axes}: choose from {', '.join(AXES)}")
+    if not axes:
+        raise InputError(f"choose at least one axis of the ablation: {', '.join(AXES)}")
+    if unknown:
+        raise InputError(f"unknown ablation axis {unknown}: choose from {', '.join(AXES)}")
     lambdas = _grid(lambdas, detectors.check_lambda, "λ")
     if any(isinstance(v, str) for v in lambdas):
         raise InputError('the λ grid takes numbers in [0, 1] ("auto" is marked on the plot)')

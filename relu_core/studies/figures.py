@@ -162,3 +162,23 @@ def figure_html(fig: go.Figure, sentence: str = "") -> str:
 def figure_csv(fig: go.Figure) -> str:
     """The data behind the figure (:func:`relu_core.figures.figure_csv`)."""
     return core_figures.figure_csv(fig)
+
+
+def settings_text(settings: dict) -> str:
+    """The result's settings in one readable line ("tune fraction: 0.5 · λ grid: 0 … 1 (11 values) · ..."), for the
+    page's caption; the seeds are left out (the page shows their count) and long lists are shown by their ends."""
+
+    def show(value) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k} = {show(v)}" for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            items = [show(v) for v in value]
+            if len(items) > 6:
+                return f"{items[0]} … {items[-1]} ({len(items)} values)"
+            return ", ".join(items) if items else "none"
+        if isinstance(value, float):
+            return f"{value:.3g}"
+        return str(value)
+
+    return " · ".join(f"{key.replace('_', ' ')}: {show(value)}" for key, value in settings.items()
+                      if key not in ("seeds", "seeds_eps"))
