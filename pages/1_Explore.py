@@ -11,6 +11,7 @@ import streamlit as st
 import ui_common as ui
 from relu_core import detectors, figures, jobs, metrics, protocol, stats
 from relu_core.errors import Cancelled, InputError
+from relu_core.registry import LRURegistry
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
 ui.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
@@ -74,6 +75,19 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
     if shown_eps != eps:
         note = f"ε = {eps:g} is being computed; shown meanwhile: {note}"
     return perturbed, stage, note, pending
+
+
+def _view(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, keys: list[str], perturbed,
+          subset) -> ui.ExploreView:
+    """``ui.explore`` for this setting, kept for the session when it uses the clean scores: the widgets that
+    leave the setting alone (operating point, galleries, toggles) reuse its curves and paired bootstrap."""
+    if perturbed is not None:  # ε results arrive in stages from background jobs: always recomputed
+        return ui.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
+    store = st.session_state.setdefault("explore_views", LRURegistry(4))
+    key = (run_id, temperature, lam, tune_fraction, seed, tuple(keys))
+    if key not in store:
+        store[key] = ui.explore(run_id, temperature, lam, tune_fraction, seed, keys)
+    return store[key]
 
 
 @st.fragment(run_every=1.0)
@@ -181,7 +195,7 @@ def explore_panel(run_id: str) -> None:
             if eps_pending is not None:
                 _eps_watch(eps_pending.key)
     try:
-        view = ui.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
+        view = _view(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
     except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
         ui.show_error(exc, "Explore")
         return

@@ -396,3 +396,25 @@ def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatc
     assert "ε = 0.001 on the whole evaluation split" in captions
     assert "Evaluation split: 449 samples" in captions or "Evaluation split: 450 samples" in captions
     at.select_slider(key="eps").set_value(0.0).run()
+
+
+def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
+    import ui_common
+
+    calls = []
+    real_explore = ui_common.explore
+
+    def counted(*args, **kwargs):
+        calls.append(args[:6])
+        return real_explore(*args, **kwargs)
+
+    monkeypatch.setattr(ui_common, "explore", counted)
+    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    _no_exceptions(at)
+    assert len(calls) == 1
+    at.slider(key="op_target").set_value(0.8).run()  # the operating point: same setting, same view
+    _no_exceptions(at)
+    assert len(calls) == 1
+    at.slider(key="lam").set_value(0.8).run()  # a new λ: computed once
+    _no_exceptions(at)
+    assert len(calls) == 2 and calls[-1][2] == 0.8
