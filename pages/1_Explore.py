@@ -90,6 +90,19 @@ def _view(run_id: str, temperature: float, lam, tune_fraction: float, seed: int,
     return store[key]
 
 
+#: How long the tables wait for the paired bootstrap before showing it when it lands instead.
+PAIRED_WAIT_S = 0.3
+
+
+@st.fragment(run_every=0.5)
+def _paired_watch(key: str) -> None:
+    """"computing" in place of the paired table; reruns the page once the bootstrap has landed."""
+    job = jobs.MANAGER.get(key)
+    if job is None or not job.running:
+        st.rerun()
+    st.caption("computing the paired bootstrap interval of Rel-U − Doctor …")
+
+
 @st.fragment(run_every=1.0)
 def _eps_watch(key: str) -> None:
     """The "updating" mark of a running ε pass; reruns the page once the pass has ended."""
@@ -133,10 +146,11 @@ def _report_buttons(run_, view: ui.ExploreView, figs: list, table: pd.DataFrame,
     wanted = (view.run_id, tuple(settings.items()))
     if st.button("Download report", key="build_report", help="One HTML file of this view (interactive figures, "
                  "metrics with intervals, settings, provenance) that opens offline."):
-        verdict = "Rel-U vs Doctor: " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
+        paired = view.paired or ui.paired_for(view, int(settings["split seed"]))
+        verdict = "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
         st.session_state["report_html"] = (wanted, report.render_html(
             title=f"Rel-U Studio report: {run_.source or run_.run_id}", verdict=verdict, settings=settings,
-            provenance_info=report.provenance(run_), figs=figs, metrics_table=table, paired=view.paired))
+            provenance_info=report.provenance(run_), figs=figs, metrics_table=table, paired=paired))
     built = st.session_state.get("report_html")
     if built is not None and built[0] == wanted:
         st.download_button("Save report (HTML)", built[1], file_name="relu_studio_report.html", mime="text/html",
@@ -199,6 +213,9 @@ def explore_panel(run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
         ui.show_error(exc, "Explore")
         return
+    # The paired bootstrap (~100 ms at 10k) runs beside the figures in a background job; the tables below
+    # wait for it briefly, else show it when it lands (_paired_watch).
+    paired_job = None if view.paired else ui.paired_job(view, seed)
     correct_eval = view.correct[view.eval_idx]
     kind = "tpr" if st.session_state["op_kind"] == "target TPR" else "coverage"
     target = float(st.session_state["op_target"])
@@ -259,6 +276,13 @@ def explore_panel(run_id: str) -> None:
         table.loc["Rel-U − Doctor"] = table.loc[relu_row] - table.loc[doctor_row]
         table = table.astype(float)
 
+    if paired_job is not None and paired_job.wait(PAIRED_WAIT_S):
+        if paired_job.state == jobs.DONE:
+            view.paired = paired_job.result  # kept with the view for the widgets that do not change it
+        else:  # failed (shown once) or cancelled from the jobs panel: asking again retries
+            if paired_job.state == jobs.FAILED:
+                ui.show_error(InputError(paired_job.error), "the paired bootstrap")
+            jobs.MANAGER.forget(paired_job.key)
     significant = {f"{stats.METRIC_LABELS[m]} {'↑' if d.higher_is_better else '↓'}": d
                    for m, d in view.paired.items() if d.significant}
 
@@ -288,10 +312,13 @@ def explore_panel(run_id: str) -> None:
                      "operating point": f"{st.session_state['op_kind']} {target:g}",
                      "selection": "fixed settings (no search)"})
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
-    st.dataframe(ui.paired_rows(view.paired), hide_index=True)
-    st.caption(f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired bootstrap "
-               "resamples of the evaluation samples (the same resample scores both detectors). The difference row "
-               "above is coloured only where the interval excludes 0.")
+    if view.paired:
+        st.dataframe(ui.paired_rows(view.paired), hide_index=True)
+        st.caption(f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired "
+                   "bootstrap resamples of the evaluation samples (the same resample scores both detectors). The "
+                   "difference row above is coloured only where the interval excludes 0.")
+    elif paired_job is not None and paired_job.running:
+        _paired_watch(paired_job.key)
 
     # ---------------------------------------------------------------- operating point
     st.subheader("Operating point")

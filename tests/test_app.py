@@ -418,3 +418,33 @@ def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
     at.slider(key="lam").set_value(0.8).run()  # a new λ: computed once
     _no_exceptions(at)
     assert len(calls) == 2 and calls[-1][2] == 0.8
+
+
+def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
+    import threading
+
+    import ui_common
+    from relu_core import jobs
+
+    for job in jobs.MANAGER.jobs():  # an earlier test may hold this setting's result already
+        if job.key.startswith("paired:"):
+            jobs.MANAGER.forget(job.key)
+    real_paired_for, release = ui_common.paired_for, threading.Event()
+
+    def slow(view, seed):
+        release.wait(60)
+        return real_paired_for(view, seed)
+
+    monkeypatch.setattr(ui_common, "paired_for", slow)
+    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    _no_exceptions(at)
+    assert _figure(at, "D*") and _figure(at, "ROC")  # the charts are drawn while the bootstrap runs
+    assert any("computing the paired bootstrap" in c.value for c in at.caption)
+    assert not any("95 % CI (paired bootstrap)" in df.value.columns for df in at.dataframe)
+    release.set()
+    _settle(at)  # the watch reruns the page once the job has landed
+    _no_exceptions(at)
+    paired = _table_with(at, "95 % CI (paired bootstrap)").set_index("metric")
+    expected = real_paired_for(ui_common.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0,
+                                                 list(ui_common.DEFAULT_DETECTORS)), 0)
+    assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(expected["auroc"].estimate, abs=1e-4)
