@@ -231,13 +231,22 @@ def device_name() -> str:
     return str(device)
 
 
-def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: bool = True):
+def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: bool = True,
+            key: str | None = None):
     """Run ``job(progress, cancel)`` in an ``st.status`` box with a progress bar, the device and a Cancel button.
 
     Returns the job's result (a run is registered and, with ``select``, made current), or None after a
     user error (``st.error`` with its one-line message) or a cancellation; the previous run stays current
     either way, so nothing already computed is lost.
+
+    With ``key`` (naming the computation and every setting it depends on) the work runs as a background job
+    (:func:`start_job`): it goes on when the page is left, :func:`job_result` picks it up on a later visit,
+    and a cancellation or failure that happens meanwhile is reported once in the sidebar.
     """
+    if key is not None:
+        handle = start_job(key, label, job, select=select)
+        wait_for(handle)
+        return _finished(handle, select)
     st.session_state["cancel_requested"] = False
     with st.status(f"{label} on {device_name()}", expanded=True) as status:
         bar = st.progress(0.0, text="starting")
@@ -271,6 +280,32 @@ def run_job(label: str, job: Callable[[Callable, Callable], object], *, select: 
     if select and hasattr(result, "run_id"):
         select_run(result)
     return result
+
+
+def _finished(handle: jobs.Job, select: bool = False):
+    """The result of an ended job of this session's (None after a failure or a cancellation, said here once);
+    a run it returns is made current with ``select``."""
+    st.session_state.setdefault("pending_jobs", {}).pop(handle.key, None)
+    if handle.state == jobs.DONE:
+        if select and hasattr(handle.result, "run_id"):
+            select_run(handle.result)
+        return handle.result
+    if handle.state == jobs.FAILED:
+        st.error(handle.error)  # one line: the user's error, or errors.unexpected's with its reference
+    else:
+        st.warning(f"{handle.label}: cancelled; the previous results are still shown.")
+    jobs.MANAGER.forget(handle.key)  # asking again retries
+    return None
+
+
+def job_result(key: str):
+    """The result of the background job ``key`` once it has ended (a running one shows its progress box
+    until then, e.g. a study started before the page was left); None when there is none or it failed."""
+    handle = jobs.MANAGER.get(key)
+    if handle is None:
+        return None
+    wait_for(handle)
+    return _finished(handle)
 
 
 def show_error(exc: BaseException, task: str = "this page") -> None:

@@ -85,6 +85,7 @@ results: dict = st.session_state.setdefault("rob_results", {})
 ready = len(names) >= 3 and len(keys) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
+job_key = f"corruptions:{run.run_id}:{settings}"  # a background job: it goes on if the page is left
 if st.button("Run the study", key="rob_run", type="primary", disabled=not ready):
     result = ui.run_job(
         f"Corruption study: {len(names)} corruptions at severity {severity}, "
@@ -94,10 +95,13 @@ if st.button("Run the study", key="rob_run", type="primary", disabled=not ready)
             seeds=seeds, subsample=subsample, criterion=criterion, progress=progress, cancel=cancel,
         ),
         select=False,
+        key=job_key,
     )
-    if result is not None:
-        results[(run.run_id, settings)] = result
-        st.session_state.setdefault("rob_last", {})[run.run_id] = settings
+else:
+    result = ui.job_result(job_key)
+if result is not None:
+    results[(run.run_id, settings)] = result
+    st.session_state.setdefault("rob_last", {})[run.run_id] = settings
 
 shown_settings = settings if (run.run_id, settings) in results else st.session_state.get("rob_last", {}).get(run.run_id)
 if shown_settings is None:

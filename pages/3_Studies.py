@@ -102,13 +102,16 @@ if study.needs_model and not has_model:
 
 settings = (run.run_id, name, repr(sorted(options.items())))
 results: dict = st.session_state.setdefault("study_results", {})
+job_key = f"study:{settings}"  # a background job: it goes on if the page is left, and is picked up here
 if st.button("Run the study", key="study_run", type="primary"):
     result = ui.run_job(f"{study.title.split(':')[0]} study",
                         lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
-                        select=False)
-    if result is not None:
-        results[settings] = result
-        st.session_state.setdefault("study_last", {})[(run.run_id, name)] = settings
+                        select=False, key=job_key)
+else:
+    result = ui.job_result(job_key)
+if result is not None:
+    results[settings] = result
+    st.session_state.setdefault("study_last", {})[(run.run_id, name)] = settings
 
 shown = settings if settings in results else st.session_state.get("study_last", {}).get((run.run_id, name))
 if shown is None:

@@ -69,6 +69,7 @@ results: dict = st.session_state.setdefault("bl_results", {})
 
 if not keys:
     st.warning("Choose at least one detector.")
+job_key = f"baselines:{run.run_id}:{settings}"  # a background job: it goes on if the page is left
 if st.button("Run the study", key="bl_run", type="primary", disabled=not keys):
     result = ui.run_job(
         f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
@@ -77,10 +78,13 @@ if st.button("Run the study", key="bl_run", type="primary", disabled=not keys):
             cancel=cancel,
         ),
         select=False,
+        key=job_key,
     )
-    if result is not None:
-        results[(run.run_id, settings)] = result
-        st.session_state.setdefault("bl_last", {})[run.run_id] = settings
+else:
+    result = ui.job_result(job_key)
+if result is not None:
+    results[(run.run_id, settings)] = result
+    st.session_state.setdefault("bl_last", {})[run.run_id] = settings
 
 shown = settings if (run.run_id, settings) in results else st.session_state.get("bl_last", {}).get(run.run_id)
 if shown is None:

@@ -448,3 +448,35 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     expected = real_paired_for(ui_common.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0,
                                                  list(ui_common.DEFAULT_DETECTORS)), 0)
     assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(expected["auroc"].estimate, abs=1e-4)
+
+
+def test_a_job_started_before_the_page_was_left_is_picked_up_on_return():
+    import threading
+
+    from relu_core import jobs
+
+    gate = threading.Event()
+
+    def study(progress, cancel):  # started by a page the user then left: it goes on in its worker thread
+        progress(1, 2, "half way")
+        gate.wait(60)
+        return "the study's result"
+
+    key = "test:picked-up-on-return"
+    jobs.MANAGER.forget(key)
+    jobs.MANAGER.submit(key, "a study", study)
+
+    def app():
+        import streamlit as st
+
+        import ui_common as ui
+
+        st.write(f"shown: {ui.job_result('test:picked-up-on-return')}")
+
+    threading.Timer(0.5, gate.set).start()
+    at = AppTest.from_function(app, default_timeout=TIMEOUT).run()  # waits with the job's progress box
+    _no_exceptions(at)
+    assert "shown: the study's result" in [m.value for m in at.markdown]
+    jobs.MANAGER.forget(key)
+    assert "shown: None" in [m.value for m in at.run().markdown]  # nothing to pick up
+

@@ -139,3 +139,24 @@ def test_intro_states_the_convention_once() -> None:
     at = _page(synthetic_run())
     intro = next(m.value for m in at.markdown if "Every study fits D*" in m.value)
     assert intro.count("correctly classified") == 1, intro
+
+
+def test_a_study_finished_elsewhere_is_picked_up_without_running_it_again(monkeypatch) -> None:
+    # The study runs as a background job keyed by its settings: a session that left the page (or another
+    # session) finds the finished result instead of computing it again.
+    from relu_core.studies import STUDIES
+
+    run = synthetic_run()
+    first = _page(run, study_name="tuning-split")
+    first.button(key="study_run").click().run()
+    _ok(first)
+    shown = _titles(first)
+    assert shown
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the finished study should have been picked up")
+
+    monkeypatch.setattr(STUDIES["tuning-split"].module, "run_study", must_not_run)
+    again = _page(run, study_name="tuning-split")  # a fresh session: no results of its own, no click
+    _ok(again)
+    assert _titles(again) == shown
