@@ -76,11 +76,18 @@ def _controls() -> dict:
                                             min_value=0, step=100, key="study_subsample",
                                             help=f"A seeded subsample keeps CPU runs short; this run has {len(run.labels):,}.")
                 options["subsample"] = int(subsample) or "auto"
-        if name == "mismatch":
-            available = [i.name for i in datasets.list_datasets() if i.available]
-            options["other"] = st.selectbox("other data set (its images go through this run's model)",
-                                            sorted(set(available) | {st.session_state["study_other"]}),
-                                            key="study_other")
+        if name == "mismatch" and has_model:
+            # Only sets the model can take: on this machine, with the run's image shape, other than its own.
+            shape = tuple(run.images.shape[1:])
+            fitting = [i.name for i in datasets.list_datasets()
+                       if i.available and i.image_shape == shape and i.name != run.dataset_name]
+            options["other"] = None
+            if fitting:
+                if st.session_state["study_other"] not in fitting:
+                    st.session_state["study_other"] = fitting[0]
+                options["other"] = st.selectbox("other data set (its images go through this run's model)", fitting,
+                                                key="study_other", help="the data sets on this machine whose images "
+                                                f"have this run's shape ({'x'.join(map(str, shape))})")
             exclude = st.text_input("classes of the other set to drop (comma-separated; empty: the paper's 13 for "
                                     "CIFAR-100, none otherwise)", key="study_exclude")
             if exclude.strip():
@@ -98,6 +105,11 @@ except ValueError as exc:
 if study.needs_model and not has_model:
     st.info("This study runs the model on another data set: choose a run with a model and its images in the sidebar "
             "(e.g. Fashion-MNIST with the small CNN against MNIST, or CIFAR-10 with a ResNet against CIFAR-100).")
+    st.stop()
+if name == "mismatch" and options["other"] is None:
+    st.info(f"No other data set on this machine has {'x'.join(map(str, run.images.shape[1:]))} images like this "
+            f"run's ({run.dataset_name or 'its data set'}), so its model cannot take one: choose a run such as "
+            "Fashion-MNIST with the small CNN (against MNIST) or CIFAR-10 with a ResNet (against CIFAR-100).")
     st.stop()
 
 settings = (run.run_id, name, repr(sorted(options.items())))

@@ -3,6 +3,7 @@ CSV and HTML downloads; studies that need a model say so on a logits-only run; b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -100,14 +101,22 @@ def test_bad_extra_fraction_gives_one_line() -> None:
     assert len(at.error) == 1 and "not a number" in at.error[0].value
 
 
-def test_incompatible_mismatch_pair_is_refused_in_one_line(shared_data) -> None:
+def test_mismatch_offers_only_sets_the_model_can_take(shared_data, monkeypatch) -> None:
+    # digits (8x8x1): no other set on this machine fits, so none is offered and the page says why
+    at = _page(tiny_digits_run(), study_name="mismatch", study_other="cifar100-exact")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("No other data set on this machine has 8x8x1 images" in i.value for i in at.info)
+    assert not [b for b in at.button if b.key == "study_run"]
+    # with a fitting set available, exactly the fitting ones (not the run's own) are offered
+    from relu_core import datasets
+
+    real = datasets.list_datasets()
+    fake = dataclasses.replace(real[0], name="more-digits", available=True, image_shape=(8, 8, 1))
+    monkeypatch.setattr(datasets, "list_datasets", lambda: [*real, fake])
     at = _page(tiny_digits_run(), study_name="mismatch", study_other="cifar100-exact")
     assert not at.exception
-    at.button(key="study_run").click().run()
-    assert not at.exception
-    assert [e.value for e in at.error] == [
-        ("the model of this run takes 8x8x1 images (digits) but cifar100-exact-test has 32x32x3 images: choose "
-        "another data set of the same shape")]
+    assert at.selectbox(key="study_other").options == ["more-digits"]
+    assert at.selectbox(key="study_other").value == "more-digits"
 
 
 def test_eps_axis_runs_on_a_model_run() -> None:

@@ -39,7 +39,8 @@ class DatasetInfo:
     """A registered data set as ``list_datasets`` describes it.
 
     ``available``: its test split is on this machine (``location`` says where; None when absent);
-    ``downloadable``: ``load_dataset(name, download=True)`` can fetch it.
+    ``downloadable``: ``load_dataset(name, download=True)`` can fetch it; ``image_shape``: (height, width,
+    channels) of its images.
     """
 
     name: str
@@ -48,6 +49,7 @@ class DatasetInfo:
     location: str | None
     splits: tuple[str, ...]
     downloadable: bool
+    image_shape: tuple[int, int, int]
 
 
 def list_datasets() -> list[DatasetInfo]:
@@ -56,7 +58,8 @@ def list_datasets() -> list[DatasetInfo]:
     for entry in DATASETS.values():
         source, _ = entry.find("test")
         infos.append(DatasetInfo(entry.name, entry.description, source is not None,
-                                 source.location if source else None, entry.splits, entry.fetch is not None))
+                                 source.location if source else None, entry.splits, entry.fetch is not None,
+                                 entry.image_shape))
     return infos
 
 
