@@ -308,6 +308,28 @@ def job_result(key: str):
     return _finished(handle)
 
 
+def study_result(page: str, scope, settings, pressed: bool, label: str, work: Callable[[Callable, Callable], object]):
+    """A study page's result to show and whether it is for the current ``settings``: ``(result, current)``, or
+    ``(None, False)`` when there is none yet.
+
+    ``pressed`` (its Run button) starts ``work`` as a background job keyed by ``page``, ``scope`` (the run, and
+    the study where a page has several) and ``settings``; a job for these settings that finished while the page
+    was left is picked up. Otherwise the page keeps showing the last result in ``scope``, which is stale when
+    the settings changed since. Results are kept per session, least recently used dropped.
+    """
+    key = f"{page}:{scope}:{settings}"
+    result = run_job(label, work, select=False, key=key) if pressed else job_result(key)
+    results = st.session_state.setdefault(f"{page}_results", LRURegistry(limits.MAX_SESSION_RUNS))
+    last = st.session_state.setdefault(f"{page}_last", {})
+    if result is not None:
+        results[(scope, settings)] = result
+        last[scope] = settings
+    shown = settings if (scope, settings) in results else last.get(scope)
+    if shown is None or (scope, shown) not in results:
+        return None, False
+    return results[(scope, shown)], shown == settings
+
+
 def show_error(exc: BaseException, task: str = "this page") -> None:
     """The one-line message of a user error (no traceback); any other exception is logged on the server with
     its traceback and shown as one line with a short reference (``errors.unexpected``)."""

@@ -80,36 +80,23 @@ settings = (
     str(st.session_state["rob_criterion"]),
 )
 severity, tune_fraction, seeds, subsample, keys, names, criterion = settings
-results: dict = st.session_state.setdefault("rob_results", {})
 
 ready = len(names) >= 3 and len(keys) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
-job_key = f"corruptions:{run.run_id}:{settings}"  # a background job: it goes on if the page is left
-if st.button("Run the study", key="rob_run", type="primary", disabled=not ready):
-    result = ui.run_job(
-        f"Corruption study: {len(names)} corruptions at severity {severity}, "
-        f"{subsample or N_IMAGES:,} images each",
-        lambda progress, cancel: robustness.mismatch_study(
-            run, severity=severity, corruption_names=names, detector_keys=keys, tune_fraction=tune_fraction,
-            seeds=seeds, subsample=subsample, criterion=criterion, progress=progress, cancel=cancel,
-        ),
-        select=False,
-        key=job_key,
-    )
-else:
-    result = ui.job_result(job_key)
-if result is not None:
-    results[(run.run_id, settings)] = result
-    st.session_state.setdefault("rob_last", {})[run.run_id] = settings
-
-shown_settings = settings if (run.run_id, settings) in results else st.session_state.get("rob_last", {}).get(run.run_id)
-if shown_settings is None:
+result, current = ui.study_result(
+    "corruptions", run.run_id, settings, st.button("Run the study", key="rob_run", type="primary", disabled=not ready),
+    f"Corruption study: {len(names)} corruptions at severity {severity}, {subsample or N_IMAGES:,} images each",
+    lambda progress, cancel: robustness.mismatch_study(
+        run, severity=severity, corruption_names=names, detector_keys=keys, tune_fraction=tune_fraction,
+        seeds=seeds, subsample=subsample, criterion=criterion, progress=progress, cancel=cancel,
+    ),
+)
+if result is None:
     st.info("Press **Run the study**. Corrupted images and their logits are cached, so later runs are quick.")
 else:
-    if shown_settings != settings:
+    if not current:
         st.info("The settings changed since this study was run: press **Run the study** to update it.")
-    result: robustness.RobustnessResult = results[(run.run_id, shown_settings)]
     n_seeds = len(result.seeds)
     st.caption(
         f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {n_seeds} seed(s) · "

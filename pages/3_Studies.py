@@ -112,26 +112,16 @@ if name == "mismatch" and options["other"] is None:
             "Fashion-MNIST with the small CNN (against MNIST) or CIFAR-10 with a ResNet (against CIFAR-100).")
     st.stop()
 
-settings = (run.run_id, name, repr(sorted(options.items())))
-results: dict = st.session_state.setdefault("study_results", {})
-job_key = f"study:{settings}"  # a background job: it goes on if the page is left, and is picked up here
-if st.button("Run the study", key="study_run", type="primary"):
-    result = ui.run_job(f"{study.title.split(':')[0]} study",
-                        lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
-                        select=False, key=job_key)
-else:
-    result = ui.job_result(job_key)
-if result is not None:
-    results[settings] = result
-    st.session_state.setdefault("study_last", {})[(run.run_id, name)] = settings
-
-shown = settings if settings in results else st.session_state.get("study_last", {}).get((run.run_id, name))
-if shown is None:
+result, current = ui.study_result(
+    "study", (run.run_id, name), repr(sorted(options.items())),
+    st.button("Run the study", key="study_run", type="primary"), f"{study.title.split(':')[0]} study",
+    lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
+)
+if result is None:
     st.info("Press **Run the study**.")
     st.stop()
-if shown != settings:
+if not current:
     st.info("The options changed since this study was run: press **Run the study** to update it.")
-result = results[shown]
 
 seeds_used = result.settings.get("seeds", [])
 st.caption(f"{len(seeds_used)} seed(s)" + (f"; ε axis: {len(result.settings['seeds_eps'])} seed(s) on "

@@ -65,34 +65,21 @@ settings = (
     tuple(st.session_state["bl_detectors"]),
 )
 tune_fraction, seeds, coverage, keys = settings
-results: dict = st.session_state.setdefault("bl_results", {})
 
 if not keys:
     st.warning("Choose at least one detector.")
-job_key = f"baselines:{run.run_id}:{settings}"  # a background job: it goes on if the page is left
-if st.button("Run the study", key="bl_run", type="primary", disabled=not keys):
-    result = ui.run_job(
-        f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
-        lambda progress, cancel: baselines.baselines_study(
-            run, keys=keys, tune_fraction=tune_fraction, seeds=seeds, coverage=coverage, progress=progress,
-            cancel=cancel,
-        ),
-        select=False,
-        key=job_key,
-    )
-else:
-    result = ui.job_result(job_key)
-if result is not None:
-    results[(run.run_id, settings)] = result
-    st.session_state.setdefault("bl_last", {})[run.run_id] = settings
-
-shown = settings if (run.run_id, settings) in results else st.session_state.get("bl_last", {}).get(run.run_id)
-if shown is None:
+result, current = ui.study_result(
+    "baselines", run.run_id, settings, st.button("Run the study", key="bl_run", type="primary", disabled=not keys),
+    f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
+    lambda progress, cancel: baselines.baselines_study(
+        run, keys=keys, tune_fraction=tune_fraction, seeds=seeds, coverage=coverage, progress=progress, cancel=cancel,
+    ),
+)
+if result is None:
     st.info("Press **Run the study**. Model passes are cached, so later runs are quick.")
     st.stop()
-if shown != settings:
+if not current:
     st.info("The settings changed since this study was run: press **Run the study** to update it.")
-result: baselines.BaselinesResult = results[(run.run_id, shown)]
 st.caption(f"Tuning split {result.tune_fraction:.0%} · {len(result.seeds)} seed(s) · {result.n_tune:,} tuning / "
            f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}")
 
