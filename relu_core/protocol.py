@@ -123,7 +123,7 @@ def correctness(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.argmax(logits, axis=1) == labels
 
 
-def _resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
+def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
     """``range(seeds)`` for a count, or the given seeds; between 1 and :data:`MAX_SEEDS` of them."""
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
         if not 1 <= seeds <= MAX_SEEDS:
@@ -414,7 +414,7 @@ def _prepare(logits, labels, tune_fraction, seeds):
     logits = np.asarray(logits)
     labels = np.asarray(labels)
     correct = correctness(logits, labels)
-    seeds = _resolve_seeds(seeds)
+    seeds = resolve_seeds(seeds)
     splits = [split_indices(len(labels), tune_fraction, seed, stratify=correct) for seed in seeds]
     return logits, correct, seeds, splits
 
@@ -448,7 +448,8 @@ def _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_
     )
 
 
-def _check_resamples(n_resamples: int) -> int:
+def check_resamples(n_resamples: int) -> int:
+    """The bootstrap resample count as an int (0: no interval); InputError outside [0, 100000]."""
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or not 0 <= n_resamples <= 100_000:
         raise InputError(f"n_resamples must be an integer in [0, 100000] (0: no bootstrap), got {n_resamples!r}")
     return int(n_resamples)
@@ -486,7 +487,7 @@ def evaluate(
     each evaluation part; 0 skips it).
     """
     _check_fpr_positive(fpr_positive)
-    n_resamples = _check_resamples(n_resamples)
+    n_resamples = check_resamples(n_resamples)
     methods = resolve_methods(methods)
     lam = detectors.check_lambda(lam)
     if isinstance(temperature, Mapping):
@@ -696,7 +697,7 @@ def evaluate_with_selection(
     others, 1 for MSP), to be read next to the result; ``eps`` and ``n_resamples`` as in :func:`evaluate`.
     """
     _check_fpr_positive(fpr_positive)
-    n_resamples = _check_resamples(n_resamples)
+    n_resamples = check_resamples(n_resamples)
     methods = resolve_methods(methods)
     logits, correct, seeds, splits = _prepare(logits, labels, tune_fraction, seeds)
     cache = _ProbsCache(logits)

@@ -177,10 +177,10 @@ def run_study(
     temperatures = _grid(temperatures, detectors.check_temperature, "T")
     epsilons = _grid(epsilons, _check_eps, "ε")
     tune_fraction = base.check_fraction(tune_fraction)
-    n_resamples = base.check_resamples(n_resamples)
+    n_resamples = protocol.check_resamples(n_resamples)
     correct = protocol.correctness(run.logits, run.labels)
     cpu = engine.select_device(device).type == "cpu"
-    seeds_main = base.resolve_seeds(base.DEFAULT_SEEDS if seeds is None else seeds)
+    seeds_main = base.resolve_seeds(seeds)
     key = {"study": NAME, **base.run_identity(run), "axes": axes, "lambdas": lambdas, "temperatures": temperatures,
            "tune_fraction": tune_fraction, "seeds": seeds_main, "n_resamples": n_resamples}
     sample = None
@@ -188,7 +188,7 @@ def run_study(
         if run.model is None or run.images is None:
             raise InputError("the ε ablation perturbs the inputs, so it needs a run with its model and images "
                              "(uploaded logits cannot be perturbed)")
-        seeds_eps = base.resolve_seeds((CPU_EPS_SEEDS if cpu else base.DEFAULT_SEEDS) if seeds is None else seeds)
+        seeds_eps = base.resolve_seeds(seeds, CPU_EPS_SEEDS if cpu else base.DEFAULT_SEEDS)
         if subsample == "auto":
             subsample = robustness.CPU_SUBSAMPLE if cpu else None
         sample = corruptions.subsample_indices(len(run.labels), subsample, 0)

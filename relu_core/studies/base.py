@@ -131,9 +131,10 @@ def _numeric(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------ options
-def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
-    """``range(seeds)`` for a count, else the given seeds (1..:data:`protocol.MAX_SEEDS`, no repeats)."""
-    resolved = protocol._resolve_seeds(seeds)
+def resolve_seeds(seeds: int | Sequence[int] | None, default: int = DEFAULT_SEEDS) -> tuple[int, ...]:
+    """``range(seeds)`` for a count (``default`` when None), else the given seeds (1..:data:`protocol.MAX_SEEDS`,
+    no repeats)."""
+    resolved = protocol.resolve_seeds(default if seeds is None else seeds)
     if len(set(resolved)) != len(resolved):
         raise InputError("give each seed once")
     return resolved
@@ -147,10 +148,6 @@ def check_fraction(value: float, what: str = "the tuning fraction") -> float:
     if not 0.0 < fraction < 1.0:
         raise InputError(f"{what} must lie strictly between 0 and 1, got {value!r}")
     return fraction
-
-
-def check_resamples(n_resamples: int) -> int:
-    return protocol._check_resamples(n_resamples)
 
 
 def checkpoint(cancel: Cancel | None, what: str) -> None:

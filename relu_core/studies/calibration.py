@@ -153,8 +153,8 @@ def run_study(
 ) -> base.StudyResult:
     """The calibration study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
     tune_fraction = base.check_fraction(tune_fraction)
-    seeds = base.resolve_seeds(base.DEFAULT_SEEDS if seeds is None else seeds)
-    n_resamples = base.check_resamples(n_resamples)
+    seeds = base.resolve_seeds(seeds)
+    n_resamples = protocol.check_resamples(n_resamples)
     logits = np.asarray(run.logits, dtype=np.float64)
     labels = np.asarray(run.labels)
     correct = protocol.correctness(logits, labels)

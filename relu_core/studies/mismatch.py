@@ -122,8 +122,8 @@ def run_study(
     ``ImageSet``). ``exclude``: class names of the other set to drop (None: :func:`default_exclusions`)."""
     check_run(run)
     fractions = tuning_split.check_fractions(fractions)
-    seeds = base.resolve_seeds(base.DEFAULT_SEEDS if seeds is None else seeds)
-    n_resamples = base.check_resamples(n_resamples)
+    seeds = base.resolve_seeds(seeds)
+    n_resamples = protocol.check_resamples(n_resamples)
     if isinstance(other, str):
         other = datasets.load_dataset(other, split="test")
     check_shapes(run, other)

@@ -71,8 +71,8 @@ def run_study(
 ) -> base.StudyResult:
     """The tuning-split study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
     fractions = check_fractions(fractions)
-    seeds = base.resolve_seeds(base.DEFAULT_SEEDS if seeds is None else seeds)
-    n_resamples = base.check_resamples(n_resamples)
+    seeds = base.resolve_seeds(seeds)
+    n_resamples = protocol.check_resamples(n_resamples)
     correct = protocol.correctness(run.logits, run.labels)
     key = {"study": NAME, **base.run_identity(run), "fractions": fractions, "seeds": seeds, "n_resamples": n_resamples}
 
