@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import detectors, figures, jobs, limits, metrics, protocol, stats, threads
+from relu_core import detectors, figures, jobs, limits, metrics, preprocessing, protocol, stats, threads
 from relu_core.errors import USER_ERRORS, Cancelled, InputError, unexpected, user_message
 from relu_core.registry import LRURegistry
 
@@ -35,8 +35,7 @@ TEMPERATURES: tuple[float, ...] = tuple(
     sorted({float(f"{10 ** (k / 10):.2g}") for k in range(-10, 31)} | set(PAPER_TEMPERATURES))
 )
 #: Input pre-processing magnitudes (the paper's grid, 0 = no pre-processing).
-EPSILONS: tuple[float, ...] = (0.0, 0.0002, 0.0005, 0.001, 0.0012, 0.0014, 0.0016, 0.0018, 0.002, 0.0025, 0.003,
-                               0.0035, 0.004)
+EPSILONS = preprocessing.PAPER_EPSILONS
 #: Detector keys (``detectors.DETECTOR_NAMES``) with their display names, Rel-U and Doctor first.
 DETECTOR_LABELS: dict[str, str] = {"relu": "Rel-U", "doctor": "Doctor", "msp": "MSP", "odin": "ODIN",
                                    "entropy": "Entropy", "energy": "Energy"}
@@ -791,8 +790,6 @@ def perturbed_scores(run_id: str, temperature: float, lam: float | str, tune_fra
     """Uncertainty of Rel-U and Doctor on inputs pre-processed with magnitude ``eps``, on the evaluation split
     (or on ``indices``) (``preprocessing.perturbed_scores``; the engine caches it on disk). Rel-U is fitted on
     the clean tuning split, as in the paper."""
-    from relu_core import preprocessing
-
     run = get_run(run_id)
     if run.model is None or run.images is None:
         raise InputError("input pre-processing needs the model and the images; this run has logits only")

@@ -34,6 +34,9 @@ from relu_core.errors import InputError
 from relu_core.runs import Run
 
 #: Detector display names (``Detector.name``) with a defined pre-processing score.
+#: The paper's grid of input pre-processing magnitudes ε (0 = none), shared by Explore and the ablation.
+PAPER_EPSILONS: tuple[float, ...] = (0.0, 0.0002, 0.0005, 0.001, 0.0012, 0.0014, 0.0016, 0.0018, 0.002, 0.0025,
+                                     0.003, 0.0035, 0.004)
 UNCERTAINTY_SCORED = ("Rel-U", "Doctor")  # s = the detector's uncertainty
 CONFIDENCE_SCORED = ("ODIN", "MSP")  # s = max softmax(z / T) = -uncertainty
 

@@ -36,8 +36,7 @@ LAMBDAS: tuple[float, ...] = tuple(round(k / 10, 1) for k in range(11))
 #: 0.1 .. 1000, four points per decade (1 and the decades exactly).
 TEMPERATURES: tuple[float, ...] = tuple(float(f"{10 ** (k / 4):.3g}") for k in range(-4, 13))
 #: The paper's input pre-processing grid (0 = none).
-EPSILONS: tuple[float, ...] = (0.0, 0.0002, 0.0005, 0.001, 0.0012, 0.0014, 0.0016, 0.0018, 0.002, 0.0025, 0.003,
-                               0.0035, 0.004)
+EPSILONS = preprocessing.PAPER_EPSILONS
 DEFAULT_T, DEFAULT_LAMBDA, ODIN_T = 1.0, 0.5, 1000.0
 #: Seeds of the ε axis on a CPU when no seeds are given (every point runs the model).
 CPU_EPS_SEEDS = 3
