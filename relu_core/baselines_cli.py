@@ -42,16 +42,6 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=run_command)
 
 
-def _coverage(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"--coverage must be a number, got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise InputError(f"--coverage must lie strictly between 0 and 1, got {text}")
-    return value
-
-
 def _load_run(args, bar):
     from relu_core import cli
 
@@ -138,7 +128,7 @@ def write_outputs(result, out: Path) -> list[Path]:
 def run_command(args: argparse.Namespace, bar) -> int:
     from relu_core import baselines, cli
 
-    coverage = _coverage(args.coverage)
+    coverage = cli._fraction(args.coverage, "--coverage")
     fraction = cli._fraction(args.val_fraction)
     seeds = cli._positive_int("--seeds", args.seeds)
     n_resamples = 0 if args.bootstrap.strip() == "0" else cli._positive_int("--bootstrap", args.bootstrap)

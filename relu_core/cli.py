@@ -94,13 +94,14 @@ class ProgressBar:
 
 
 # -------------------------------------------------------------------------------------- arguments
-def _fraction(text: str) -> float:
+def _fraction(text: str, flag: str = "--val-fraction") -> float:
+    """``flag``'s value as a number strictly between 0 and 1 (InputError naming the flag otherwise)."""
     try:
         value = float(text)
     except ValueError:
-        raise InputError(f"--val-fraction must be a number, got {text!r}") from None
+        raise InputError(f"{flag} must be a number, got {text!r}") from None
     if not 0.0 < value < 1.0:
-        raise InputError(f"--val-fraction must be strictly between 0 and 1, got {text}")
+        raise InputError(f"{flag} must be strictly between 0 and 1, got {text}")
     return value
 
 
