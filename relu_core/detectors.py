@@ -25,7 +25,7 @@ import torch
 from scipy.linalg import blas
 
 from relu_core.errors import InputError
-from relu_core.threads import small_work
+from relu_core.threads import estimated_flops, map_row_blocks, small_work
 
 Array = Union[np.ndarray, torch.Tensor]
 
@@ -127,21 +127,31 @@ def softmax(logits: Array, temperature: float = 1.0) -> Array:
 
     numpy (or array-like) in -> float64 numpy out; torch in -> torch on the same device (differentiable).
     """
-    scaled, peak = _scaled_logits(logits, temperature)
-    if isinstance(scaled, torch.Tensor):
+    if isinstance(logits, torch.Tensor):
+        scaled, _ = _scaled_logits(logits, temperature)
         return torch.softmax(scaled, dim=-1)
-    scaled -= peak
-    np.exp(scaled, out=scaled)
-    scaled /= scaled.sum(axis=-1, keepdims=True)
-    return scaled
+    logits = np.asarray(logits)
+    probs = np.empty(logits.shape, dtype=np.float64)
+
+    def block_softmax(start: int, stop: int) -> None:
+        scaled, peak = _scaled_logits(logits[start:stop], temperature, out=probs[start:stop])
+        scaled -= peak
+        np.exp(scaled, out=scaled)
+        scaled /= scaled.sum(axis=-1, keepdims=True)
+
+    if logits.ndim == 2:
+        map_row_blocks(block_softmax, logits.shape[0], estimated_flops(logits))
+    else:
+        block_softmax(0, logits.shape[0])
+    return probs
 
 
-def _scaled_logits(logits: Array, temperature: float) -> tuple[Array, Array]:
+def _scaled_logits(logits: Array, temperature: float, out: np.ndarray | None = None) -> tuple[Array, Array]:
     """``(logits / T, its row maxima)``; :class:`InputError` where a row maximum is not finite.
 
     A non-finite maximum means NaN/infinite logits or a temperature so small that ``logits / T``
     overflows; the softmax and the energy would silently turn it into NaN. numpy in -> a fresh float64
-    array (the input is never modified); torch in -> a tensor on the same device (differentiable).
+    array, or ``out`` filled (the input is never modified); torch in -> a tensor on the same device (differentiable).
     """
     temperature = check_temperature(temperature)
     if isinstance(logits, torch.Tensor):
@@ -150,7 +160,7 @@ def _scaled_logits(logits: Array, temperature: float) -> tuple[Array, Array]:
         finite = bool(torch.isfinite(peak.detach()).all())
     else:
         with np.errstate(over="ignore", invalid="ignore"):
-            scaled = np.divide(np.asarray(logits), temperature, dtype=np.float64)
+            scaled = np.divide(np.asarray(logits), temperature, dtype=np.float64, out=out)
         peak = scaled.max(axis=-1, keepdims=True)
         finite = bool(np.isfinite(peak).all())
     if not finite:
@@ -195,8 +205,11 @@ def hamming_matrix(n_classes: int) -> np.ndarray:
 
 def _second_moment(block: Array) -> np.ndarray:
     """``mean_n p_n p_n^T`` as ``P^T P / N`` (float64 numpy; a tensor is reduced on its own device)."""
-    moment = block.T @ block / block.shape[0]
-    return moment.cpu().numpy() if isinstance(moment, torch.Tensor) else moment
+    if isinstance(block, torch.Tensor):
+        return (block.T @ block / block.shape[0]).cpu().numpy()
+    parts = map_row_blocks(lambda start, stop: block[start:stop].T @ block[start:stop], block.shape[0],
+                           estimated_flops(block))
+    return sum(parts[1:], parts[0]) / block.shape[0]
 
 
 @small_work
@@ -261,8 +274,13 @@ def quadratic_score(probs: Array, matrix: Array) -> Array:
     matrix = np.asarray(matrix, dtype=np.float64)
     symmetric = (matrix + matrix.T) / 2.0
     lower = np.tril(symmetric, -1) + np.diag(np.diag(symmetric) / 2.0)
-    product = blas.dtrmm(1.0, lower, probs.T, side=0, lower=1, trans_a=1).T
-    return 2.0 * np.einsum("nc,nc->n", product, probs)
+
+    def block_scores(start: int, stop: int) -> np.ndarray:
+        rows = probs[start:stop]
+        product = blas.dtrmm(1.0, lower, rows.T, side=0, lower=1, trans_a=1).T
+        return 2.0 * np.einsum("nc,nc->n", product, rows)
+
+    return np.concatenate(map_row_blocks(block_scores, probs.shape[0], estimated_flops(probs)))
 
 
 def _max_prob_uncertainty(probs: Array) -> Array:

@@ -6,8 +6,13 @@ with several sessions, a benchmark beside a training job) the threads spin again
 same update takes 10-20x longer (bench/bench_core.py prints both). So every public entry point that does
 such work runs inside :func:`limited`, which pins OpenBLAS/MKL (through threadpoolctl) and torch's
 intra-op pool to :data:`SMALL_WORK_THREADS` for the duration of the outermost call, then restores what
-the process had. Work estimated at :data:`LARGE_WORK_FLOPS` or more keeps the process's setting, where
-parallel BLAS pays (e.g. 50k x 1000 moments).
+the process had.
+
+Work estimated at :data:`LARGE_WORK_FLOPS` or more (e.g. 50k x 1000 moments) is split into row blocks
+that a pool of one worker per CPU pulls from a queue (:func:`map_row_blocks`), each block on one BLAS
+thread. Multi-threaded BLAS splits a product evenly between its threads, so when another process holds
+one of two cores the thread sharing that core finishes last and the call takes twice as long; workers
+that pull small blocks share the work out by the CPU each one actually gets.
 
 This module is the one place to change the policy (:func:`configure`). Importing ``relu_core`` changes
 no thread setting; model inference in :mod:`relu_core.engine` is not limited (it is large work).
@@ -27,9 +32,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -37,8 +44,10 @@ import torch
 
 #: Threads for slider-sized work.
 SMALL_WORK_THREADS = 1
-#: Estimated multiply-adds from which a call keeps the process's thread setting.
+#: Estimated multiply-adds from which a call is split into row blocks run by a pool of workers.
 LARGE_WORK_FLOPS = 5e9
+#: Row blocks per worker for large work: enough for a worker on a busy core to do less than the others.
+BLOCKS_PER_WORKER = 8
 
 _lock = threading.Lock()
 _depth = 0  # limited sections running in any thread: the BLAS setting is the process's
@@ -49,6 +58,10 @@ _modules_seen = 0
 _enabled = True
 
 F = TypeVar("F", bound=Callable)
+T = TypeVar("T")
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 def configure(*, enabled: bool | None = None, small_work_threads: int | None = None,
@@ -123,6 +136,48 @@ def _exit() -> None:
             for lib, n in zip(process_wide, previous[len(per_thread):]):
                 lib.set_num_threads(n)
             _saved = None
+
+
+def _workers() -> int:
+    """CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _block_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="relu_core-blocks",
+                                       initializer=_mark_block_worker)
+        return _pool
+
+
+def _mark_block_worker() -> None:
+    _local.block_worker = True
+
+
+def _run_block(function: Callable[[int, int], T], start: int, stop: int) -> T:
+    with limited():
+        return function(start, stop)
+
+
+def map_row_blocks(function: Callable[[int, int], T], n_rows: int, work: float) -> list[T]:
+    """``[function(start, stop), ...]`` over consecutive row blocks covering ``range(n_rows)``, in order.
+
+    Small work (``work`` below :data:`LARGE_WORK_FLOPS` estimated multiply-adds), a switched-off policy,
+    a single CPU, or a call from inside a block worker (no nested pools): one block, ``[function(0, n_rows)]``,
+    run in the caller's thread. Large work: about :data:`BLOCKS_PER_WORKER` blocks per CPU, run by a
+    process-wide pool of one worker per CPU, each block on one BLAS/torch thread. The first exception a
+    block raises is raised here. ``function`` must only read shared inputs (or write disjoint rows).
+    """
+    workers = _workers()
+    if not _enabled or work < LARGE_WORK_FLOPS or workers < 2 or getattr(_local, "block_worker", False):
+        return [function(0, n_rows)]
+    n_blocks = min(n_rows, workers * BLOCKS_PER_WORKER)
+    edges = [n_rows * k // n_blocks for k in range(n_blocks + 1)]
+    pool = _block_pool()
+    futures = [pool.submit(_run_block, function, start, stop) for start, stop in zip(edges[:-1], edges[1:])]
+    return [future.result() for future in futures]
 
 
 @contextmanager

@@ -146,3 +146,65 @@ def test_a_worker_thread_is_limited_even_after_the_main_thread_set_the_limit():
     worker.start()
     worker.join(timeout=10)
     assert seen and set(seen[0][0]) == {1} and seen[0][1] == 1
+
+
+@pytest.fixture
+def large_from_1000_flops():
+    """Treat anything of 1,000 multiply-adds or more as large work, for the duration of a test."""
+    saved = threads.LARGE_WORK_FLOPS
+    threads.configure(large_work_flops=1000)
+    yield
+    threads.configure(large_work_flops=saved)
+
+
+def test_small_work_is_one_block_in_the_calling_thread():
+    calls = []
+    out = threads.map_row_blocks(lambda a, b: calls.append((a, b, threading.current_thread())) or b - a, 500,
+                                 work=threads.LARGE_WORK_FLOPS - 1)
+    assert out == [500] and calls == [(0, 500, threading.current_thread())]
+
+
+def test_large_work_runs_ordered_blocks_on_pool_workers_with_one_blas_thread(large_from_1000_flops):
+    if threads._workers() < 2:
+        pytest.skip("one CPU: large work stays in the calling thread")
+    seen = []
+
+    def block(start, stop):
+        seen.append((threading.current_thread().name, threads.current_limit()[1]))
+        inner = threads.map_row_blocks(lambda a, b: (a, b), stop - start, work=1e12)  # no nested pool
+        return start, stop, inner
+
+    out = threads.map_row_blocks(block, 1001, work=1e12)
+    starts, stops = [o[0] for o in out], [o[1] for o in out]
+    assert starts[0] == 0 and stops[-1] == 1001 and starts[1:] == stops[:-1] and len(out) > 1
+    assert all(inner == [(0, stop - start)] for start, stop, inner in out)
+    assert all(name.startswith("relu_core-blocks") and torch_threads == 1 for name, torch_threads in seen)
+
+
+def test_an_error_in_a_block_reaches_the_caller(large_from_1000_flops):
+    def block(start, stop):
+        if start > 0:
+            raise ValueError("bad block")
+        return stop
+
+    with pytest.raises(ValueError, match="bad block"):
+        threads.map_row_blocks(block, 100, work=1e12)
+
+
+def test_blocked_detector_math_equals_the_one_block_result(large_from_1000_flops):
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(997, 13)) * 3
+    correct = rng.random(997) < 0.7
+    matrix = rng.random((13, 13))
+    blocked = (detectors.softmax(logits, 2.0), detectors.relu_matrix(detectors.softmax(logits), correct),
+               detectors.quadratic_score(detectors.softmax(logits), matrix))
+    threads.configure(large_work_flops=1e18)
+    whole = (detectors.softmax(logits, 2.0), detectors.relu_matrix(detectors.softmax(logits), correct),
+             detectors.quadratic_score(detectors.softmax(logits), matrix))
+    for a, b in zip(blocked, whole):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    bad = logits.copy()
+    bad[900, 3] = np.nan
+    threads.configure(large_work_flops=1000)
+    with pytest.raises(detectors.InputError, match="not finite"):
+        detectors.softmax(bad)
