@@ -11,21 +11,21 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-import ui_common as ui
-from relu_core import metrics
+from relu_core import explore, metrics
+from studio import sidebar
 
 START_HEIGHT = 400  # pixels per matrix figure
 
 st.set_page_config(page_title="Rel-U Studio", layout="wide")
-run = ui.sidebar_run_picker()
+run = sidebar.sidebar_run_picker()
 
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
-view = ui.start_view(run.run_id)
-st.info(ui.start_verdict(view))
+view = explore.start_view(run.run_id)
+st.info(explore.start_verdict(view))
 
 left, right, side = st.columns([5, 5, 2.4])
-heat, _, _ = ui.view_figures(view, list(run.class_names), show_keys=[])
-cm, cm_fig = ui.confusion_figure(run.run_id, ui.START_SETTINGS["tune_fraction"], ui.START_SETTINGS["seed"])
+heat, _, _ = explore.view_figures(view, list(run.class_names), show_keys=[])
+cm, cm_fig = explore.confusion_figure(run.run_id, explore.START_SETTINGS["tune_fraction"], explore.START_SETTINGS["seed"])
 # compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything Rel-U Studio's tests need on a fresh machine (Python 3.11, pip, apt), then runs them all.
+# Installs everything Rel-U Studio's tests need on a fresh machine (Python 3.11, pip, apt), runs ruff, then all tests.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -12,6 +12,10 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+
+# Lint and formatting first (settings in pyproject.toml); either failing fails the run before any test.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 
 export RELU_STUDIO_DATA="${RELU_STUDIO_DATA:-$(cd .. && pwd)/shared/data}"
 exec .venv/bin/python -m pytest "$@"

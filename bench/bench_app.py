@@ -5,7 +5,7 @@ so a λ move reuses it; a T move computes it once), the Rel-U fit on the tuning 
 Rel-U and Doctor, ROC / risk-coverage curves and metrics on the evaluation split, the operating points,
 and building the D*, ROC and risk-coverage figures (the confusion-matrix figure depends only on the
 split and is cached). The paired bootstrap of Rel-U − Doctor runs beside that in a background job
-(``ui_common.paired_job``) and is timed on its own. Target: at most 50 ms at 10k x 100. Run: ``.venv/bin/python bench/bench_app.py``.
+(``relu_core.explore.paired_job``) and is timed on its own. Target: at most 50 ms at 10k x 100. Run: ``.venv/bin/python bench/bench_app.py``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import ui_common as ui  # noqa: E402
 from bench.busy import one_core_busy  # noqa: E402
 from relu_core.runs import Run, content_id  # noqa: E402
-from relu_core import metrics  # noqa: E402
+from relu_core import explore, metrics, protocol  # noqa: E402
 
 REPEATS = 15
 
@@ -42,33 +41,33 @@ def synthetic_run(n: int, n_classes: int, seed: int = 0) -> Run:
 
 def slider_change(run_id: str, class_names, temperature: float, lam: float) -> None:
     """One fragment rerun's compute path (no widgets)."""
-    view = ui.explore(run_id, temperature, lam, 0.2, 0, list(ui.DEFAULT_DETECTORS))
+    view = explore.explore(run_id, temperature, lam, 0.2, 0, list(protocol.PAIRED))
     correct_eval = view.correct[view.eval_idx]
     points = {k: metrics.operating_point(d.eval_uncertainty, correct_eval, "tpr", 0.95) for k, d in view.detectors.items()}
-    ui.confusion_figure(run_id, 0.2, 0)
-    ui.view_figures(view, class_names, points)
+    explore.confusion_figure(run_id, 0.2, 0)
+    explore.view_figures(view, class_names, points)
 
 
 def bench(n: int, n_classes: int, label: str, seed: int) -> tuple[float, float]:
     """Median λ-move and T-move times (ms) on a fresh run (its own softmax cache)."""
     run = synthetic_run(n, n_classes, seed)
-    run_id = ui.register_run(run)
+    run_id = explore.register_run(run)
     slider_change(run_id, run.class_names, 1.0, 0.5)  # warm-up: softmax at T=1, split, confusion figure
     lam_times, t_times = [], []
     for i in range(REPEATS):
         start = time.perf_counter()
         slider_change(run_id, run.class_names, 1.0, 0.3 + 0.02 * i)
         lam_times.append(time.perf_counter() - start)
-    for i, temperature in enumerate(ui.TEMPERATURES[:REPEATS]):
+    for i, temperature in enumerate(explore.TEMPERATURES[:REPEATS]):
         start = time.perf_counter()
         slider_change(run_id, run.class_names, temperature, 0.5)  # a new T: its softmax is computed here
         t_times.append(time.perf_counter() - start)
     lam_ms, t_ms = 1e3 * statistics.median(lam_times), 1e3 * statistics.median(t_times)
-    view = ui.explore(run_id, 1.0, 0.5, 0.2, 0, list(ui.DEFAULT_DETECTORS))
+    view = explore.explore(run_id, 1.0, 0.5, 0.2, 0, list(protocol.PAIRED))
     paired_times = []
     for _ in range(5):
         start = time.perf_counter()
-        ui.paired_for(view, 0)
+        explore.paired_for(view, 0)
         paired_times.append(time.perf_counter() - start)
     print(f"{n:>6} x {n_classes:<4} {label:<16} λ move: median {lam_ms:6.1f} ms (max {1e3 * max(lam_times):6.1f})"
           f"   T move (new softmax): median {t_ms:6.1f} ms (max {1e3 * max(t_times):6.1f})"
@@ -77,9 +76,6 @@ def bench(n: int, n_classes: int, label: str, seed: int) -> tuple[float, float]:
 
 
 if __name__ == "__main__":
-    import logging
-
-    logging.getLogger("streamlit").setLevel(logging.ERROR)
     print(f"Explore slider change, server side (the paired bootstrap of Rel-U − Doctor runs beside it in a "
           f"background job, timed on its own below); "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs before the runs")

@@ -2,12 +2,14 @@
 
 Serves the app headless on 127.0.0.1 (a temporary cache holding synthetic runs of N x C logits, opened through
 the shared-URL ``run`` parameter), focuses the λ slider (or the T slider) on Explore, presses an arrow key and
-times until the D* heatmap and the ROC figure hold new data and no element is marked stale. Prints median and
-max per slider and size; ``--sessions 4`` drives 4 browser sessions moving λ at once on the first size and
-prints median and p95 over all their key presses. Same Chromium launch recipe as tests/test_browser.py
-(/usr/bin/chromium, never ``playwright install``).
+times until the D* heatmap, the ROC and the risk-coverage figures hold new data and no element is marked
+stale. Prints median and max per slider and size; ``--sessions 4`` drives 4 browser sessions moving λ at once
+on the first size and prints median and p95 over all their key presses. Same Chromium launch recipe as
+tests/test_browser.py (/usr/bin/chromium, never ``playwright install``). By default the presses alternate left
+and right (two settings, reused from the session's caches after the first visit); ``--one-way`` asks for a new
+setting on every press, as a user dragging the slider does.
 
-    .venv/bin/python bench/bench_browser.py [--sizes 10000x10,10000x100] [--repeats 10] [--sessions 4]
+    .venv/bin/python bench/bench_browser.py [--sizes 10000x10,10000x100] [--repeats 10] [--sessions 4] [--one-way]
 """
 
 from __future__ import annotations
@@ -33,14 +35,27 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SLIDERS = {"λ": "weight of the errors", "T": "softmax temperature"}
 
+# The data the λ / T sliders change: D* (title and z), the ROC and the risk-coverage curves (the confusion matrix,
+# p[1], does not depend on them; the stale check covers it).
 _SNAPSHOT = """() => { const p = [...document.querySelectorAll('.js-plotly-plot')];
-    if (p.length < 4 || !p[0].data || !p[2].data) return null;
-    return JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y])]); }"""
+    if (p.length < 4 || !p[0].data || !p[2].data || !p[3].data) return null;
+    return JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y]),
+                           p[3].data.map(t => [t.x, t.y])]); }"""
+# Settled: no element stale, the script not running, and the snapshot differs from the one before the key press.
+# It runs on every animation frame, and stringifying the figures' data costs milliseconds of the renderer's main
+# thread at 10k x 100 (the thread that is drawing the update): it is stringified only when a chart holds data
+# objects it did not hold at the last check (Plotly swaps them whenever a chart is redrawn).
+_IDLE = """() => !document.querySelector('[data-stale="true"]')
+    && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')"""
 _SETTLED = """(before) => { const p = [...document.querySelectorAll('.js-plotly-plot')];
-    if (p.length < 4 || !p[0].data || !p[2].data) return false;
-    const now = JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y])]);
-    return now !== before && document.querySelectorAll('[data-stale="true"]').length === 0
-           && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]'); }"""
+    if (p.length < 4 || !p[0].data || !p[2].data || !p[3].data) return false;
+    if (document.querySelector('[data-stale="true"]')
+        || document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]'))
+        return false;
+    const held = [p[0].layout, p[0].data, p[2].data, p[3].data], seen = window.__benchSeen;
+    if (seen && held.every((ref, i) => ref === seen[i])) return false;
+    window.__benchSeen = held;
+    return (""" + _SNAPSHOT + """)() !== before; }"""
 
 
 def _synthetic_run(n: int, c: int, seed: int = 0):
@@ -81,14 +96,25 @@ def _serve(cache: str) -> tuple[subprocess.Popen, str]:
 
 
 def _press_and_time(page, slider: str, key: str) -> float:
-    """Seconds from the key press to the page settled with new figures."""
+    """Seconds from the key press to the page settled with new figures (pressed once the page is idle: a rerun
+    still under way, such as the one the paired bootstrap's watch starts when it lands, leaves two copies of the
+    slider on the page for a moment)."""
+    page.wait_for_function(_IDLE, timeout=60_000, polling="raf")
     before = page.evaluate(_SNAPSHOT)
+    page.evaluate("window.__benchSeen = null")
     thumb = page.locator('[data-testid="stSlider"]').filter(has_text=SLIDERS[slider]).get_by_role("slider")
     thumb.focus()
     start = time.perf_counter()
     page.keyboard.press(key)
     page.wait_for_function(_SETTLED, arg=before, timeout=60_000, polling="raf")
     return time.perf_counter() - start
+
+
+def _key(slider: str, k: int, one_way: bool) -> str:
+    """The k-th arrow key: alternating, or one way (λ down from 0.5, T up from 1: room for 40 presses)."""
+    if one_way:
+        return "ArrowRight" if slider == "T" else "ArrowLeft"
+    return "ArrowLeft" if k % 2 == 0 else "ArrowRight"
 
 
 def _open(pw, url: str, run_id: str, profile: str):
@@ -108,7 +134,7 @@ def _session(url: str, run_id: str, repeats: int, out: list[float], profile: str
         context, page = _open(pw, url, run_id, profile)
         try:
             for k in range(repeats):
-                out.append(_press_and_time(page, "λ", "ArrowLeft" if k % 2 == 0 else "ArrowRight"))
+                out.append(_press_and_time(page, "λ", _key("λ", k, False)))
         finally:
             context.close()
 
@@ -118,6 +144,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000x10,10000x100", help="comma-separated NxC (default 10000x10,10000x100)")
     parser.add_argument("--repeats", type=int, default=10, help="key presses per slider and size (default 10)")
     parser.add_argument("--sessions", type=int, default=0, help="also N concurrent sessions moving λ (e.g. 4)")
+    parser.add_argument("--one-way", action="store_true",
+                        help="press the same arrow every time, so every press asks for a setting not seen before "
+                             "(default: alternate left / right, which revisits the same two settings)")
     args = parser.parse_args()
     if not CHROMIUM.exists():
         raise SystemExit("Debian chromium (/usr/bin/chromium) is not installed (apt-get install chromium)")
@@ -135,13 +164,14 @@ def main() -> None:
             run_ids.append(run.run_id)
         server, url = _serve(tmp)
         try:
-            print(f"keypress to settled, Chromium, {args.repeats} presses each (median / max, ms)")
+            print(f"keypress to settled, Chromium, {args.repeats} presses each"
+                  f"{' in one direction' if args.one_way else ', alternating'} (median / max, ms)")
             with sync_playwright() as pw:
                 for (n, c), run_id in zip(sizes, run_ids, strict=True):
                     context, page = _open(pw, url, run_id, str(Path(tmp) / f"profile-{n}-{c}"))
                     try:
                         for slider in SLIDERS:
-                            times = [_press_and_time(page, slider, "ArrowLeft" if k % 2 == 0 else "ArrowRight")
+                            times = [_press_and_time(page, slider, _key(slider, k, args.one_way))
                                      for k in range(args.repeats)]
                             print(f"{n:>7,} x {c:<4} {slider}: median {1000 * statistics.median(times):6.0f}"
                                   f"   max {1000 * max(times):6.0f}", flush=True)

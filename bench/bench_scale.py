@@ -20,9 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import ui_common as ui
 from bench.bench_app import slider_change, synthetic_run
-from relu_core import limits, runs
+from relu_core import explore, limits, runs
 
 
 def _timed(label: str, step) -> object:
@@ -40,7 +39,7 @@ def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES) -> None:
     data = buffer.getvalue()
     print(f"{n:,} samples x {n_classes} classes ({len(data) / 2**20:.0f} MiB npz)")
     run = _timed("read the upload (headers, arrays, checks)", lambda: runs.load_logits_upload(data, "scale.npz"))
-    run_id = ui.register_run(run)
+    run_id = explore.register_run(run)
     _timed("first view (softmax, split, fit, figures)", lambda: slider_change(run_id, run.class_names, 1.0, 0.5))
     _timed("λ move", lambda: slider_change(run_id, run.class_names, 1.0, 0.6))
     _timed("T move", lambda: slider_change(run_id, run.class_names, 2.0, 0.6))

@@ -3,38 +3,47 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui_common as ui
-from relu_core import detectors, figures, jobs, metrics, protocol, stats
+from relu_core import comparison, detectors, explore, figures, jobs, metrics, protocol
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import LRURegistry
+from studio import jobbox, query, runs, sidebar
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
-ui.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
-run = ui.sidebar_run_picker()
-ui.init_from_query_params()
+query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
+run = sidebar.sidebar_run_picker()
+query.init_from_query_params()
 
 st.title("Explore: Rel-U vs Doctor")
-st.caption(f"Run: {ui.run_label(run)}")
-ui.query_run_notice()
+st.caption(f"Run: {runs.run_label(run)}")
+query.query_run_notice()
 
 DEFAULTS = {"lam": 0.5, "lam_auto": False, "temperature": 1.0, "eps": 0.0, "tune_fraction": 0.5, "seed": 0,
-            "detectors": list(ui.DEFAULT_DETECTORS), "op_kind": "target TPR", "op_target": 0.95}
+            "detectors": list(protocol.PAIRED), "op_kind": "target TPR", "op_target": 0.95}
 for key, value in DEFAULTS.items():
     st.session_state.setdefault(key, value)
 
 
-def _download_row(fig, stem: str, extra: list[tuple[str, bytes, str, str]] = ()) -> None:
-    """CSV of the figure's data (+ extra files); the PNG is the chart's camera button."""
-    cols = st.columns(1 + len(extra))
-    cols[0].download_button(f"{stem} data (CSV)", figures.figure_csv(fig), file_name=f"{stem}.csv",
+def _download_row(fig, stem: str, extra: list[tuple[str, object, str, str]] = ()) -> None:
+    """CSV of the figure's data (+ extra files, each bytes or a function returning them); the PNG is the chart's
+    camera button. The files are built when a button is clicked, never on a slider move. A lone button gets no
+    columns (two elements fewer for the browser to redraw on every slider move)."""
+    cols = st.columns(1 + len(extra)) if extra else [st]
+    cols[0].download_button(f"{stem} data (CSV)", lambda: figures.figure_csv(fig), file_name=f"{stem}.csv",
                             mime="text/csv", on_click="ignore", key=f"dl_{stem}")
     for col, (label, payload, name, mime) in zip(cols[1:], extra, strict=True):
         col.download_button(label, payload, file_name=name, mime=mime, on_click="ignore", key=f"dl_{name}")
+
+
+def _npy(matrix: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, matrix)
+    return buffer.getvalue()
 
 
 def _chart(fig, stem: str, **kwargs):
@@ -44,20 +53,20 @@ def _chart(fig, stem: str, **kwargs):
 def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):
     """What the panels show under input pre-processing, never blocking: ``(perturbed, subset, note, job)``.
 
-    The ε pass runs as background jobs (``ui.eps_job``): on CPU a stated subsample of the evaluation split
+    The ε pass runs as background jobs (``jobbox.eps_job``): on CPU a stated subsample of the evaluation split
     first, then the whole split. ``perturbed`` is the best finished result for this setting (None: none yet,
     the previous result of this view is kept, else the clean scores), ``note`` says what is shown and ``job``
     is the pass still running (None when all is done)."""
     settings = (run_id, temperature, lam, tune_fraction, seed)
-    subset = ui.eps_subsample(run_id, tune_fraction, seed)
+    subset = explore.eps_subsample(run_id, tune_fraction, seed)
     shown, pending = None, None
     for stage in ([subset] if subset is not None else []) + [None]:
-        job = ui.eps_job(run_id, temperature, lam, tune_fraction, seed, eps, stage)
+        job = jobbox.eps_job(run_id, temperature, lam, tune_fraction, seed, eps, stage)
         if job.state == jobs.DONE:
             shown = (job.result, stage, eps)
             continue
         if job.state == jobs.FAILED:
-            ui.show_error(InputError(job.error))
+            jobbox.show_error(InputError(job.error))
             jobs.MANAGER.forget(job.key)
         else:
             pending = job
@@ -78,15 +87,15 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
 
 
 def _view(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, keys: list[str], perturbed,
-          subset) -> ui.ExploreView:
-    """``ui.explore`` for this setting, kept for the session when it uses the clean scores: the widgets that
+          subset) -> explore.ExploreView:
+    """``explore.explore`` for this setting, kept for the session when it uses the clean scores: the widgets that
     leave the setting alone (operating point, galleries, toggles) reuse its curves and paired bootstrap."""
     if perturbed is not None:  # ε results arrive in stages from background jobs: always recomputed
-        return ui.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
+        return explore.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
     store = st.session_state.setdefault("explore_views", LRURegistry(4))
     key = (run_id, temperature, lam, tune_fraction, seed, tuple(keys))
     if key not in store:
-        store[key] = ui.explore(run_id, temperature, lam, tune_fraction, seed, keys)
+        store[key] = explore.explore(run_id, temperature, lam, tune_fraction, seed, keys)
     return store[key]
 
 
@@ -112,10 +121,10 @@ def _eps_watch(key: str) -> None:
     st.progress(job.fraction, text=f"updating: {job.label} ({job.message})")
 
 
-def _gallery(indices: np.ndarray, view: ui.ExploreView, keys: list[str], class_names, limit: int = 24,
+def _gallery(indices: np.ndarray, view: explore.ExploreView, keys: list[str], class_names, limit: int = 24,
              columns: int = 8) -> None:
     """Images (or a table for logits-only runs) with true / predicted class and each detector's score."""
-    run_ = ui.get_run(view.run_id)
+    run_ = explore.get_run(view.run_id)
     if indices.size == 0:
         st.info("No samples here.")
         return
@@ -131,14 +140,14 @@ def _gallery(indices: np.ndarray, view: ui.ExploreView, keys: list[str], class_n
     grid = st.columns(columns)
     for n, i in enumerate(shown):
         scores = " · ".join(f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys)
-        grid[n % columns].image(ui.thumbnail(run_.images[i]),
+        grid[n % columns].image(explore.thumbnail(run_.images[i]),
                                 caption=f"#{i} true {class_names[labels[i]]} → {class_names[view.predictions[i]]}"
                                         f" · {scores}")
     if indices.size > limit:
         st.caption(f"showing {limit} of {indices.size}")
 
 
-def _report_buttons(run_, view: ui.ExploreView, figs: list, table: pd.DataFrame, settings: dict) -> None:
+def _report_buttons(run_, view: explore.ExploreView, figs: list, table: pd.DataFrame, settings: dict) -> None:
     """"Download report": the current view as one self-contained HTML file (built on demand: it holds
     plotly.js, about 5 MB, so it is not rebuilt on every slider move)."""
     from relu_core import report
@@ -146,7 +155,7 @@ def _report_buttons(run_, view: ui.ExploreView, figs: list, table: pd.DataFrame,
     wanted = (view.run_id, tuple(settings.items()))
     if st.button("Download report", key="build_report", help="One HTML file of this view (interactive figures, "
                  "metrics with intervals, settings, provenance) that opens offline."):
-        paired = view.paired or ui.paired_for(view, int(settings["split seed"]))
+        paired = view.paired or explore.paired_for(view, int(settings["split seed"]))
         verdict = "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
         st.session_state["report_html"] = (wanted, report.render_html(
             title=f"Rel-U Studio report: {run_.source or run_.run_id}", verdict=verdict, settings=settings,
@@ -157,20 +166,29 @@ def _report_buttons(run_, view: ui.ExploreView, figs: list, table: pd.DataFrame,
                            on_click="ignore", key="dl_report", type="primary")
 
 
-@st.fragment
-def explore_panel(run_id: str) -> None:
-    run_ = ui.get_run(run_id)
-    class_names = list(run_.class_names)
-    has_model = run_.model is not None and run_.images is not None
+@dataclass(frozen=True)
+class Settings:
+    """What the controls set: the view's setting (λ is "auto" or a float) and the operating point."""
 
-    # ---------------------------------------------------------------- controls
+    lam: float | str
+    temperature: float
+    eps: float
+    tune_fraction: float
+    seed: int
+    keys: list[str]
+    op_kind: str  # "tpr" or "coverage"
+    op_target: float
+
+
+def _controls(has_model: bool):
+    """The control bar; returns the settings and the ε column (for the ε pass's note and progress)."""
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([2, 2.4, 2, 2, 2.6])
         with c_lam:
             lam_auto = st.checkbox("λ auto = N+ / (N+ + N−)", key="lam_auto")
             st.slider("λ (weight of the errors in D*)", 0.0, 1.0, step=0.01, key="lam", disabled=lam_auto)
         with c_t:
-            st.select_slider("T (softmax temperature, log scale)", options=ui.TEMPERATURES, key="temperature",
+            st.select_slider("T (softmax temperature, log scale)", options=explore.TEMPERATURES, key="temperature",
                              format_func=lambda t: f"{t:g}",
                              help="Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
                                   "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
@@ -178,7 +196,7 @@ def explore_panel(run_id: str) -> None:
         with c_eps:
             if not has_model:  # the slider shows the ε actually used
                 st.session_state["eps"] = 0.0
-            st.select_slider("ε (input pre-processing)", options=ui.EPSILONS, key="eps",
+            st.select_slider("ε (input pre-processing)", options=explore.EPSILONS, key="eps",
                              format_func=lambda e: f"{e:g}", disabled=not has_model)
             if not has_model:
                 st.caption("ε needs the model and the images; this run has logits only.")
@@ -187,42 +205,23 @@ def explore_panel(run_id: str) -> None:
                              format_func=lambda f: f"{f:.0%}")
             st.number_input("split seed", min_value=0, max_value=10_000, step=1, key="seed")
         with c_det:
-            st.multiselect("detectors", list(ui.DETECTOR_LABELS), format_func=ui.DETECTOR_LABELS.get,
+            st.multiselect("detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label,
                            key="detectors")
             o1, o2 = st.columns(2)
             o1.radio("operating point", ["target TPR", "coverage"], key="op_kind")
             o2.slider("target", 0.05, 1.0, step=0.01, key="op_target")
+    state = st.session_state
+    settings = Settings(lam="auto" if lam_auto else float(state["lam"]), temperature=float(state["temperature"]),
+                        eps=float(state["eps"]) if has_model else 0.0, tune_fraction=float(state["tune_fraction"]),
+                        seed=int(state["seed"]), keys=list(state["detectors"]) or list(protocol.PAIRED),
+                        op_kind="tpr" if state["op_kind"] == "target TPR" else "coverage",
+                        op_target=float(state["op_target"]))
+    return settings, c_eps
 
-    lam = "auto" if lam_auto else float(st.session_state["lam"])
-    temperature = float(st.session_state["temperature"])
-    eps = float(st.session_state["eps"]) if has_model else 0.0
-    tune_fraction = float(st.session_state["tune_fraction"])
-    seed = int(st.session_state["seed"])
-    keys = list(st.session_state["detectors"]) or list(ui.DEFAULT_DETECTORS)
-    ui.write_query_params(lam, temperature, eps, tune_fraction, seed, run_)
 
-    perturbed, subset, eps_note = None, None, ""
-    if eps > 0:
-        perturbed, subset, eps_note, eps_pending = _eps_inputs(run_id, temperature, lam, tune_fraction, seed, eps)
-        with c_eps:
-            st.caption(eps_note)
-            if eps_pending is not None:
-                _eps_watch(eps_pending.key)
-    try:
-        view = _view(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
-    except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
-        ui.show_error(exc, "Explore")
-        return
-    # The paired bootstrap (~100 ms at 10k) runs beside the figures in a background job; the tables below
-    # wait for it briefly, else show it when it lands (_paired_watch).
-    paired_job = None if view.paired else ui.paired_job(view, seed)
-    correct_eval = view.correct[view.eval_idx]
-    kind = "tpr" if st.session_state["op_kind"] == "target TPR" else "coverage"
-    target = float(st.session_state["op_target"])
-    points = {k: metrics.operating_point(d.eval_uncertainty, correct_eval, kind, target) for k, d in view.detectors.items()}
-    heat, roc, rc = ui.view_figures(view, class_names, {k: points[k] for k in keys}, keys)
-
-    # ---------------------------------------------------------------- D* and the confusion matrix
+def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_names: list[str], s: Settings):
+    """D* (or Doctor's implicit matrix) beside the tuning split's confusion matrix, whose cell click picks the
+    gallery's pair. Returns the two figures drawn."""
     left, right = st.columns(2)
     with left:
         doctor_matrix = st.toggle("Show Doctor's implicit matrix instead (ones off the diagonal)", key="show_doctor")
@@ -230,17 +229,16 @@ def explore_panel(run_id: str) -> None:
             heat = figures.dstar_heatmap(detectors.hamming_matrix(len(class_names)), class_names,
                                          title="Doctor's implicit matrix (ones off the diagonal, unit norm)")
         _chart(heat, "dstar")
-        npy = io.BytesIO()
-        np.save(npy, view.dstar)
-        _download_row(heat, "dstar", [("D* (CSV)", figures.matrix_csv(view.dstar, class_names).encode(),
+        dstar = view.dstar
+        _download_row(heat, "dstar", [("D* (CSV)", lambda: figures.matrix_csv(dstar, class_names).encode(),
                                        "dstar_matrix.csv", "text/csv"),
-                                      ("D* (.npy)", npy.getvalue(), "dstar.npy", "application/octet-stream")])
-        st.caption(f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {temperature:g}, "
+                                      ("D* (.npy)", lambda: _npy(dstar), "dstar.npy", "application/octet-stream")])
+        st.caption(f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {s.temperature:g}, "
                    f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm."
                    + (f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
                       if view.fallback else ""))
     with right:
-        cm, cm_fig = ui.confusion_figure(run_id, tune_fraction, seed)
+        cm, cm_fig = explore.confusion_figure(run_id, s.tune_fraction, s.seed)
         event = _chart(cm_fig, "confusion", on_select="rerun", selection_mode="points")
         _download_row(cm_fig, "confusion")
         st.caption("Rows: true class, columns: predicted class (tuning split). Grey: correct predictions. "
@@ -255,8 +253,10 @@ def explore_panel(run_id: str) -> None:
         if st.session_state.get("_applied_pair") != pair:
             st.session_state["_applied_pair"] = pair
             st.session_state["pair_true"], st.session_state["pair_pred"] = pair
+    return heat, cm_fig
 
-    # ---------------------------------------------------------------- curves and metrics
+
+def _curves(roc, rc) -> None:
     c_roc, c_rc = st.columns(2)
     with c_roc:
         _chart(roc, "roc")
@@ -265,76 +265,63 @@ def explore_panel(run_id: str) -> None:
         _chart(rc, "risk_coverage")
         _download_row(rc, "risk_coverage")
 
-    rows = {view.detectors[k].name: {"FPR95 ↓": view.detectors[k].summary["fpr95"],
-                                     "AUROC ↑": view.detectors[k].summary["auroc"],
-                                     "AURC ↓": view.detectors[k].summary["aurc"],
-                                     "E-AURC ↓": view.detectors[k].summary["eaurc"],
-                                     "accuracy": view.accuracy_eval} for k in keys}
-    table = pd.DataFrame(rows).T
-    relu_row, doctor_row = ui.DETECTOR_LABELS["relu"], ui.DETECTOR_LABELS["doctor"]
-    if relu_row in table.index and doctor_row in table.index:
-        table.loc["Rel-U − Doctor"] = table.loc[relu_row] - table.loc[doctor_row]
-        table = table.astype(float)
 
+def _settle_paired(view: explore.ExploreView, paired_job) -> None:
+    """Waits briefly for the paired bootstrap and keeps its result with the view (for the widgets that do not
+    change it); a failure is shown once and a cancelled job is forgotten, so asking again retries."""
     if paired_job is not None and paired_job.wait(PAIRED_WAIT_S):
         if paired_job.state == jobs.DONE:
-            view.paired = paired_job.result  # kept with the view for the widgets that do not change it
-        else:  # failed (shown once) or cancelled from the jobs panel: asking again retries
+            view.paired = paired_job.result
+        else:
             if paired_job.state == jobs.FAILED:
-                ui.show_error(InputError(paired_job.error), "the paired bootstrap")
+                jobbox.show_error(InputError(paired_job.error), "the paired bootstrap")
             jobs.MANAGER.forget(paired_job.key)
-    significant = {f"{stats.METRIC_LABELS[m]} {'↑' if d.higher_is_better else '↓'}": d
-                   for m, d in view.paired.items() if d.significant}
 
-    def _highlight(row: pd.Series) -> list[str]:
-        # Only a difference whose paired interval excludes 0 is coloured: the rest is noise.
-        if row.name != "Rel-U − Doctor":
-            return [""] * len(row)
-        return ["" if column not in significant else
-                f"background-color: {'#c7e9c0' if significant[column].a_is_better() else '#fcbba1'}; font-weight: bold"
-                for column in row.index]
 
+def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_note: str, perturbed) -> pd.DataFrame:
+    """The metrics table with the significant Rel-U − Doctor differences coloured, and the paired intervals.
+    Returns the table."""
+    relu, doctor = (detectors.label(k) for k in protocol.PAIRED)
+    table = comparison.metrics_table({view.detectors[k].name: view.detectors[k].summary for k in s.keys},
+                                     view.accuracy_eval, difference=(relu, doctor))
+    _settle_paired(view, paired_job)
+    styles = comparison.difference_styles(table, view.paired, comparison.difference_label(relu, doctor))
     st.subheader("Metrics on the evaluation split")
-    st.dataframe(table.style.apply(_highlight, axis=1).format("{:.4f}", na_rep=""))
+    st.dataframe(table.style.apply(lambda _: styles, axis=None).format("{:.4f}", na_rep=""))
     st.caption(f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
                f"Evaluation split: {view.eval_idx.size} samples; "
                + (f"{eps_note} (Rel-U and Doctor pre-processed)." if perturbed is not None
-                  else f"ε = {eps:g}." if eps == 0 else "clean scores while the ε pass runs."))
-    st.download_button("metrics (CSV)", table.to_csv(), file_name="metrics.csv", mime="text/csv",
+                  else f"ε = {s.eps:g}." if s.eps == 0 else "clean scores while the ε pass runs."))
+    st.download_button("metrics (CSV)", table.to_csv, file_name="metrics.csv", mime="text/csv",
                        on_click="ignore", key="dl_metrics")
-    _report_buttons(run_, view, [heat, cm_fig, roc, rc], table,
-                    {"T (Rel-U, Doctor)": f"{temperature:g}", "λ": lam if isinstance(lam, str) else f"{lam:g}",
-                     "λ used": f"{view.lam_used:.4g}",
-                     "D*": protocol.FALLBACK_LABEL if view.fallback else "learned on the tuning split",
-                     "ε (input pre-processing)": eps_note or f"{eps:g}", "tuning split fraction": f"{tune_fraction:g}",
-                     "split seed": seed, "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
-                     "detectors": ", ".join(view.detectors[k].name for k in keys),
-                     "operating point": f"{st.session_state['op_kind']} {target:g}",
-                     "selection": "fixed settings (no search)"})
+    return table
+
+
+def _paired_section(view: explore.ExploreView, paired_job) -> None:
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
     if view.paired:
-        st.dataframe(ui.paired_rows(view.paired), hide_index=True)
+        st.dataframe(explore.paired_rows(view.paired), hide_index=True)
         st.caption(f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired "
                    "bootstrap resamples of the evaluation samples (the same resample scores both detectors). The "
                    "difference row above is coloured only where the interval excludes 0.")
     elif paired_job is not None and paired_job.running:
         _paired_watch(paired_job.key)
 
-    # ---------------------------------------------------------------- operating point
+
+def _operating_section(view: explore.ExploreView, points: dict, s: Settings) -> None:
     st.subheader("Operating point")
-    op_rows = {}
-    for k in keys:
-        p = points[k]
-        op_rows[view.detectors[k].name] = {"threshold": p.threshold, "TPR": p.tpr, "FPR": p.fpr,
-                                           "coverage": p.coverage, "risk": p.risk, **p.counts(correct_eval)}
-    st.dataframe(pd.DataFrame.from_dict(op_rows, orient="index").style.format(
+    table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys},
+                                       view.correct[view.eval_idx])
+    st.dataframe(table.style.format(
         {"threshold": "{:.4g}", "TPR": "{:.4f}", "FPR": "{:.4f}", "coverage": "{:.4f}", "risk": "{:.4f}"}))
-    what = f"TPR ≥ {target:.0%}" if kind == "tpr" else f"coverage ≥ {target:.0%}"
+    what = f"TPR ≥ {s.op_target:.0%}" if s.op_kind == "tpr" else f"coverage ≥ {s.op_target:.0%}"
     st.caption(f"Each detector's threshold is the lowest reaching {what} on the evaluation split; it accepts "
                "the predictions with uncertainty ≤ threshold. Errors caught = misclassified and rejected. "
                "Marked with × on both curves.")
 
-    # ---------------------------------------------------------------- galleries
+
+def _galleries(run_, view: explore.ExploreView, points: dict, keys: list[str], class_names: list[str]) -> None:
+    """A confusion cell's samples, then the errors Rel-U catches that Doctor misses and the reverse."""
     st.subheader("Samples of a confusion-matrix cell")
     g1, g2, g3 = st.columns([2, 2, 3])
     true_class = g1.selectbox("true class", range(len(class_names)), format_func=class_names.__getitem__,
@@ -344,17 +331,14 @@ def explore_panel(run_id: str) -> None:
     split_name = g3.radio("from", ["tuning split (as the matrix)", "evaluation split"], horizontal=True,
                           key="gallery_split")
     pool = view.tune_idx if split_name.startswith("tuning") else view.eval_idx
-    labels = run_.labels
-    cell = pool[(labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
+    cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
     st.caption(f"{cell.size} samples with true class {class_names[true_class]} predicted as "
                f"{class_names[pred_class]}; clean uncertainty scores (higher = more likely wrong).")
     _gallery(cell, view, keys, class_names)
 
     st.subheader("Errors one detector catches and the other misses")
-    errors = ~correct_eval
-    relu_reject, doctor_reject = ~points["relu"].accepted, ~points["doctor"].accepted
-    only_relu = view.eval_idx[errors & relu_reject & ~doctor_reject]
-    only_doctor = view.eval_idx[errors & doctor_reject & ~relu_reject]
+    only_relu, only_doctor = comparison.caught_by_one(view.eval_idx, view.correct[view.eval_idx],
+                                                      points["relu"].accepted, points["doctor"].accepted)
     a, b = st.columns(2)
     with a:
         st.markdown(f"**Caught by Rel-U, missed by Doctor: {only_relu.size}**")
@@ -362,6 +346,62 @@ def explore_panel(run_id: str) -> None:
     with b:
         st.markdown(f"**Caught by Doctor, missed by Rel-U: {only_doctor.size}**")
         _gallery(only_doctor, view, ["relu", "doctor"], class_names, limit=12, columns=4)
+
+
+def _report_settings(view: explore.ExploreView, s: Settings, eps_note: str) -> dict:
+    """Every setting of the view, in words, for the HTML report."""
+    return {"T (Rel-U, Doctor)": f"{s.temperature:g}", "λ": s.lam if isinstance(s.lam, str) else f"{s.lam:g}",
+            "λ used": f"{view.lam_used:.4g}",
+            "D*": protocol.FALLBACK_LABEL if view.fallback else "learned on the tuning split",
+            "ε (input pre-processing)": eps_note or f"{s.eps:g}", "tuning split fraction": f"{s.tune_fraction:g}",
+            "split seed": s.seed, "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
+            "detectors": ", ".join(view.detectors[k].name for k in s.keys),
+            "operating point": f"{st.session_state['op_kind']} {s.op_target:g}",
+            "selection": "fixed settings (no search)"}
+
+
+def _eps_section(run_id: str, s: Settings, c_eps):
+    """``(perturbed, subset, note)`` of the ε pass (nothing at ε = 0); its note and progress go under the ε
+    slider."""
+    if s.eps <= 0:
+        return None, None, ""
+    perturbed, subset, eps_note, eps_pending = _eps_inputs(run_id, s.temperature, s.lam, s.tune_fraction, s.seed,
+                                                           s.eps)
+    with c_eps:
+        st.caption(eps_note)
+        if eps_pending is not None:
+            _eps_watch(eps_pending.key)
+    return perturbed, subset, eps_note
+
+
+@st.fragment
+def explore_panel(run_id: str) -> None:
+    run_ = explore.get_run(run_id)
+    class_names = list(run_.class_names)
+    s, c_eps = _controls(has_model=run_.model is not None and run_.images is not None)
+    query.write_query_params(s.lam, s.temperature, s.eps, s.tune_fraction, s.seed, run_)
+
+    perturbed, subset, eps_note = _eps_section(run_id, s, c_eps)
+    try:
+        view = _view(run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.keys, perturbed, subset)
+    except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
+        jobbox.show_error(exc, "Explore")
+        return
+    # The paired bootstrap (~100 ms at 10k) runs beside the figures in a background job; the tables below
+    # wait for it briefly, else show it when it lands (_paired_watch).
+    paired_job = None if view.paired else explore.paired_job(view, s.seed)
+    correct_eval = view.correct[view.eval_idx]
+    points = {k: metrics.operating_point(d.eval_uncertainty, correct_eval, s.op_kind, s.op_target)
+              for k, d in view.detectors.items()}
+    heat, roc, rc = explore.view_figures(view, class_names, {k: points[k] for k in s.keys}, s.keys)
+
+    heat, cm_fig = _dstar_and_confusion(run_id, view, heat, class_names, s)
+    _curves(roc, rc)
+    table = _metrics_section(view, s, paired_job, eps_note, perturbed)
+    _report_buttons(run_, view, [heat, cm_fig, roc, rc], table, _report_settings(view, s, eps_note))
+    _paired_section(view, paired_job)
+    _operating_section(view, points, s)
+    _galleries(run_, view, points, s.keys, class_names)
 
 
 try:

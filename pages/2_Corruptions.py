@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-import ui_common as ui
-from relu_core import corruptions, detectors, figures, protocol, robustness, stats
+from relu_core import corruptions, detectors, explore, figures, protocol, robustness, stats
+from studio import jobbox, runs, sidebar
 
 st.set_page_config(page_title="Corruptions · Rel-U Studio", layout="wide")
-run = ui.sidebar_run_picker()
+run = sidebar.sidebar_run_picker()
 
 st.title("Robustness under corruption")
-st.caption(f"Run: {ui.run_label(run)}")
+st.caption(f"Run: {runs.run_label(run)}")
 st.markdown(
     "The paper's mismatch study: D* and the hyperparameters (T, and λ for Rel-U) are chosen by a "
     "cross-validated grid search on a **clean tuning split only**; the detectors then judge the model's "
@@ -43,7 +43,7 @@ DEFAULTS = {
     "rob_tune_fraction": 0.2,
     "rob_seeds": 3,
     "rob_subsample": robustness.default_subsample() or 0,
-    "rob_detectors": list(robustness.DEFAULT_DETECTORS),
+    "rob_detectors": list(protocol.PAIRED),
     "rob_corruptions": list(corruptions.CORRUPTIONS),
     "rob_criterion": "fpr95",
     "rob_image": 0,
@@ -65,7 +65,7 @@ with st.container(border=True):
     c_sub.number_input("images per corruption (0 = all)", min_value=0, step=100, key="rob_subsample",
                        help=f"A seeded subsample keeps CPU runs to minutes; this run has {N_IMAGES:,} images. "
                             "The default is all images when a GPU is present.")
-    c_det.multiselect("detectors", list(detectors.DETECTOR_NAMES), format_func=ui.DETECTOR_LABELS.get,
+    c_det.multiselect("detectors", list(detectors.protocol_keys()), format_func=detectors.label,
                       key="rob_detectors")
     st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key="rob_corruptions")
 
@@ -84,7 +84,7 @@ severity, tune_fraction, seeds, subsample, keys, names, criterion = settings
 ready = len(names) >= 3 and len(keys) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
-result, current = ui.study_result(
+result, current = jobbox.study_result(
     "corruptions", run.run_id, settings, st.button("Run the study", key="rob_run", type="primary", disabled=not ready),
     f"Corruption study: {len(names)} corruptions at severity {severity}, {subsample or N_IMAGES:,} images each",
     lambda progress, cancel: robustness.mismatch_study(
@@ -149,7 +149,7 @@ else:
                 f"{losses}, no significant difference on {len(rows) - wins - losses} of {len(rows)} corruptions "
                 f"(95 % paired bootstrap interval of the mean over {n_seeds} seed(s))."
             )
-        st.dataframe(ui.paired_table(result.paired), hide_index=True)
+        st.dataframe(explore.paired_table(result.paired), hide_index=True)
         st.caption("Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "
                    "over seeds, and whether the 95 % interval excludes 0. The radar plots above show the means.")
 
@@ -181,14 +181,14 @@ else:
         key="rob_dl_seeds",
     )
     with st.expander("Hyperparameters selected on each clean tuning split"):
-        st.dataframe(ui.readable_hyperparameters(result.hyperparameters), hide_index=True)
+        st.dataframe(explore.readable_hyperparameters(result.hyperparameters), hide_index=True)
 
 
 # ------------------------------------------------------------------------------------------- gallery
 @st.cache_data(max_entries=32, show_spinner="Corrupting the image at every severity…")
 def gallery(run_id: str, index: int) -> np.ndarray:
     """The image ``index`` of a run under every corruption and severity (K, 5, H, W, C)."""
-    return robustness.corruption_gallery(ui.get_run(run_id).images[index])
+    return robustness.corruption_gallery(explore.get_run(run_id).images[index])
 
 
 st.subheader("Gallery: one image under every corruption and severity")
@@ -198,9 +198,9 @@ st.number_input("image index", min_value=0, max_value=N_IMAGES - 1, step=1, key=
 index = int(st.session_state["rob_image"])
 st.caption(f"Image #{index}, true class {run.class_names[run.labels[index]]}. Columns: clean, then severity 1 to 5.")
 grid = gallery(run.run_id, index)
-clean = ui.thumbnail(run.images[index], size=96)
+clean = explore.thumbnail(run.images[index], size=96)
 for k, name in enumerate(corruptions.CORRUPTIONS):
     label, images = st.columns([1, 6])
     label.markdown(f"**{name}**")
-    images.image([clean, *(ui.thumbnail(image, size=96) for image in grid[k])],
+    images.image([clean, *(explore.thumbnail(image, size=96) for image in grid[k])],
                  caption=["clean", *(f"severity {s}" for s in corruptions.SEVERITIES)])

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui_common as ui
 from relu_core import datasets, figures, protocol
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
+from studio import jobbox, runs, sidebar
 
 st.set_page_config(page_title="Studies · Rel-U Studio", layout="wide")
-run = ui.sidebar_run_picker()
+run = sidebar.sidebar_run_picker()
 
 st.title("The paper's studies")
-st.caption(f"Run: {ui.run_label(run)}")
+st.caption(f"Run: {runs.run_label(run)}")
 st.markdown(
     "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
     "(mean ± std) and reports the paired difference Rel-U − Doctor with its 95 % bootstrap interval. "
@@ -99,7 +99,7 @@ try:
     options = _controls()
     kept.update({key: st.session_state[key] for key in DEFAULTS})
 except ValueError as exc:
-    ui.show_error(ValueError(f"a tuning fraction is not a number: {exc}"))
+    jobbox.show_error(ValueError(f"a tuning fraction is not a number: {exc}"))
     st.stop()
 
 if study.needs_model and not has_model:
@@ -112,7 +112,7 @@ if name == "mismatch" and options["other"] is None:
             "Fashion-MNIST with the small CNN (against MNIST) or CIFAR-10 with a ResNet (against CIFAR-100).")
     st.stop()
 
-result, current = ui.study_result(
+result, current = jobbox.study_result(
     "study", (run.run_id, name), repr(sorted(options.items())),
     st.button("Run the study", key="study_run", type="primary"), f"{study.title.split(':')[0]} study",
     lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),

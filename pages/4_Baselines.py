@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui_common as ui
-from relu_core import baselines, detectors, figures, protocol
+from relu_core import baselines, detectors, explore, figures, protocol
+from studio import jobbox, runs, sidebar
 
 st.set_page_config(page_title="Baselines · Rel-U Studio", layout="wide")
-run = ui.sidebar_run_picker()
+run = sidebar.sidebar_run_picker()
 
 st.title("More baselines")
-st.caption(f"Run: {ui.run_label(run)}")
+st.caption(f"Run: {runs.run_label(run)}")
 st.markdown(
     "The paper's comparison with other families of detectors (its Table 5 and conformal appendix), on the same "
     "seeded splits as Rel-U and Doctor: an **MLP** trained on the tuning split's soft-predictions to predict "
@@ -51,7 +51,7 @@ with st.container(border=True):
     c_seeds.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key="bl_seeds",
                          help="The paper averages 10 seeds; each seed trains one MLP.")
     c_cov.slider("conformal coverage (1 − α)", min_value=0.5, max_value=0.99, step=0.01, key="bl_coverage")
-    st.multiselect("detectors", usable, format_func=lambda k: detectors.REGISTRY[k].display_name,
+    st.multiselect("detectors", usable, format_func=detectors.label,
                    key="bl_detectors")
 kept.update({key: st.session_state[key] for key in DEFAULTS})
 unavailable = {k: reason for k, reason in available.items() if reason is not None and k in baselines.STUDY_KEYS}
@@ -68,7 +68,7 @@ tune_fraction, seeds, coverage, keys = settings
 
 if not keys:
     st.warning("Choose at least one detector.")
-result, current = ui.study_result(
+result, current = jobbox.study_result(
     "baselines", run.run_id, settings, st.button("Run the study", key="bl_run", type="primary", disabled=not keys),
     f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
     lambda progress, cancel: baselines.baselines_study(
@@ -98,7 +98,7 @@ st.caption("Each row: one detector judged on the evaluation splits, mean ± std 
            "detectors were fitted on the tuning split only.")
 if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
-    st.dataframe(ui.paired_rows(result.paired), hide_index=True)
+    st.dataframe(explore.paired_rows(result.paired), hide_index=True)
     st.caption(f"95 % paired bootstrap interval of the mean over {len(result.seeds)} seed(s); a verdict of "
                "\"no significant difference\" means the interval covers 0.")
 

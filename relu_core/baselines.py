@@ -46,12 +46,12 @@ import torch
 from torch import nn
 
 from relu_core import cache, detectors, engine, figures, metrics, models, protocol, stats
+from relu_core import validation
 from relu_core.detectors import Detector, register_detector
 from relu_core.errors import Cancelled, InputError
+from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
 
-Progress = Callable[[int, int, str], None]
-Cancel = Callable[[], bool]
 
 MC_PASSES = 10
 MC_DROPOUT = 0.2
@@ -60,7 +60,7 @@ ENSEMBLE_SEEDS = 5
 CIFAR_RESNETS = ("resnet20", "resnet32", "resnet44", "resnet56")
 BASELINE_KEYS = ("mlp", "mc_dropout", "deep_ensemble", "conformal")
 #: What the study compares by default: the paired pair, MSP, then the four baselines.
-STUDY_KEYS = ("relu", "doctor", "msp", *BASELINE_KEYS)
+STUDY_KEYS = (*protocol.PAIRED, "msp", *BASELINE_KEYS)
 METRICS = ("fpr95", "auroc", "aurc")
 TABLE_COLUMNS = ("key", "detector", "learned", "needs_model", "fpr95_mean", "fpr95_std", "auroc_mean", "auroc_std",
                  "aurc_mean", "aurc_std", "note")
@@ -78,8 +78,10 @@ class MLPDetector(Detector):
     (float64 numpy; not differentiable).
     """
 
+    key = "mlp"
     name = "MLP"
     requires_fit = True
+    protocol = False
 
     def __init__(self, seed: int = 0, temperature: float = 1.0, hidden: int = 128, dropout: float = 0.2,
                  lr: float = 1e-3, batch_size: int = 128, max_epochs: int = 200, patience: int = 20,
@@ -177,7 +179,7 @@ def head_features(model: nn.Module, images: np.ndarray, mean: Sequence[float], s
     head = _head(net)
     captured: dict[str, torch.Tensor] = {}
     hook = head.register_forward_hook(lambda _m, inputs, output: captured.update(x=inputs[0], y=output))
-    normalise = engine.Normaliser(mean, std, dev)
+    normalise = models.Normalization(tuple(mean), tuple(std)).on(dev)
 
     def step(batch: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
@@ -205,13 +207,16 @@ class MCDropout(Detector):
     It needs the model and the images: :meth:`score_inputs`. ``score(logits)`` refuses (InputError).
     """
 
+    key = "mc_dropout"
     name = "MC-Dropout"
+    temperature_applies = False
     accepts_probs = False
+    needs_model = True
+    protocol = False
 
     def __init__(self, passes: int = MC_PASSES, p: float = MC_DROPOUT, seed: int = 0) -> None:
         super().__init__(1.0)
-        if isinstance(passes, bool) or int(passes) != passes or passes < 1:
-            raise InputError(f"MC-Dropout needs a positive whole number of passes, got {passes!r}")
+        validation.integer(passes, "the number of MC-Dropout passes", minimum=1)
         if not 0.0 <= float(p) < 1.0:
             raise InputError(f"the dropout probability must lie in [0, 1), got {p!r}")
         self.passes, self.p, self.seed = int(passes), float(p), int(seed)
@@ -261,8 +266,12 @@ class DeepEnsemble(Detector):
     samples; plain (N, C) logits of one model are refused.
     """
 
+    key = "deep_ensemble"
     name = "Deep Ensembles"
+    temperature_applies = False
     accepts_probs = False
+    needs_model = True
+    protocol = False
 
     def score(self, member_logits) -> np.ndarray:
         return detectors.MSP().score(average_logits(member_logits))
@@ -289,7 +298,7 @@ def _ensemble_builders(run, cancel: Cancel | None = None) -> list[tuple[str, Cal
     """``(name, build)`` of each offline ensemble member for ``run``; InputError (the reason) when there is none."""
     if run.images is None or run.model is None:
         raise InputError("Deep Ensembles needs a run with a model and its images (or the members' logits)")
-    from relu_core import datasets, training
+    from relu_core import datasets, runs, training
 
     _, h, w, c = run.images.shape
     if run.model_name in CIFAR_RESNETS and (h, w, c) == (32, 32, 3) and run.n_classes == 10:
@@ -302,7 +311,7 @@ def _ensemble_builders(run, cancel: Cancel | None = None) -> list[tuple[str, Cal
     spec = run.dataset_name[:-5] if run.dataset_name.endswith("-test") else ""
     if run.model_name in training.RECIPES and spec in datasets.DATASETS:
         return [(f"{run.model_name} seed {s}",
-                 lambda s=s: engine.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
+                 lambda s=s: runs.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
                 for s in range(ENSEMBLE_SEEDS)]
     raise InputError(f"Deep Ensembles has no offline ensemble for {run.model_name or 'this model'} on "
                      f"{run.dataset_name or 'this data'}: there is one for the CIFAR ResNets and for the small CNNs "
@@ -365,8 +374,10 @@ class ConformalAPS(Detector):
     (deterministic, conservative: far larger sets for confident models).
     """
 
+    key = "conformal"
     name = "Conformal (APS)"
     requires_fit = True
+    protocol = False
 
     def __init__(self, coverage: float = DEFAULT_COVERAGE, temperature: float = 1.0, randomized: bool = True,
                  seed: int = 0) -> None:
@@ -430,10 +441,8 @@ class ConformalAPS(Detector):
                 f"randomized={self.randomized}, seed={self.seed})")
 
 
-register_detector("mlp", MLPDetector, display_name=MLPDetector.name, learned=True)
-register_detector("mc_dropout", MCDropout, display_name=MCDropout.name, needs_model=True)
-register_detector("deep_ensemble", DeepEnsemble, display_name=DeepEnsemble.name, needs_model=True)
-register_detector("conformal", ConformalAPS, display_name=ConformalAPS.name, learned=True)
+for _cls in (MLPDetector, MCDropout, DeepEnsemble, ConformalAPS):
+    register_detector(_cls)
 
 
 # --------------------------------------------------------------------------- the study
@@ -470,7 +479,8 @@ class BaselinesResult:
         for metric, diff in self.paired.items():
             values = self.per_seed[self.per_seed["metric"] == metric].pivot(index="seed", columns="key",
                                                                               values="value")
-            per_seed = (values["relu"] - values["doctor"]).to_numpy()
+            a, b = protocol.PAIRED
+            per_seed = (values[a] - values[b]).to_numpy()
             rows.append({"metric": metric, "mean": float(per_seed.mean()), "std": float(per_seed.std()),
                          "estimate": diff.estimate, "ci_low": diff.low, "ci_high": diff.high,
                          "significant": diff.significant, "verdict": diff.verdict()})
@@ -481,10 +491,10 @@ class BaselinesResult:
 def available_keys(run) -> dict[str, str | None]:
     """Every registered detector key -> None when it can run on ``run``, else the reason it cannot."""
     out: dict[str, str | None] = {}
-    for key, spec in detectors.REGISTRY.items():
+    for key, cls in detectors.REGISTRY.items():
         reason = None
-        if spec.needs_model and (run.model is None or run.images is None):
-            reason = f"{spec.display_name} needs a run with a model and its images (this run has logits only)"
+        if cls.needs_model and (run.model is None or run.images is None):
+            reason = f"{cls.name} needs a run with a model and its images (this run has logits only)"
         elif key == "deep_ensemble":
             try:
                 _ensemble_builders(run)
@@ -499,12 +509,10 @@ def _check_options(keys, tune_fraction, seeds, coverage) -> None:
     if unknown or not keys:
         raise InputError(f"unknown detector(s) {', '.join(map(str, unknown)) or '(none given)'}: choose from "
                          f"{', '.join(detectors.REGISTRY)}")
-    if not 0.0 < float(tune_fraction) < 1.0:
-        raise InputError(f"the tuning fraction must lie strictly between 0 and 1, got {tune_fraction}")
+    validation.fraction(tune_fraction, "the tuning fraction")
     if not seeds or len(set(seeds)) != len(seeds):
         raise InputError("give at least one seed, without repeats")
-    if not 0.0 < float(coverage) < 1.0:
-        raise InputError(f"the conformal coverage level must lie strictly between 0 and 1, got {coverage}")
+    validation.fraction(coverage, "the conformal coverage level")
 
 
 def baselines_study(
@@ -590,10 +598,9 @@ def baselines_study(
             if key in fixed:
                 scores[key] = fixed[key][ev]
                 continue
-            spec = detectors.REGISTRY[key]
             options = {"mlp": {"seed": seed}, "conformal": {"coverage": coverage, "seed": seed}}.get(key, {})
-            detector = spec.factory(**options)
-            if spec.learned:
+            detector = detectors.REGISTRY[key](**options)
+            if detector.requires_fit:
                 detector.fit(logits[tune], labels[tune])
             scores[key] = np.asarray(detector.score(logits[ev]), dtype=np.float64)
             if key == "conformal":
@@ -602,12 +609,12 @@ def baselines_study(
                 set_sizes.append(float(sets.sum(1).mean()))
         for key, uncertainty in scores.items():
             summary = metrics.summary(uncertainty, correct[ev])
-            records += [{"seed": seed, "key": key, "detector": detectors.REGISTRY[key].display_name, "metric": m,
+            records += [{"seed": seed, "key": key, "detector": detectors.REGISTRY[key].name, "metric": m,
                          "value": float(summary[m])} for m in METRICS]
             if done == 0:
-                curves[detectors.REGISTRY[key].display_name] = (uncertainty, correct[ev])
-        if "relu" in scores and "doctor" in scores:
-            pairs.append((scores["relu"], scores["doctor"], correct[ev]))
+                curves[detectors.REGISTRY[key].name] = (uncertainty, correct[ev])
+        if all(k in scores for k in protocol.PAIRED):
+            pairs.append((*(scores[k] for k in protocol.PAIRED), correct[ev]))
     per_seed = pd.DataFrame.from_records(records, columns=["seed", "key", "detector", "metric", "value"])
     notes = {}
     if coverage_seen:
@@ -619,8 +626,8 @@ def baselines_study(
         notes["mc_dropout"] = f"{mc_passes} passes, p = {mc_p:g}, entropy of the softmax of the mean logits"
     rows = []
     for key in studied:
-        spec = detectors.REGISTRY[key]
-        row = {"key": key, "detector": spec.display_name, "learned": spec.learned, "needs_model": spec.needs_model}
+        cls = detectors.REGISTRY[key]
+        row = {"key": key, "detector": cls.name, "learned": cls.requires_fit, "needs_model": cls.needs_model}
         for m in METRICS:
             values = per_seed.loc[(per_seed["key"] == key) & (per_seed["metric"] == m), "value"].to_numpy()
             row[f"{m}_mean"], row[f"{m}_std"] = float(values.mean()), float(values.std())

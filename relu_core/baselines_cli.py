@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relu_core import validation
 from relu_core.errors import InputError
 
 
@@ -54,11 +55,11 @@ def _load_run(args, bar):
         return cli.load_logits_file(args.logits), f"Logits: {args.logits}"
     if args.dataset is None:
         raise InputError("--model needs --dataset")
-    from relu_core import engine
+    from relu_core import runs
 
-    batch_size = None if args.batch_size is None else cli._positive_int("--batch-size", args.batch_size)
-    run = engine.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
-                            progress=bar, download=args.download)
+    batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
+    run = runs.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
+                          progress=bar, download=args.download)
     bar.close()
     return run, f"Model {args.model} on {args.dataset}: {run.source}"
 
@@ -86,7 +87,10 @@ def format_result(result, title: str) -> str:
     rows = [[r.detector, *(f"{getattr(r, m + '_mean'):.4f} ± {getattr(r, m + '_std'):.4f}"
                            for m in ("fpr95", "auroc", "aurc"))] for r in result.table.itertuples()]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
+    def fmt(row):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
     conventions = (f"{protocol.FPR_CONVENTION}; mean ± std over {len(result.seeds)} seed(s); split per seed "
                    f"{result.n_tune} tuning / {result.n_eval} evaluation samples; Rel-U λ = 0.5 and Doctor at T = 1.")
     lines = [title, conventions, "", fmt(header), "  ".join("-" * w for w in widths), *map(fmt, rows)]
@@ -126,13 +130,13 @@ def write_outputs(result, out: Path) -> list[Path]:
 
 
 def run_command(args: argparse.Namespace, bar) -> int:
-    from relu_core import baselines, cli
+    from relu_core import baselines
 
-    coverage = cli._fraction(args.coverage, "--coverage")
-    fraction = cli._fraction(args.val_fraction)
-    seeds = cli._positive_int("--seeds", args.seeds)
-    n_resamples = 0 if args.bootstrap.strip() == "0" else cli._positive_int("--bootstrap", args.bootstrap)
-    batch_size = None if args.batch_size is None else cli._positive_int("--batch-size", args.batch_size)
+    coverage = validation.parse_fraction(args.coverage, "--coverage")
+    fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
+    seeds = validation.parse_int(args.seeds, "--seeds", minimum=1)
+    n_resamples = 0 if args.bootstrap.strip() == "0" else validation.parse_int(args.bootstrap, "--bootstrap", minimum=1)
+    batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
     keys = None if args.methods is None else [k.strip() for k in args.methods.split(",") if k.strip()]
     out = None if args.out is None else Path(args.out)
     if out is not None and out.exists() and not out.is_dir():

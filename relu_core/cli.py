@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 import warnings
 import zipfile
@@ -24,8 +22,8 @@ from typing import TextIO
 import numpy as np
 
 from relu_core.errors import Cancelled, InputError
+from relu_core.validation import parse_fraction, parse_int
 
-METHODS_DEFAULT = "msp,odin,doctor,relu,entropy,energy"
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
 
@@ -94,30 +92,10 @@ class ProgressBar:
 
 
 # -------------------------------------------------------------------------------------- arguments
-def _fraction(text: str, flag: str = "--val-fraction") -> float:
-    """``flag``'s value as a number strictly between 0 and 1 (InputError naming the flag otherwise)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"{flag} must be a number, got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise InputError(f"{flag} must be strictly between 0 and 1, got {text}")
-    return value
-
-
-def _positive_int(name: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise InputError(f"{name} must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise InputError(f"{name} must be a positive integer, got {text}")
-    return value
-
-
 def _parse_temperature(text: str) -> float | dict[str, float]:
     """``1.5`` (every detector) or ``1.5,odin=1000`` (a default then per-method values)."""
-    from relu_core.detectors import DETECTOR_NAMES, check_temperature, detector_key
+    from relu_core.detectors import check_temperature, protocol_keys
+    from relu_core.protocol import resolve_methods
 
     default: float | None = None
     per_method: dict[str, float] = {}
@@ -130,14 +108,14 @@ def _parse_temperature(text: str) -> float | dict[str, float]:
                 f"--temperature expects positive numbers like 1.5 or 1.5,odin=1000, got {text!r}"
             ) from None
         if key:
-            per_method[detector_key(key)] = number
+            per_method[resolve_methods([key])[0]] = number
         else:
             default = number
     if default is None and not per_method:
         raise InputError("--temperature is empty")
     if not per_method:
         return default
-    return {k: per_method.get(k, 1.0 if default is None else default) for k in DETECTOR_NAMES}
+    return {k: per_method.get(k, 1.0 if default is None else default) for k in protocol_keys()}
 
 
 def _parse_lambda(text: str) -> float | str:
@@ -169,10 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--model", metavar="NAME", help="a registered model (see `models`); needs --dataset")
     ev.add_argument("--weights", metavar="FILE", help="checkpoint for --model (default: its known weights)")
     ev.add_argument("--dataset", metavar="SPEC", help="a registered data set, imagefolder:PATH, npz:PATH or zip:PATH")
-    ev.add_argument("--methods", default=METHODS_DEFAULT, help=f"comma-separated (default {METHODS_DEFAULT})")
-    ev.add_argument("--temperature", default="1.0,odin=1000",
-                    help="T for every detector (MSP uses 1), optionally per method; default 1.0,odin=1000 "
-                         "(ODIN at T=1 would rank exactly like MSP)")
+    ev.add_argument("--methods", default=None,
+                    help="comma-separated detector keys or names (default: every detector)")
+    ev.add_argument("--temperature", default=None,
+                    help="T for every detector (MSP uses 1), optionally per method, e.g. 1.5,odin=1000; default: "
+                         "each detector's own, 1 and 1000 for ODIN (at T=1 it would rank exactly like MSP)")
     ev.add_argument("--lambda", dest="lam", default="0.5", help="Rel-U's lam in [0, 1], or auto = N+/(N+ + N-)")
     ev.add_argument("--val-fraction", default="0.5", help="share of each seed's split used for tuning, in (0, 1)")
     ev.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
@@ -244,20 +223,15 @@ def load_logits_file(path: str | Path):
 
 
 def write_logits_npz(path: str | Path, logits: np.ndarray, labels: np.ndarray, class_names: Sequence[str]) -> Path:
-    """Write the npz atomically (a temporary file in the same directory, then a rename)."""
+    """Write the npz atomically (:func:`relu_core.cache.atomic_write`) into an existing directory."""
+    from relu_core import cache
+
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {path.parent}")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, logits=np.asarray(logits, dtype=np.float32), labels=np.asarray(labels, dtype=np.int64),
-                     class_names=np.asarray(list(class_names), dtype=str))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    arrays = {"logits": np.asarray(logits, dtype=np.float32), "labels": np.asarray(labels, dtype=np.int64),
+              "class_names": np.asarray(list(class_names), dtype=str)}
+    return cache.atomic_write(path, lambda stream: np.savez(stream, **arrays))
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -339,13 +313,13 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     from relu_core import protocol
 
     methods = protocol.resolve_methods(args.methods)
-    temperature = _parse_temperature(args.temperature)
+    temperature = None if args.temperature is None else _parse_temperature(args.temperature)
     lam = _parse_lambda(args.lam)
-    fraction = _fraction(args.val_fraction)
-    seeds = _positive_int("--seeds", args.seeds)
-    folds = _positive_int("--folds", args.folds)
-    n_resamples = 0 if args.bootstrap.strip() == "0" else _positive_int("--bootstrap", args.bootstrap)
-    batch_size = None if args.batch_size is None else _positive_int("--batch-size", args.batch_size)
+    fraction = parse_fraction(args.val_fraction, "--val-fraction")
+    seeds = parse_int(args.seeds, "--seeds", minimum=1)
+    folds = parse_int(args.folds, "--folds", minimum=1)
+    n_resamples = 0 if args.bootstrap.strip() == "0" else parse_int(args.bootstrap, "--bootstrap", minimum=1)
+    batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
     perturbed_scorer = None
@@ -361,10 +335,10 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     else:
         if args.dataset is None:
             raise InputError("--model needs --dataset")
-        from relu_core import distributed, engine
+        from relu_core import distributed, runs
 
-        run = engine.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
-                                progress=bar, download=args.download)
+        run = runs.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
+                              progress=bar, download=args.download)
         bar.close()
         if not distributed.is_main_process():  # under torchrun the other ranks only helped with the logits
             return 0
@@ -395,14 +369,13 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
 
 def _cmd_demo(args: argparse.Namespace, bar: ProgressBar) -> int:
     from relu_core import paths, protocol, runs
-    from relu_core.detectors import DETECTOR_NAMES
 
-    seeds = _positive_int("--seeds", args.seeds)
+    seeds = parse_int(args.seeds, "--seeds", minimum=1)
     run = runs.default_run(progress=bar)
     bar.close()
-    # ODIN at its customary T = 1000 (at T = 1 it would rank exactly like MSP); the others at T = 1.
-    result = protocol.evaluate(run.logits, run.labels, DETECTOR_NAMES, temperature={"odin": 1000.0}, seeds=seeds,
-                               progress=bar)
+    # Every detector at its own default temperature: ODIN at its customary T = 1000 (at T = 1 it would rank
+    # exactly like MSP), the others at T = 1.
+    result = protocol.evaluate(run.logits, run.labels, None, temperature=None, seeds=seeds, progress=bar)
     bar.close()
     _emit(result, args.json, f"Demo: {run.source}")
     print(f"Model weights and logits are cached under {paths.cache_dir()}", file=sys.stderr)
@@ -410,15 +383,15 @@ def _cmd_demo(args: argparse.Namespace, bar: ProgressBar) -> int:
 
 
 def _cmd_logits(args: argparse.Namespace, bar: ProgressBar) -> int:
-    from relu_core import distributed, engine
+    from relu_core import distributed, runs
 
-    batch_size = None if args.batch_size is None else _positive_int("--batch-size", args.batch_size)
+    batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     main_process = distributed.is_main_process()
     out = Path(args.out)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {out.parent}")
-    run = engine.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
-                            progress=bar if main_process else None, download=args.download)
+    run = runs.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
+                          progress=bar if main_process else None, download=args.download)
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them
         return 0

@@ -50,11 +50,8 @@ JPEG parameters are size-free. Images must be at least 8x8.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import io
-import os
-import tempfile
 import zlib
 from collections.abc import Callable
 from functools import lru_cache
@@ -65,8 +62,10 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from relu_core import paths
+from relu_core import cache, paths
+from relu_core import validation
 from relu_core.errors import Cancelled, InputError
+from relu_core.progress import Cancel, Progress
 
 CORRUPTIONS: tuple[str, ...] = (
     "gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur",
@@ -725,13 +724,11 @@ _FUNCTIONS: dict[str, Callable[[np.ndarray, int, np.random.Generator], np.ndarra
 def _check_name_severity(name: str, severity: int) -> None:
     if name not in CORRUPTIONS:
         raise InputError(f"unknown corruption {name!r}; expected one of: {', '.join(CORRUPTIONS)}")
-    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or severity not in SEVERITIES:
-        raise InputError(f"severity must be an integer from 1 to 5, got {severity!r}")
+    validation.integer(severity, "severity", minimum=min(SEVERITIES), maximum=max(SEVERITIES))
 
 
 def _check_seed(seed: int) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    validation.integer(seed, "seed", minimum=0)
 
 
 def _check_images(images: np.ndarray) -> None:
@@ -827,6 +824,7 @@ class CorruptedSet(NamedTuple):
     indices: np.ndarray
 
 
+NAMESPACE = "corruptions"
 CHUNK = 1000  # images per generator stream in corrupted_set (fixed: part of what the cached pixels mean)
 
 
@@ -835,39 +833,14 @@ def subsample_indices(n_images: int, subsample: int | None, seed: int) -> np.nda
     when ``subsample >= n_images``)."""
     if subsample is None or subsample >= n_images:
         return np.arange(n_images)
-    if isinstance(subsample, bool) or not isinstance(subsample, (int, np.integer)) or subsample < 1:
-        raise InputError(f"subsample must be a positive integer or None, got {subsample!r}")
+    validation.integer(subsample, "subsample", minimum=1, hint=" or None")
     return np.sort(np.random.default_rng([int(seed), n_images, int(subsample)]).choice(n_images, subsample, False))
 
 
-def _cache_path(fingerprint: str, name: str, severity: int, seed: int, subsample: int | None) -> Path:
-    key = f"{fingerprint}|{name}|{severity}|{seed}|{subsample}|{CHUNK}|v{ALGORITHM_VERSION}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-    return paths.cache_dir("corruptions") / f"{name}-s{severity}-{digest}.npy"
-
-
-def _read_cached(path: Path, expected_shape: tuple[int, ...]) -> np.ndarray | None:
-    """The cached array, or None when missing, unreadable or of the wrong shape (then it is recomputed)."""
-    if not path.is_file():
-        return None
-    try:
-        cached = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError):
-        return None
-    if cached.dtype != np.uint8 or cached.shape != expected_shape:
-        return None
-    return cached
-
-
-def _write_atomic(path: Path, array: np.ndarray) -> None:
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as tmp:
-            np.save(tmp, array, allow_pickle=False)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+def _cache_key(fingerprint: str, name: str, severity: int, seed: int, subsample: int | None) -> dict:
+    """What a corrupted set's pixels depend on: its entry in :mod:`relu_core.cache` (namespace ``corruptions``)."""
+    return {"kind": "corrupted-set", "data": fingerprint, "corruption": name, "severity": severity, "seed": seed,
+            "subsample": subsample, "chunk": CHUNK, "algorithm": ALGORITHM_VERSION}
 
 
 def corrupted_set(
@@ -879,13 +852,14 @@ def corrupted_set(
     seed: int = 0,
     subsample: int | None = None,
     *,
-    progress: Callable[[int, int, str], None] | None = None,
-    cancel: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
 ) -> CorruptedSet:
     """A corrupted copy of a data set (or of a seeded subsample of it), cached on disk.
 
-    The cache (``paths.cache_dir("corruptions")``) is keyed by (dataset_fingerprint, name, severity, seed,
-    subsample); writes are atomic and an unreadable cache file is recomputed. Images are corrupted in chunks of
+    The cache (:mod:`relu_core.cache`, namespace ``corruptions``) is keyed by (dataset_fingerprint, name, severity,
+    seed, subsample); writes are atomic and an entry that is unreadable, fails its checksum or has the wrong
+    shape is recomputed. Images are corrupted in chunks of
     ``CHUNK`` with one generator per chunk seeded from (seed, name, severity, chunk), so progress can be reported
     and the pixels do not depend on anything but the key. Raises ``Cancelled`` when ``cancel()`` returns True.
     """
@@ -899,9 +873,10 @@ def corrupted_set(
         raise InputError("dataset_fingerprint must be a non-empty string")
     indices = subsample_indices(images.shape[0], subsample, seed)
     expected_shape = (indices.size, *images.shape[1:])
-    path = _cache_path(dataset_fingerprint, name, severity, seed, subsample)
-    cached = _read_cached(path, expected_shape)
-    if cached is None:
+    key = _cache_key(dataset_fingerprint, name, severity, seed, subsample)
+    stored = cache.load(NAMESPACE, key)
+    cached = None if stored is None else stored.get("images")
+    if cached is None or cached.dtype != np.uint8 or cached.shape != expected_shape:
         cached = np.empty(expected_shape, dtype=np.uint8)
         n_chunks = max(1, -(-indices.size // CHUNK))
         for chunk in range(n_chunks):
@@ -913,5 +888,5 @@ def corrupted_set(
             )
             if progress is not None:
                 progress(chunk * CHUNK + part.size, indices.size, f"{name} severity {severity}")
-        _write_atomic(path, cached)
+        cache.save(NAMESPACE, key, {"images": cached})
     return CorruptedSet(images=cached, labels=labels[indices].astype(np.int64), indices=indices)

@@ -1,8 +1,10 @@
 """Misclassification detectors: Rel-U (Dadalto et al., ICLR 2024) and the usual softmax baselines.
 
-Every detector maps logits to an *uncertainty* per sample: higher means "more likely misclassified".
-A detector is configured with its hyperparameters, ``fit(logits, labels)`` on a tuning split (a no-op
-for the training-free baselines), then ``score(logits)`` on an evaluation split. Callers that already
+Every detector maps logits to an *uncertainty* per sample: higher means "more likely misclassified";
+a sample is correctly classified when its top-1 prediction equals its label, and those samples are the
+positives of every metric (:mod:`relu_core.metrics`). A detector is configured with its hyperparameters,
+``fit(logits, labels)`` on a tuning split (a no-op for the training-free baselines), then
+``score(logits)`` on a disjoint evaluation split (:mod:`relu_core.protocol` makes both). Callers that already
 hold ``softmax(logits / T)`` use ``fit_probs(probs, correct)`` / ``score_probs(probs)`` instead, so one
 softmax per temperature serves every detector (and every lambda) that shares it.
 
@@ -11,14 +13,19 @@ on its device and keeps its dtype, and the score is differentiable with respect 
 input pre-processing of the engine back-propagates through ``detector.score(model(x))``). Nothing
 builds an N x C x C or an N x N tensor: second moments are ``P^T P / N`` and the Rel-U score is the
 row-wise ``((P @ D) * P).sum(1)``.
+
+Every detector class declares what it is and what it supports (``key``, ``name``, ``requires_fit``,
+``temperature_applies``, ``perturbation``, ``grids``, ``accepts_probs``, ``needs_model``, ``protocol``);
+:func:`register_detector` adds it to :data:`REGISTRY`, the one list of detectors every other module
+(protocol, CLI, studies, pages) reads, and :func:`make_detector` builds one by key.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Union
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar, Union
 
 import numpy as np
 import torch
@@ -29,14 +36,27 @@ from relu_core.threads import estimated_flops, map_row_blocks, small_work
 
 Array = Union[np.ndarray, torch.Tensor]
 
-DETECTOR_NAMES = ("msp", "odin", "doctor", "relu", "entropy", "energy")
+#: The temperature grid of the paper's hyperparameter search, declared by every detector with a temperature
+#: (the authors' code searches 0.5, 0.8, 0.9, 1, 1.1, ..., 1.5, 2 for its own runs; pass ``temperatures=``
+#: to :func:`relu_core.protocol.grid_search` to use that one).
+TEMPERATURE_GRID: tuple[float, ...] = (0.5, 1.0, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0, 1000.0)
+#: The paper's lam grid for Rel-U. lam = 0 is left out on purpose: D* is then empty, Rel-U falls back to
+#: the Hamming matrix and ranks exactly like Doctor, so a search that may pick it can return Doctor under
+#: Rel-U's name (and, in oracle mode, Rel-U could never lose to Doctor). Pass ``lambdas=`` to search it.
+LAMBDA_GRID: tuple[float, ...] = (0.4, 0.5, 0.6, 0.8, 1.0)
 
 
 # --------------------------------------------------------------------------- validation
 
 
 def check_temperature(temperature: float) -> float:
-    """``temperature`` as a float, or :class:`InputError` unless it is a positive finite number."""
+    """``temperature`` as a float.
+
+    Raises
+    ------
+    InputError
+        Unless it is a positive finite number.
+    """
     try:
         value = float(temperature)
     except (TypeError, ValueError):
@@ -47,7 +67,13 @@ def check_temperature(temperature: float) -> float:
 
 
 def check_lambda(lam: float | str) -> float | str:
-    """``"auto"`` or ``lam`` as a float in [0, 1]; :class:`InputError` otherwise."""
+    """``"auto"`` or ``lam`` as a float in [0, 1].
+
+    Raises
+    ------
+    InputError
+        For any other value.
+    """
     if isinstance(lam, str):
         if lam != "auto":
             raise InputError(f'lambda must be a number in [0, 1] or "auto", got {lam!r}')
@@ -69,7 +95,13 @@ def _as_float_array(logits: Array) -> Array:
 
 
 def validate_logits(logits: Array) -> None:
-    """Raise :class:`InputError` unless ``logits`` is a finite real (N, C) array with N >= 1 and C >= 2."""
+    """Check a logits array (numpy, array-like or torch).
+
+    Raises
+    ------
+    InputError
+        Unless ``logits`` is a finite real (N, C) array with N >= 1 and C >= 2.
+    """
     if isinstance(logits, torch.Tensor):
         shape, dtype_ok = tuple(logits.shape), not logits.is_complex() and logits.dtype != torch.bool
     else:
@@ -92,7 +124,13 @@ def validate_logits(logits: Array) -> None:
 
 
 def validate_labels(labels: Array, n_samples: int, n_classes: int) -> None:
-    """Raise :class:`InputError` unless ``labels`` is a 1-D integer array of ``n_samples`` values in [0, C)."""
+    """Check labels against the logits' shape.
+
+    Raises
+    ------
+    InputError
+        Unless ``labels`` is a 1-D integer array of ``n_samples`` values in [0, ``n_classes``).
+    """
     if isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
     array = np.asarray(labels)
@@ -125,7 +163,20 @@ def _correct_mask(logits: Array, labels: Array) -> Array:
 def softmax(logits: Array, temperature: float = 1.0) -> Array:
     """``softmax(logits / temperature)`` over the last axis, max-shifted so large logits cannot overflow.
 
-    numpy (or array-like) in -> float64 numpy out; torch in -> torch on the same device (differentiable).
+    Parameters
+    ----------
+    logits : array-like or torch.Tensor, shape (..., C)
+    temperature : float, default 1.0
+
+    Returns
+    -------
+    ndarray or torch.Tensor
+        numpy (or array-like) in -> float64 numpy out; torch in -> torch on the same device (differentiable).
+
+    Raises
+    ------
+    InputError
+        For a bad temperature, or where ``logits / T`` is not finite (NaN logits, T too small).
     """
     if isinstance(logits, torch.Tensor):
         scaled, _ = _scaled_logits(logits, temperature)
@@ -183,7 +234,24 @@ def gini(probs: Array) -> Array:
 
 
 def resolve_lambda(lam: float | str, n_correct: int, n_errors: int) -> float:
-    """The lambda Rel-U uses: ``lam`` itself in [0, 1], or ``N+ / (N+ + N-)`` for ``"auto"`` (the paper's choice)."""
+    """The lambda Rel-U uses.
+
+    Parameters
+    ----------
+    lam : float or "auto"
+    n_correct, n_errors : int
+        Correct (N+) and misclassified (N-) samples of the fitting split.
+
+    Returns
+    -------
+    float
+        ``lam`` itself in [0, 1], or ``N+ / (N+ + N-)`` for ``"auto"`` (the paper's choice).
+
+    Raises
+    ------
+    InputError
+        For a bad ``lam``, or ``"auto"`` without fitting samples.
+    """
     lam = check_lambda(lam)
     if lam != "auto":
         return lam
@@ -214,15 +282,31 @@ def _second_moment(block: Array) -> np.ndarray:
 
 @small_work
 def relu_matrix(probs: Array, correct: Array, lam: float | str = 0.5) -> np.ndarray:
-    """Rel-U's closed-form relative-uncertainty matrix ``D*`` (C x C, float64 numpy).
+    """Rel-U's closed-form relative-uncertainty matrix ``D*``.
 
     ``D* = ReLU(lam * P-^T P- / N-  -  (1 - lam) * P+^T P+ / N+)`` with its diagonal set to zero,
-    divided by its Frobenius norm, where ``P+`` / ``P-`` are the rows of ``probs`` (soft predictions
-    at the detector's temperature) of correctly / wrongly classified fitting samples.
+    divided by its Frobenius norm, where ``P+`` / ``P-`` are the rows of ``probs`` of correctly / wrongly
+    classified fitting samples.
 
-    Falls back to :func:`hamming_matrix` (the Gini / Doctor ranking) when one side is empty (no
-    errors, or no correct samples, in the fitting split) or every entry is zero (e.g. ``lam = 0``).
-    ``lam="auto"`` uses ``N+ / (N+ + N-)``. Torch input is reduced on its device (no gradient).
+    Parameters
+    ----------
+    probs : array-like or torch.Tensor, shape (N, C)
+        Soft predictions of the fitting (tuning) split at the detector's temperature.
+    correct : array-like of bool, shape (N,)
+    lam : float or "auto", default 0.5
+        ``"auto"`` uses ``N+ / (N+ + N-)``.
+
+    Returns
+    -------
+    ndarray, shape (C, C), float64
+        Unit Frobenius norm. The :func:`hamming_matrix` fallback (the Gini / Doctor ranking) when one side
+        is empty (no errors, or no correct samples) or every entry is zero (e.g. ``lam = 0``). Torch input
+        is reduced on its device (no gradient).
+
+    Raises
+    ------
+    InputError
+        For a bad ``lam``.
     """
     if isinstance(probs, torch.Tensor):
         probs = probs.detach().to(torch.float64)
@@ -261,8 +345,16 @@ def relu_matrix_from_moments(moment_pos: np.ndarray, moment_neg: np.ndarray, lam
 def quadratic_score(probs: Array, matrix: Array) -> Array:
     """``p^T D p`` per row, i.e. ``((P @ D) * P).sum(1)`` (never the N x N ``P D P^T``).
 
-    Torch input: exactly that expression (on the tensor's device, differentiable). numpy input: the same
-    value through a triangular BLAS product that halves the work (float64).
+    Parameters
+    ----------
+    probs : array-like or torch.Tensor, shape (N, C)
+    matrix : array-like, shape (C, C)
+
+    Returns
+    -------
+    ndarray or torch.Tensor, shape (N,)
+        Torch input: exactly that expression (on the tensor's device, differentiable). numpy input: the
+        same value through a triangular BLAS product that halves the work (float64).
     """
     probs = _as_probs(probs)
     if isinstance(probs, torch.Tensor):
@@ -305,20 +397,67 @@ class Detector:
     """Base class: ``fit`` then ``score``; subclasses define ``score_probs`` (and ``fit_probs`` if learned).
 
     ``temperature`` is the T of the softmax the detector reads; ``fit_probs``/``score_probs`` expect
-    ``softmax(logits, temperature)`` from the caller.
+    ``softmax(logits, temperature)`` from the caller. The class attributes below declare the detector
+    (read from the class, without building one); :func:`register_detector` adds it to :data:`REGISTRY`.
     """
 
-    name: str = ""
-    requires_fit: bool = False
+    #: Registry key (``"relu"``) and display label (``"Rel-U"``).
+    key: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    #: True when ``fit`` learns from a tuning split; False for training-free detectors (``fit`` checks only).
+    requires_fit: ClassVar[bool] = False
+    #: True when the softmax temperature is a setting of the detector (False: defined at T = 1, like MSP).
+    temperature_applies: ClassVar[bool] = True
+    #: The temperature the detector uses unless told otherwise.
+    default_temperature: ClassVar[float] = 1.0
+    #: Input pre-processing score (:mod:`relu_core.preprocessing`): ``"uncertainty"`` (the step raises the
+    #: uncertainty), ``"confidence"`` (it raises ``max softmax(z / T)``), or None where none is defined.
+    perturbation: ClassVar[str | None] = None
+    #: The hyperparameters a search selects, by constructor argument, with the paper's grids.
+    grids: ClassVar[Mapping[str, tuple[float, ...]]] = MappingProxyType({})
     #: False where the score cannot be computed from probabilities alone (Energy needs the logits).
-    accepts_probs: bool = True
+    accepts_probs: ClassVar[bool] = True
+    #: True when it scores through the model (images in), not from a run's logits alone.
+    needs_model: ClassVar[bool] = False
+    #: True when :mod:`relu_core.protocol` (evaluate, selection, the CLI's ``evaluate``, Explore) can run it:
+    #: logits in, fitted with ``fit_probs`` on the tuning part's softmax at its temperature when learned.
+    protocol: ClassVar[bool] = True
+    #: True when a fit can fall back to a fixed ranking (Rel-U's Hamming matrix ranks like Doctor);
+    #: ``fallback_`` then says, once fitted, whether it did.
+    can_fall_back: ClassVar[bool] = False
+    fallback_: bool | None = False
 
-    def __init__(self, temperature: float = 1.0) -> None:
-        self.temperature = check_temperature(temperature)
+    def __init__(self, temperature: float | None = None) -> None:
+        self.temperature = check_temperature(self.default_temperature if temperature is None else temperature)
+
+    def settings(self) -> dict[str, float | str]:
+        """The hyperparameters in use, by name (fitted values where fitting resolves them)."""
+        return {"temperature": self.temperature} if self.temperature_applies else {}
+
+    def fitted_state(self) -> dict[str, object]:
+        """What ``fit`` learned that changes the scores (empty for training-free detectors); cache keys use it."""
+        return {}
 
     @small_work
     def fit(self, logits: Array, labels: Array) -> "Detector":
-        """Fit on a tuning split (correctness = top-1 prediction equals the label). Returns ``self``."""
+        """Fit on a tuning split (never on the split it is evaluated on).
+
+        Parameters
+        ----------
+        logits : array-like or torch.Tensor, shape (N, C)
+        labels : array-like of int, shape (N,)
+            Correctness is ``argmax(logits) == labels``.
+
+        Returns
+        -------
+        Detector
+            ``self``.
+
+        Raises
+        ------
+        InputError
+            For bad logits or labels (also for training-free detectors, which learn nothing).
+        """
         validate_logits(logits)
         logits = _as_float_array(logits)
         validate_labels(labels, logits.shape[0], logits.shape[1])
@@ -332,7 +471,22 @@ class Detector:
 
     @small_work
     def score(self, logits: Array) -> Array:
-        """Uncertainty per sample (higher = more likely misclassified) of the (N, C) logits."""
+        """Uncertainty per sample (higher = more likely misclassified), on an evaluation split.
+
+        Parameters
+        ----------
+        logits : array-like or torch.Tensor, shape (N, C)
+
+        Returns
+        -------
+        ndarray or torch.Tensor, shape (N,)
+            float64 numpy for numpy input; a tensor on the input's device (differentiable) for torch input.
+
+        Raises
+        ------
+        InputError
+            For bad logits, or a learned detector that is not fitted.
+        """
         validate_logits(logits)
         return self.score_probs(softmax(logits, self.temperature))
 
@@ -352,8 +506,12 @@ class RelU(Detector):
     Hamming fallback, so the scores rank exactly like Doctor's) are set by ``fit``/``fit_probs``.
     """
 
+    key = "relu"
     name = "Rel-U"
     requires_fit = True
+    perturbation = "uncertainty"
+    grids = MappingProxyType({"temperature": TEMPERATURE_GRID, "lam": LAMBDA_GRID})
+    can_fall_back = True
 
     def __init__(self, lam: float | str = 0.5, temperature: float = 1.0) -> None:
         super().__init__(temperature)
@@ -385,6 +543,13 @@ class RelU(Detector):
             )
         return quadratic_score(probs, self.matrix_)
 
+    def settings(self) -> dict[str, float | str]:
+        """``temperature`` and ``lam`` (the lam actually used once fitted: ``"auto"`` resolved)."""
+        return {"temperature": self.temperature, "lam": self.lam if self.lam_ is None else self.lam_}
+
+    def fitted_state(self) -> dict[str, object]:
+        return {} if self.matrix_ is None else {"lam": self.lam_, "matrix": self.matrix_}
+
     def __repr__(self) -> str:
         return f"RelU(lam={self.lam!r}, temperature={self.temperature:g})"
 
@@ -392,7 +557,10 @@ class RelU(Detector):
 class Doctor(Detector):
     """Doctor (Granese et al., 2021): the Gini impurity ``1 - sum p^2`` of ``softmax(z / T)``."""
 
+    key = "doctor"
     name = "Doctor"
+    perturbation = "uncertainty"
+    grids = MappingProxyType({"temperature": TEMPERATURE_GRID})
 
     def score_probs(self, probs: Array) -> Array:
         return gini(probs)
@@ -401,7 +569,10 @@ class Doctor(Detector):
 class MSP(Detector):
     """Maximum softmax probability (Hendrycks & Gimpel, 2017): ``-max p`` at T = 1."""
 
+    key = "msp"
     name = "MSP"
+    temperature_applies = False
+    perturbation = "confidence"
 
     def __init__(self) -> None:
         super().__init__(1.0)
@@ -419,10 +590,11 @@ class ODIN(Detector):
     Its input pre-processing lives in the engine (``relu_core.preprocessing``).
     """
 
+    key = "odin"
     name = "ODIN"
-
-    def __init__(self, temperature: float = 1000.0) -> None:
-        super().__init__(temperature)
+    default_temperature = 1000.0
+    perturbation = "confidence"
+    grids = MappingProxyType({"temperature": TEMPERATURE_GRID})
 
     def score_probs(self, probs: Array) -> Array:
         return _max_prob_uncertainty(probs)
@@ -431,7 +603,9 @@ class ODIN(Detector):
 class Entropy(Detector):
     """Shannon entropy ``-sum p log p`` of ``softmax(z / T)`` (natural log)."""
 
+    key = "entropy"
     name = "Entropy"
+    grids = MappingProxyType({"temperature": TEMPERATURE_GRID})
 
     def score_probs(self, probs: Array) -> Array:
         return _entropy(probs)
@@ -444,8 +618,10 @@ class Energy(Detector):
     so ``score_probs`` raises and ``accepts_probs`` is False; callers holding probabilities call ``score``.
     """
 
+    key = "energy"
     name = "Energy"
     accepts_probs = False
+    grids = MappingProxyType({"temperature": TEMPERATURE_GRID})
 
     def score(self, logits: Array) -> Array:
         validate_logits(logits)
@@ -459,71 +635,117 @@ class Energy(Detector):
         raise InputError("the Energy score needs the logits, not probabilities: call score(logits)")
 
 
-_DETECTOR_CLASSES = {
-    "msp": MSP,
-    "odin": ODIN,
-    "doctor": Doctor,
-    "relu": RelU,
-    "entropy": Entropy,
-    "energy": Energy,
-}
+# --------------------------------------------------------------------------- registry
+
+#: Every detector class by key, in registration order: the six above, then those other modules register
+#: (``relu_core.baselines`` registers its own on import). :func:`register_detector` is the one way in.
+REGISTRY: dict[str, type[Detector]] = {}
+
+
+def register_detector(cls: type[Detector]) -> type[Detector]:
+    """Add the detector class ``cls`` to :data:`REGISTRY` under ``cls.key`` (usable as a class decorator).
+
+    Parameters
+    ----------
+    cls : type[Detector]
+        A :class:`Detector` subclass declaring at least ``key`` and ``name``.
+
+    Returns
+    -------
+    type[Detector]
+        ``cls`` itself. Registering the same class again is a no-op.
+
+    Raises
+    ------
+    ValueError
+        When ``cls`` declares no key or name, or its key is already registered to another class
+        (a programming error, not a user input error).
+    """
+    if not cls.key or not cls.name:
+        raise ValueError(f"{cls.__name__} must declare a key and a name to be registered")
+    if cls.key in REGISTRY and REGISTRY[cls.key] is not cls:
+        raise ValueError(f"detector key {cls.key!r} is already registered")
+    REGISTRY[cls.key] = cls
+    return cls
+
+
+def unregister_detector(key: str) -> None:
+    """Remove ``key`` from :data:`REGISTRY` (for detectors registered temporarily, e.g. in tests)."""
+    REGISTRY.pop(key, None)
+
+
+for _cls in (MSP, ODIN, Doctor, RelU, Entropy, Energy):
+    register_detector(_cls)
+
+
+def protocol_keys() -> tuple[str, ...]:
+    """Keys of the registered detectors :mod:`relu_core.protocol` can run, in registration order
+    (``msp, odin, doctor, relu, entropy, energy``, then any registered later with ``protocol = True``)."""
+    return tuple(key for key, cls in REGISTRY.items() if cls.protocol)
+
+
+def label(key: str) -> str:
+    """The display label of a registered detector key (``"relu"`` -> ``"Rel-U"``)."""
+    return REGISTRY[detector_key(key)].name
 
 
 def detector_key(name: str) -> str:
-    """The key in :data:`DETECTOR_NAMES` of a detector name: case, spaces, ``-`` and ``_`` are ignored
-    (``"Rel-U"`` -> ``"relu"``); :class:`InputError` for an unknown name."""
-    key = str(name).strip().lower().replace("-", "").replace("_", "").replace(" ", "")
-    if key not in _DETECTOR_CLASSES:
-        raise InputError(f"unknown detector {name!r}: choose from {', '.join(DETECTOR_NAMES)}")
-    return key
+    """The registry key of a detector key or label.
 
+    Parameters
+    ----------
+    name : str
+        A key or a display label; case, spaces, ``-`` and ``_`` are ignored (``"Rel-U"``, ``" REL_U "``).
 
-def make_detector(key: str, temperature: float | None = None, lam: float | str = 0.5) -> Detector:
-    """A detector by name (see :func:`detector_key`: ``"relu"``, ``"Rel-U"`` ...).
+    Returns
+    -------
+    str
+        The key in :data:`REGISTRY` (``"relu"``).
 
-    ``temperature=None`` keeps each detector's default (1, and 1000 for ODIN). MSP is defined at
-    T = 1 and ignores ``temperature``; ``lam`` only applies to Rel-U.
+    Raises
+    ------
+    InputError
+        For a name no registered detector answers to.
     """
-    cls = _DETECTOR_CLASSES[detector_key(key)]
-    if cls is MSP:
-        return MSP()
-    kwargs = {} if temperature is None else {"temperature": temperature}
-    if cls is RelU:
-        return RelU(lam=lam, **kwargs)
+    def fold(text: str) -> str:
+        return str(text).strip().lower().replace("-", "").replace("_", "").replace(" ", "")
+
+    wanted = fold(name)
+    for key, cls in REGISTRY.items():
+        if wanted in (fold(key), fold(cls.name)):
+            return key
+    raise InputError(f"unknown detector {name!r}: choose from {', '.join(REGISTRY)}")
+
+
+def make_detector(key: str, temperature: float | None = None, lam: float | str = 0.5, **options) -> Detector:
+    """A detector by key or label (see :func:`detector_key`), built from :data:`REGISTRY`.
+
+    Parameters
+    ----------
+    key : str
+        ``"relu"``, ``"Rel-U"``, ``"odin"`` ...
+    temperature : float, optional
+        Its softmax temperature; None keeps the detector's ``default_temperature`` (1, and 1000 for
+        ODIN). Ignored where ``temperature_applies`` is False (MSP is defined at T = 1).
+    lam : float or "auto", default 0.5
+        Only passed to detectors whose ``grids`` hold ``"lam"`` (Rel-U).
+    **options
+        Other constructor arguments of the detector (e.g. ``seed`` for the MLP baseline).
+
+    Returns
+    -------
+    Detector
+        Unfitted.
+
+    Raises
+    ------
+    InputError
+        For an unknown key or a bad temperature or lam.
+    """
+    cls = REGISTRY[detector_key(key)]
+    kwargs = dict(options)
+    if temperature is not None and cls.temperature_applies:
+        kwargs["temperature"] = temperature
+    if "lam" in cls.grids:
+        kwargs["lam"] = lam
     return cls(**kwargs)
-
-
-
-# --------------------------------------------------------------------------- registry
-
-
-@dataclass(frozen=True)
-class DetectorSpec:
-    """A registered detector: ``factory(**options)`` builds it; ``learned`` when it is fitted on a tuning
-    split; ``needs_model`` when it scores through the model (images in), not from a run's logits alone."""
-
-    key: str
-    display_name: str
-    factory: Callable[..., Detector]
-    learned: bool = False
-    needs_model: bool = False
-
-
-#: Every detector by key, in registration order: the six above, then those other modules register
-#: (``relu_core.baselines`` registers its own on import).
-REGISTRY: dict[str, DetectorSpec] = {}
-
-
-def register_detector(key: str, factory: Callable[..., Detector], *, display_name: str, learned: bool = False,
-                      needs_model: bool = False) -> DetectorSpec:
-    """Add a detector to :data:`REGISTRY` (the one place a new detector is declared); re-registering the
-    same key with another factory is a programming error (ValueError)."""
-    spec = DetectorSpec(key, display_name, factory, learned, needs_model)
-    if key in REGISTRY and REGISTRY[key].factory is not factory:
-        raise ValueError(f"detector key {key!r} is already registered")
-    REGISTRY[key] = spec
-    return spec
-
-
-for _key, _cls in _DETECTOR_CLASSES.items():
-    register_detector(_key, _cls, display_name=_cls.name, learned=_cls.requires_fit)

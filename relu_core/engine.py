@@ -1,10 +1,15 @@
-"""The logits engine: uint8 images in, float32 logits out, fast on CPU and GPU, cached by content.
+"""The logits engine: uint8 images in, float32 logits out, fast on CPU and GPU.
+
+The engine knows models and images only: assembling a run (choosing weights, training a small CNN, loading a
+data set, caching its logits by content) is :mod:`relu_core.runs`, which imports this module, never the reverse
+(``tests/test_layering.py``).
 
 Design (measured on the 2-core AVX-512 CPU of the development machine with the CIFAR ResNet-56;
 see ``bench/bench_engine.py``):
 
 - Images travel as uint8 (4x less memory traffic than float) and are converted and normalised on the
-  device: ``(x / 255 - mean) / std``, the same arithmetic as torchvision's ``ToTensor`` + ``Normalize``.
+  device by the weights' :class:`~relu_core.models.Normalization`: ``(x / 255 - mean) / std``, the same
+  arithmetic as torchvision's ``ToTensor`` + ``Normalize``.
 - NHWC uint8 permuted to NCHW *is* the channels-last layout, so the batch goes into a channels-last model
   without a copy; channels-last roughly doubles CPU throughput of small 3x3 convolutions (oneDNN).
 - Batch normalisation is folded into the preceding convolution for inference (``torch.fx``; a model that
@@ -27,27 +32,22 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
-import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, distributed, limits
+from relu_core import distributed
 from relu_core.errors import Cancelled, InputError
-from relu_core.runs import Run
-
-Progress = Callable[[int, int, str], None]
-Cancel = Callable[[], bool]
+from relu_core.models.normalization import Normalization
+from relu_core.progress import Cancel, Progress
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 CPU_BATCH_SIZE = 256
 GPU_BATCH_SIZE = 512
-SMALL_CNN_SEED = 0
 
 
 # --------------------------------------------------------------------------- devices and precision
@@ -174,17 +174,6 @@ def check_images(
             raise InputError(f"{name} must have 1 or {channels} values, got {len(values)}")
     if min(std) <= 0:
         raise InputError(f"std must be positive, got {tuple(std)}")
-
-
-class Normaliser:
-    """uint8 NHWC batch on the device -> float32 NCHW (channels-last memory), ``(x / 255 - mean) / std``."""
-
-    def __init__(self, mean: Sequence[float], std: Sequence[float], device: torch.device) -> None:
-        self.mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-        self.std = torch.tensor(std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-
-    def __call__(self, batch_uint8: torch.Tensor) -> torch.Tensor:
-        return batch_uint8.permute(0, 3, 1, 2).float().div_(255.0).sub_(self.mean).div_(self.std)
 
 
 def host_batches(images: np.ndarray, batch_size: int, device: torch.device) -> Iterator[tuple[int, torch.Tensor]]:
@@ -327,7 +316,7 @@ def compute_logits(
     device = select_device(device)
     precision = resolve_precision(precision, device)
     net = inference_model(model, device, precision)
-    normalise = Normaliser(mean, std, device)
+    normalise = Normalization(tuple(mean), tuple(std)).on(device)
 
     def logits(batch: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
@@ -337,131 +326,4 @@ def compute_logits(
         logits, images_uint8_nhwc, device=device,
         batch_size=default_batch_size(device) if batch_size is None else int(batch_size),
         task="logits", progress=progress, cancel=cancel,
-    )
-
-
-# --------------------------------------------------------------------------- cached runs
-
-
-def _source_digest(*modules: object) -> str:
-    """SHA-256 over modules' source files: a change to the training code retrains cached models."""
-    digest = hashlib.sha256()
-    for module in modules:
-        digest.update(Path(module.__file__).read_bytes())  # type: ignore[attr-defined]
-    return digest.hexdigest()
-
-
-def small_cnn(
-    arch: str,
-    dataset_spec: str,
-    *,
-    epochs: int | None = None,
-    seed: int = SMALL_CNN_SEED,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    download: bool = False,
-) -> nn.Module:
-    """Small CNN ``arch`` trained (seeded, CPU) on the training split of ``dataset_spec``, cached by content.
-
-    The state dict lives in ``cache_dir("models")`` keyed by (arch, training-data fingerprint, seed, epochs,
-    digest of the model and training code); later calls load it instead of training.
-    """
-    from relu_core import datasets, models, training
-
-    spec = models.get_spec(arch)
-    if arch not in training.RECIPES:
-        raise InputError(f"{arch} is not a small CNN that can be trained here ({', '.join(training.RECIPES)})")
-    recipe = training.RECIPES[arch]
-    epochs = recipe.epochs if epochs is None else epochs
-    train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)
-    key = {
-        "kind": "small-cnn", "arch": arch, "data": train.fingerprint, "seed": seed, "epochs": epochs,
-        "batch_size": recipe.batch_size,
-        "code": _source_digest(models, training),
-    }
-
-    def fit() -> dict[str, np.ndarray]:
-        model = training.train_small_cnn(
-            train.images, train.labels, len(train.class_names), arch=arch, epochs=epochs, seed=seed,
-            batch_size=recipe.batch_size, progress=progress, cancel=cancel,
-        )
-        return {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
-
-    state = cache.cached("models", key, fit)
-    model = models.build_model(arch, len(train.class_names), in_channels=spec.in_channels)
-    model.load_state_dict({name: torch.from_numpy(array) for name, array in state.items()}, strict=True)
-    return model.eval()
-
-
-def logits_for(
-    model_name: str,
-    weights: str | Path | None,
-    dataset_spec: str,
-    *,
-    device: str = "auto",
-    batch_size: int | None = None,
-    precision: str = "auto",
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    download: bool = False,
-    epochs: int | None = None,
-) -> Run:
-    """The :class:`Run` of model ``model_name`` on the test split of ``dataset_spec``, logits cached by content.
-
-    ``weights``: a checkpoint file (state dict for ``model_name`` or TorchScript); None uses the shared
-    pretrained weights of ``model_name`` or, for a small CNN, one trained on the data set's training split
-    (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). The cache key is (weights hash, data set fingerprint, mean, std, input size,
-    precision), so the same model on the same pixels is computed once whatever the file or set is called.
-    """
-    from relu_core import datasets, models, training
-
-    spec = models.get_spec(model_name)
-    data = datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
-    n_classes = len(data.class_names)
-    limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
-    if weights is not None:
-        model = models.load_model_file(weights, arch=model_name, num_classes=n_classes)
-        source = f"{model_name} ({Path(weights).name}) on {data.name}"
-    elif (pretrained := models.pretrained_weights(model_name)) is not None:
-        model = models.load_state_dict_file(models.build_model(model_name, n_classes), pretrained)
-        source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
-    elif model_name in training.RECIPES:
-        model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel,
-                          download=download)
-        trained = "" if epochs is None else f", {epochs} epochs"
-        source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}{trained}) on {data.name}"
-    else:
-        raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
-    model.eval()
-    resolved = resolve_precision(precision, select_device(device))
-    key = {
-        "kind": "logits", "weights": models.weights_hash(model), "data": data.fingerprint,
-        "mean": list(spec.mean), "std": list(spec.std), "input_size": spec.input_size, "precision": resolved,
-    }
-
-    def compute() -> dict[str, np.ndarray]:
-        logits = compute_logits(
-            model, data.images, mean=spec.mean, std=spec.std, device=device, batch_size=batch_size,
-            precision=resolved, input_size=spec.input_size, progress=progress, cancel=cancel,
-        )
-        if logits.shape[1] != n_classes:
-            raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")
-        return {"logits": logits}
-
-    logits = cache.cached("logits", key, compute)["logits"]
-    return Run(
-        run_id=cache.key_digest(key)[:16],
-        logits=logits,
-        labels=data.labels,
-        class_names=tuple(data.class_names),
-        images=data.images,
-        model=model,
-        model_name=model_name,
-        mean=tuple(spec.mean),
-        std=tuple(spec.std),
-        dataset_name=data.name,
-        source=source,
-        # a registered set with known weights can be recomputed from these arguments (runs.reopen)
-        recipe=(("model_name", model_name), ("weights", None), ("dataset_spec", dataset_spec), ("device", device),
-                ("epochs", epochs)) if weights is None and dataset_spec in datasets.DATASETS else (),
     )

@@ -90,11 +90,25 @@ def _top_note(title: str, shown: int, n: int, what: str) -> str:
     return title if shown == n else f"{title} · top {shown} of {n} classes ({what})"
 
 
-def _matrix_layout(fig: go.Figure, title: str, x_title: str, y_title: str, n: int) -> None:
+#: A matrix figure labels at most this many classes per axis: every k-th class beyond that, the same on both.
+MAX_CLASS_TICKS = 25
+
+
+def _class_ticks(names: Sequence[str]) -> dict:
+    """The same class names on both axes of a matrix (left to plotly, the x axis of a 50-class matrix would
+    label every other class and the y axis every one, so a row's label would not meet its column's)."""
+    shown = list(names)[:: -(-len(names) // MAX_CLASS_TICKS) or 1]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": shown}
+
+
+def _matrix_layout(fig: go.Figure, title: str, x_title: str, y_title: str, names: Sequence[str]) -> None:
+    n = len(names)
     fig.update_layout(
         title=title,
-        xaxis={"title": x_title, "type": "category", "tickangle": -45 if n > 5 else 0, "constrain": "domain"},
-        yaxis={"title": y_title, "type": "category", "autorange": "reversed", "scaleanchor": "x"},
+        xaxis={"title": x_title, "type": "category", "tickangle": -45 if n > 5 else 0, "constrain": "domain",
+               **_class_ticks(names)},
+        yaxis={"title": y_title, "type": "category", "autorange": "reversed", "scaleanchor": "x",
+               **_class_ticks(names)},
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",
     )
@@ -124,7 +138,7 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
             name="D*",
         )
     )
-    _matrix_layout(fig, title, "class j", "class i", len(names))
+    _matrix_layout(fig, title, "class j", "class i", names)
     return fig
 
 
@@ -177,7 +191,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
             hovertemplate=hover, name="cells", showlegend=False,
         )
     )
-    _matrix_layout(fig, title, "predicted class", "true class", n)
+    _matrix_layout(fig, title, "predicted class", "true class", names)
     fig.update_layout(clickmode="event+select", dragmode=False)
     return fig
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 
 from relu_core import limits
 from relu_core.errors import USER_ERRORS, Cancelled, unexpected, user_message
+from relu_core.progress import Cancel, Progress
 
 RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
 
-Work = Callable[[Callable[[int, int, str], None], Callable[[], bool]], object]
+Work = Callable[[Progress, Cancel], object]
 
 
 @dataclass(eq=False)

@@ -17,7 +17,11 @@ Conventions (Rel-U paper, Dadalto et al., ICLR 2024, and Doctor, Granese et al.,
   risk-coverage metrics (``risk_coverage_curve``, ``aurc``, ``eaurc``) are defined for any input.
 
 All functions take numpy arrays, array-likes or torch tensors (copied to the CPU) and return numpy
-arrays or Python floats.
+arrays or Python floats. In the docstrings below, ``uncertainty`` and ``correct`` are always the two
+(N,) arrays described here, and every function raises :class:`InputError` when they differ in length,
+are empty, hold NaN / infinite values, or ``correct`` is not boolean (or 0/1). The metrics only read
+the scores they are given: which split fits a detector and which one evaluates it is the caller's
+choice (:mod:`relu_core.protocol` fits on the tuning part, evaluates on the evaluation part).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from relu_core import validation
 from relu_core.detectors import softmax, validate_labels, validate_logits
 from relu_core.errors import InputError
 
@@ -139,15 +144,27 @@ def _roc_points(
 
 
 def roc_curve(uncertainty, correct, *, drop_intermediate: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ROC curve with the correctly classified samples as positives: ``(fpr, tpr, thresholds)``.
+    """ROC curve with the correctly classified samples as positives.
 
     Identical to ``sklearn.metrics.roc_curve(correct, -uncertainty, drop_intermediate=...)`` except
-    that ``thresholds`` are on the uncertainty scale: point i accepts the samples with
-    ``uncertainty <= thresholds[i]`` (increasing; ``thresholds[0] = -inf`` accepts nothing). Tied
-    uncertainties share one threshold. ``drop_intermediate`` drops the points sklearn drops
-    (collinear ones with equal steps on both sides; the area is unchanged).
+    that the thresholds are on the uncertainty scale. Tied uncertainties share one threshold.
 
-    Raises :class:`InputError` unless both correct and misclassified samples are present.
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+    drop_intermediate : bool, default True
+        Drop the points sklearn drops (collinear ones with equal steps on both sides; the area is unchanged).
+
+    Returns
+    -------
+    fpr, tpr, thresholds : ndarray
+        Point i accepts the samples with ``uncertainty <= thresholds[i]`` (increasing;
+        ``thresholds[0] = -inf`` accepts nothing).
+
+    Raises
+    ------
+    InputError
+        Unless both correct and misclassified samples are present.
     """
     ranking = _rank(uncertainty, correct)
     _require_both_classes(ranking, "the ROC curve")
@@ -165,11 +182,23 @@ def _auroc(ranking: _Ranking) -> float:
 
 
 def auroc(uncertainty, correct) -> float:
-    """Area under the ROC curve: the probability that a random correct sample gets a lower uncertainty
-    than a random misclassified one, ties counting one half (equals ``roc_auc_score(correct, -uncertainty)``).
+    """Area under the ROC curve.
 
-    Symmetric in the two conventions (errors as positives scored by uncertainty gives the same value).
-    Raises :class:`InputError` unless both correct and misclassified samples are present.
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+
+    Returns
+    -------
+    float
+        The probability that a random correct sample gets a lower uncertainty than a random misclassified
+        one, ties counting one half (``roc_auc_score(correct, -uncertainty)``). Symmetric in the two
+        conventions (errors as positives scored by uncertainty gives the same value).
+
+    Raises
+    ------
+    InputError
+        Unless both correct and misclassified samples are present.
     """
     ranking = _rank(uncertainty, correct)
     _require_both_classes(ranking, "AUROC")
@@ -198,18 +227,33 @@ def _fpr_at_tpr(ranking: _Ranking, tpr: float, positive: str) -> float:
 def fpr_at_tpr(uncertainty, correct, tpr: float = 0.95, positive: str = "correct") -> float:
     """False positive rate at the lowest threshold whose true positive rate reaches ``tpr``.
 
-    ``positive="correct"`` (the paper's FPR at 95% TPR): positives are the correctly classified
-    samples, accepted when ``uncertainty <= t``; the result is the fraction of *misclassified* samples
-    still accepted when at least 95% of the correct ones are. ``positive="error"``: positives are the
-    misclassified samples, flagged when ``uncertainty >= t``; the result is the fraction of *correct*
-    samples flagged when at least 95% of the errors are caught.
-
     Every distinct uncertainty is a candidate threshold, and tied samples are accepted (or flagged)
     together: the value is ``fpr[np.argmax(tpr >= 0.95)]`` on
     ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``. The authors' scripts read it off the
     default, thinned curve (``drop_intermediate=True``), which on tied scores can skip the crossing point
     and overstate the FPR. Equals ``operating_point(u, c, "tpr", tpr).fpr`` (one computation).
-    Raises :class:`InputError` unless both correct and misclassified samples are present.
+
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+    tpr : float, default 0.95
+        The target TPR, in (0, 1].
+    positive : {"correct", "error"}
+        ``"correct"`` (the paper's FPR at 95 % TPR): positives are the correctly classified samples,
+        accepted when ``uncertainty <= t``. ``"error"``: positives are the misclassified samples, flagged
+        when ``uncertainty >= t`` (label it wherever it is shown).
+
+    Returns
+    -------
+    float
+        ``"correct"``: the fraction of *misclassified* samples still accepted when at least ``tpr`` of the
+        correct ones are; ``"error"``: the fraction of *correct* samples flagged when at least ``tpr`` of the
+        errors are caught.
+
+    Raises
+    ------
+    InputError
+        For a target outside (0, 1], an unknown ``positive``, or unless both kinds of samples are present.
     """
     _check_target(tpr, "tpr")
     if positive not in _POSITIVE_CONVENTIONS:
@@ -241,9 +285,16 @@ def _expected_errors(ranking: _Ranking) -> np.ndarray:
 def risk_coverage_curve(uncertainty, correct) -> tuple[np.ndarray, np.ndarray]:
     """Selective risk against coverage, most confident (least uncertain) samples first.
 
-    Returns ``(coverage, risk)`` with ``coverage[k-1] = k / N`` and ``risk[k-1]`` = the fraction of
-    errors among the k least uncertain samples, k = 1..N. Inside a group of tied uncertainties the
-    risk is the expectation over a uniformly random order (independent of the input order).
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+
+    Returns
+    -------
+    coverage, risk : ndarray, shape (N,)
+        ``coverage[k-1] = k / N`` and ``risk[k-1]`` = the fraction of errors among the k least uncertain
+        samples, k = 1..N. Inside a group of tied uncertainties the risk is the expectation over a
+        uniformly random order (independent of the input order). Defined for any input.
     """
     ranking = _rank(uncertainty, correct)
     k = np.arange(1, ranking.size + 1)
@@ -264,27 +315,57 @@ def _eaurc(ranking: _Ranking) -> float:
 
 
 def aurc(uncertainty, correct) -> float:
-    """Area under the risk-coverage curve: the mean selective risk over the coverages k/N, k = 1..N
-    (Geifman et al., 2019, with the 0/1 loss). Lower is better; defined even when all samples are
-    correct (0) or all wrong (1)."""
+    """Area under the risk-coverage curve (Geifman et al., 2019, with the 0/1 loss).
+
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+
+    Returns
+    -------
+    float
+        The mean selective risk of :func:`risk_coverage_curve` over the coverages k/N, k = 1..N. Lower is
+        better; defined even when all samples are correct (0) or all wrong (1).
+    """
     return _aurc(_rank(uncertainty, correct))
 
 
 def eaurc(uncertainty, correct) -> float:
     """Excess AURC: AURC minus the AURC of the perfect ordering (every correct sample first).
 
-    Always >= 0 and 0 exactly when every correct sample is strictly less uncertain than every error
-    (or only one kind of sample is present).
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+
+    Returns
+    -------
+    float
+        >= 0; 0 exactly when every correct sample is strictly less uncertain than every error (or only
+        one kind of sample is present).
     """
     return _eaurc(_rank(uncertainty, correct))
 
 
 def summary(uncertainty, correct, fpr_positive: str = "correct") -> dict[str, float]:
-    """``{"fpr95", "auroc", "aurc", "eaurc"}`` from a single sort.
+    """The four metrics of one detector from a single sort.
 
-    ``fpr95`` is :func:`fpr_at_tpr` at 95 % TPR with ``positive=fpr_positive`` (the paper's convention,
-    correct samples as positives, by default). Raises :class:`InputError` unless both correct and
-    misclassified samples are present."""
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+    fpr_positive : {"correct", "error"}
+        The convention of ``fpr95`` (:func:`fpr_at_tpr`'s ``positive``); the paper's by default.
+
+    Returns
+    -------
+    dict
+        ``{"fpr95", "auroc", "aurc", "eaurc"}``: :func:`fpr_at_tpr` at 95 % TPR, :func:`auroc`,
+        :func:`aurc`, :func:`eaurc`.
+
+    Raises
+    ------
+    InputError
+        Unless both correct and misclassified samples are present.
+    """
     ranking = _rank(uncertainty, correct)
     _require_both_classes(ranking, "FPR95 and AUROC")
     return {
@@ -306,15 +387,46 @@ def _validated_logits_labels(logits, labels) -> tuple[np.ndarray, np.ndarray]:
 
 
 def accuracy(logits, labels) -> float:
-    """Top-1 accuracy: the fraction of samples whose largest logit is at the label."""
+    """Top-1 accuracy: the fraction of samples whose largest logit is at the label.
+
+    Parameters
+    ----------
+    logits : array-like, shape (N, C)
+    labels : array-like of int, shape (N,)
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    InputError
+        For logits or labels :func:`relu_core.detectors.validate_logits` / ``validate_labels`` refuse.
+    """
     logits, labels = _validated_logits_labels(logits, labels)
     return float(np.mean(logits.argmax(axis=1) == labels))
 
 
 def confusion_matrix(predictions, labels, n_classes: int) -> np.ndarray:
-    """Counts (int64, C x C): ``matrix[i, j]`` = samples of true class i predicted as class j."""
-    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
-        raise InputError(f"n_classes must be a positive integer, got {n_classes!r}")
+    """Confusion counts.
+
+    Parameters
+    ----------
+    predictions, labels : array-like of int, shape (N,)
+        Class indices in [0, ``n_classes``).
+    n_classes : int
+
+    Returns
+    -------
+    ndarray of int64, shape (C, C)
+        ``matrix[i, j]`` = samples of true class i predicted as class j.
+
+    Raises
+    ------
+    InputError
+        For a bad ``n_classes``, non-integer or out-of-range indices, or lengths that differ.
+    """
+    validation.integer(n_classes, "n_classes", minimum=1)
     predictions = _to_numpy(predictions)
     labels = _to_numpy(labels)
     for name, values in (("predictions", predictions), ("labels", labels)):
@@ -329,13 +441,26 @@ def confusion_matrix(predictions, labels, n_classes: int) -> np.ndarray:
 
 
 def ece(logits, labels, n_bins: int = 15) -> float:
-    """Expected calibration error of the top-1 confidence ``max softmax(logits)`` (T = 1).
+    """Expected calibration error of the top-1 confidence ``max softmax(logits)`` (T = 1; Guo et al., 2017).
 
-    ``n_bins`` equal-width bins ``(b/n, (b+1)/n]`` over [0, 1] (the first also holds 0);
-    ``ECE = sum_b |B_b| / N * |accuracy(B_b) - mean confidence(B_b)|`` (Guo et al., 2017).
+    Parameters
+    ----------
+    logits : array-like, shape (N, C)
+    labels : array-like of int, shape (N,)
+    n_bins : int, default 15
+        Equal-width bins ``(b/n, (b+1)/n]`` over [0, 1] (the first also holds 0).
+
+    Returns
+    -------
+    float
+        ``sum_b |B_b| / N * |accuracy(B_b) - mean confidence(B_b)|``.
+
+    Raises
+    ------
+    InputError
+        For a bad ``n_bins``, logits or labels.
     """
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise InputError(f"n_bins must be a positive integer, got {n_bins!r}")
+    validation.integer(n_bins, "n_bins", minimum=1)
     logits, labels = _validated_logits_labels(logits, labels)
     probs = softmax(logits)
     confidence = probs.max(axis=1)
@@ -369,14 +494,30 @@ class OperatingPoint:
 
 
 def operating_point(uncertainty, correct, kind: str, target: float) -> OperatingPoint:
-    """The lowest threshold reaching ``target``: a TPR (fraction of correct predictions accepted,
-    ``kind="tpr"``) or a coverage (fraction of all predictions accepted, ``kind="coverage"``).
+    """The lowest threshold reaching a target TPR or coverage.
 
-    Positives are the correct predictions and a sample is accepted when its uncertainty is <= the
-    threshold, as in :func:`roc_curve`. The threshold is looked up over every distinct uncertainty by
-    the same computation as :func:`fpr_at_tpr`, so with ``kind="tpr"`` its ``fpr`` equals
-    ``fpr_at_tpr(uncertainty, correct, target)``. Ties at the threshold are all accepted, so the reached
-    TPR / coverage can exceed the target. FPR (TPR) is 0 when there are no errors (no correct samples).
+    The threshold is looked up over every distinct uncertainty by the same computation as
+    :func:`fpr_at_tpr`, so with ``kind="tpr"`` its ``fpr`` equals ``fpr_at_tpr(uncertainty, correct,
+    target)``. Ties at the threshold are all accepted, so the reached TPR / coverage can exceed the target.
+
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+    kind : {"tpr", "coverage"}
+        ``"tpr"``: the fraction of correct predictions accepted; ``"coverage"``: of all predictions.
+    target : float
+        In (0, 1].
+
+    Returns
+    -------
+    OperatingPoint
+        Threshold, accepted mask, FPR, TPR, coverage and risk there; FPR (TPR) is 0 when there are no
+        errors (no correct samples).
+
+    Raises
+    ------
+    InputError
+        For an unknown kind, a target outside (0, 1], or a TPR target without correct samples.
     """
     if kind not in ("tpr", "coverage"):
         raise InputError(f"unknown operating point kind {kind!r}: choose 'tpr' or 'coverage'")

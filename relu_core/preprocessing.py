@@ -7,6 +7,8 @@ input is moved by one signed-gradient step in the model's *normalised* input spa
 
 where ``s`` is the detector's own score on the model's logits ``z(x)``:
 
+Which score a detector uses is its declared ``perturbation`` (:class:`relu_core.detectors.Detector`):
+
 - Rel-U: ``s = p D* p^T`` with ``p = softmax(z / T)`` and the fitted ``D*`` (its uncertainty);
 - Doctor: ``s = 1 - sum p^2`` (Gini impurity of ``softmax(z / T)``, its uncertainty);
 - ODIN (and MSP, ODIN at T = 1): ``s = max softmax(z / T)`` (its confidence, minus its uncertainty).
@@ -28,23 +30,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, engine
+from relu_core import cache, detectors, engine
 from relu_core.detectors import Detector
 from relu_core.errors import InputError
+from relu_core.models.normalization import Normalization
+from relu_core.progress import Cancel, Progress
 from relu_core.runs import Run
 
-#: Detector display names (``Detector.name``) with a defined pre-processing score.
 #: The paper's grid of input pre-processing magnitudes ε (0 = none), shared by Explore and the ablation.
 PAPER_EPSILONS: tuple[float, ...] = (0.0, 0.0002, 0.0005, 0.001, 0.0012, 0.0014, 0.0016, 0.0018, 0.002, 0.0025,
                                      0.003, 0.0035, 0.004)
-UNCERTAINTY_SCORED = ("Rel-U", "Doctor")  # s = the detector's uncertainty
-CONFIDENCE_SCORED = ("ODIN", "MSP")  # s = max softmax(z / T) = -uncertainty
+#: The values of ``Detector.perturbation``: s = the detector's uncertainty, or s = max softmax(z / T).
+UNCERTAINTY, CONFIDENCE = "uncertainty", "confidence"
 
 
 def check_detector(detector: Detector) -> None:
-    """InputError unless input pre-processing is defined for ``detector``."""
-    if detector.name not in UNCERTAINTY_SCORED + CONFIDENCE_SCORED:
-        supported = ", ".join(UNCERTAINTY_SCORED + CONFIDENCE_SCORED)
+    """InputError unless input pre-processing is defined for ``detector`` (its ``perturbation``)."""
+    if detector.perturbation not in (UNCERTAINTY, CONFIDENCE):
+        supported = ", ".join(cls.name for cls in detectors.REGISTRY.values() if cls.perturbation)
         raise InputError(f"input pre-processing is defined for {supported}, not {detector.name}")
 
 
@@ -52,7 +55,7 @@ def log_score(detector: Detector, logits: torch.Tensor) -> torch.Tensor:
     """Per-sample ``log s`` (differentiable, float64) of the detector's pre-processing score, see module doc."""
     check_detector(detector)
     logits = logits.to(torch.float64)
-    if detector.name in CONFIDENCE_SCORED:
+    if detector.perturbation == CONFIDENCE:
         return torch.log_softmax(logits / detector.temperature, dim=1).max(dim=1).values
     # s >= 0 (Gini, p D* p^T with D* >= 0); the clamp only guards an exactly one-hot float64 softmax.
     return torch.log(detector.score(logits).clamp_min(torch.finfo(torch.float64).tiny))
@@ -60,10 +63,8 @@ def log_score(detector: Detector, logits: torch.Tensor) -> torch.Tensor:
 
 def _detector_key(detector: Detector) -> dict:
     key = {"name": detector.name, "temperature": detector.temperature}
-    matrix = getattr(detector, "matrix_", None)
-    if matrix is not None:
-        key["lam"] = detector.lam_  # type: ignore[attr-defined]
-        key["matrix"] = cache.array_digest(np.asarray(matrix, dtype=np.float64))
+    for name, value in detector.fitted_state().items():
+        key[name] = cache.array_digest(np.asarray(value, dtype=np.float64)) if isinstance(value, np.ndarray) else value
     return key
 
 
@@ -80,8 +81,8 @@ def perturbed_scores(
     batch_size: int | None = None,
     precision: str = "auto",
     input_size: int | None = None,
-    progress: engine.Progress | None = None,
-    cancel: engine.Cancel | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
 ) -> np.ndarray:
     """Uncertainty (float64, one per image, or per ``indices`` in that order) of the fitted ``detector`` on
     the inputs perturbed with step ``eps`` >= 0 (see the module docstring).
@@ -137,8 +138,8 @@ def _perturbed_logits(
     device: torch.device,
     batch_size: int,
     precision: str,
-    progress: engine.Progress | None,
-    cancel: engine.Cancel | None,
+    progress: Progress | None,
+    cancel: Cancel | None,
 ) -> np.ndarray:
     """Float32 logits of the perturbed inputs: gradient step on each batch, then a clean forward pass.
 
@@ -146,7 +147,7 @@ def _perturbed_logits(
     ``log s`` is computed in float64 outside it.
     """
     net = engine.inference_model(model, device, precision)
-    normalise = engine.Normaliser(mean, std, device)
+    normalise = Normalization(tuple(mean), tuple(std)).on(device)
 
     def perturbed(batch: torch.Tensor) -> torch.Tensor:
         x = normalise(batch)

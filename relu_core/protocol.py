@@ -10,11 +10,16 @@ Conventions (shared with :mod:`relu_core.metrics`):
   computed on the evaluation part only. The split is stratified by correctness so both parts hold
   correct and misclassified samples.
 - Results are the mean and the population standard deviation (``ddof=0``) over seeds.
-- Hyperparameter selection (:func:`grid_search`, :func:`evaluate_with_selection`) uses the tuning part
+- Hyperparameter selection (:func:`grid_search`, then :func:`select_and_fit` refits on the whole tuning
+  part; :func:`evaluate_with_selection` and :mod:`relu_core.robustness` both use it) reads the tuning part
   only, by stratified k-fold cross-validation inside it: D* is fitted on k-1 folds and scored on the
   held-out fold, so it is never scored on the samples it was fitted on. ``selection="oracle"`` selects
   on the evaluation part instead (D* fitted on the whole tuning part); that optimistic mode is how the
-  authors' tables were produced and is always labelled :data:`ORACLE_LABEL`.
+  authors' tables were produced and is always labelled :data:`ORACLE_LABEL`. The grids searched are
+  each detector's declared ``grids`` (:mod:`relu_core.detectors`); which detectors run, whether they
+  are fitted and whether a temperature applies also come from their declarations in the registry.
+- Ties in a grid go to the first setting in grid order; tied uncertainties are handled by
+  :mod:`relu_core.metrics`.
 
 Speed: the softmax at temperature T is computed once per T and reused across detectors, seeds and,
 in the grid, across every lam: Rel-U's matrix only depends on the two second-moment matrices
@@ -30,16 +35,13 @@ from typing import Literal
 import numpy as np
 
 from relu_core import detectors, metrics, stats
+from relu_core import validation
 from relu_core.errors import Cancelled, InputError
+from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
 
-#: The temperature grid of the paper's hyperparameter search (the authors' code searches
-#: 0.5, 0.8, 0.9, 1, 1.1, ..., 1.5, 2 for its own runs; pass ``temperatures=`` to use that one).
-DEFAULT_TEMPERATURES: tuple[float, ...] = (0.5, 1.0, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0, 1000.0)
-#: The paper's lam grid for Rel-U. lam = 0 is left out on purpose: D* is then empty, Rel-U falls back to
-#: the Hamming matrix and ranks exactly like Doctor, so a search that may pick it can return Doctor under
-#: Rel-U's name (and, in oracle mode, Rel-U could never lose to Doctor). Pass ``lambdas=`` to search it.
-DEFAULT_LAMBDAS: tuple[float, ...] = (0.4, 0.5, 0.6, 0.8, 1.0)
+#: The detectors whose paired difference every result reports (A - B): the paper's comparison.
+PAIRED = ("relu", "doctor")
 #: The tuning fractions the paper and the app offer (any value in (0, 1) is accepted).
 TUNE_FRACTION_PRESETS: tuple[float, ...] = (0.1, 0.2, 0.33, 0.5)
 #: The metrics reported per method, in display order.
@@ -60,29 +62,39 @@ FPR_CONVENTIONS: dict[str, str] = {
 }
 FPR_CONVENTION = FPR_CONVENTIONS["correct"]
 
-Progress = Callable[[int, int, str], None]
 PerturbedScorer = Callable[[object, np.ndarray], np.ndarray]
-_LEARNED = ("relu",)
-_WITHOUT_TEMPERATURE = ("msp",)
 
 
 # --------------------------------------------------------------------------------------------- splits
 def split_indices(
     n: int, tune_fraction: float, seed: int, stratify: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded split of ``range(n)`` into sorted, disjoint ``(tune_idx, eval_idx)`` covering every index.
+    """Seeded split of ``range(n)`` into a tuning part and a disjoint evaluation part.
 
-    ``round(tune_fraction * n)`` samples go to the tuning part (per stratum when ``stratify`` is given:
-    a boolean or integer array of length n, e.g. ``correct``; each stratum with at least two members then
-    puts at least one in each part). Raises :class:`InputError` when a part would be empty, when the
-    fraction is not in (0, 1), or, with ``stratify``, when there is a single group or a group has fewer
-    than two samples (a one-class split).
+    Parameters
+    ----------
+    n : int
+        Number of samples (>= 2).
+    tune_fraction : float
+        In (0, 1): ``round(tune_fraction * n)`` samples go to the tuning part (per stratum with ``stratify``).
+    seed : int
+    stratify : array of bool or int, shape (n,), optional
+        Groups (e.g. ``correct``); each group with at least two members puts at least one in each part.
+
+    Returns
+    -------
+    tune_idx, eval_idx : ndarray of int
+        Sorted, disjoint, covering every index.
+
+    Raises
+    ------
+    InputError
+        When a part would be empty, the fraction is not in (0, 1), or, with ``stratify``, there is a
+        single group or a group has fewer than two samples (a one-class split).
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+    if not validation.is_integer(n) or n < 2:
         raise InputError(f"need at least 2 samples to split, got {n!r}")
-    tune_fraction = float(tune_fraction)
-    if not 0.0 < tune_fraction < 1.0:
-        raise InputError(f"the tuning fraction must be strictly between 0 and 1, got {tune_fraction:g}")
+    tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
     rng = np.random.default_rng(seed)
     if stratify is None:
         perm = rng.permutation(n)
@@ -115,7 +127,23 @@ def split_indices(
 
 
 def correctness(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Validated ``argmax(logits, 1) == labels`` as a boolean array (the positives of every metric)."""
+    """Which samples the classifier gets right: the positives of every metric.
+
+    Parameters
+    ----------
+    logits : array-like, shape (N, C)
+    labels : array-like of int, shape (N,)
+
+    Returns
+    -------
+    ndarray of bool, shape (N,)
+        ``argmax(logits, 1) == labels``.
+
+    Raises
+    ------
+    InputError
+        For bad logits or labels.
+    """
     logits = np.asarray(logits)
     labels = np.asarray(labels)
     detectors.validate_logits(logits)
@@ -124,24 +152,60 @@ def correctness(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
-    """``range(seeds)`` for a count, or the given seeds; between 1 and :data:`MAX_SEEDS` of them."""
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if not 1 <= seeds <= MAX_SEEDS:
-            raise InputError(f"the number of seeds must lie in [1, {MAX_SEEDS}], got {seeds}")
-        return tuple(range(int(seeds)))
+    """The seeds of a protocol run.
+
+    Parameters
+    ----------
+    seeds : int or sequence of int
+        A count S (seeds 0..S-1) or the seeds themselves.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    InputError
+        Unless there are between 1 and :data:`MAX_SEEDS` of them.
+    """
+    if validation.is_integer(seeds):
+        return tuple(range(validation.integer(seeds, "the number of seeds", minimum=1, maximum=MAX_SEEDS)))
     resolved = tuple(int(s) for s in seeds)
     if not 1 <= len(resolved) <= MAX_SEEDS:
         raise InputError(f"give between 1 and {MAX_SEEDS} seeds, got {len(resolved)}")
     return resolved
 
 
-def resolve_methods(methods: Sequence[str] | str) -> tuple[str, ...]:
-    """Validated, de-duplicated detector keys (:func:`detectors.detector_key`) from a list or a comma-separated string."""
+def resolve_methods(methods: Sequence[str] | str | None) -> tuple[str, ...]:
+    """Validated, de-duplicated detector keys from a list or a comma-separated string.
+
+    Parameters
+    ----------
+    methods : sequence of str, str or None
+        Keys or labels (:func:`detectors.detector_key`); None: every :func:`detectors.protocol_keys`.
+
+    Returns
+    -------
+    tuple of str
+        Registry keys, in the order given.
+
+    Raises
+    ------
+    InputError
+        For an unknown name, a detector this protocol cannot run (it needs the model, or labels to fit),
+        or an empty list.
+    """
+    if methods is None:
+        return detectors.protocol_keys()
     if isinstance(methods, str):
         methods = methods.split(",")
     keys = tuple(dict.fromkeys(detectors.detector_key(m) for m in methods if str(m).strip()))
     if not keys:
         raise InputError("give at least one method")
+    other = [detectors.REGISTRY[k].name for k in keys if not detectors.REGISTRY[k].protocol]
+    if other:
+        raise InputError(f"{', '.join(other)} cannot be evaluated from logits here: choose from "
+                         f"{', '.join(detectors.protocol_keys())}")
     return keys
 
 
@@ -205,7 +269,7 @@ class EvaluationResult:
     def std(self, key: str, metric: str) -> float:
         return float(np.std(self.per_seed[key][metric]))
 
-    def difference_per_seed(self, metric: str, a: str = "relu", b: str = "doctor") -> np.ndarray:
+    def difference_per_seed(self, metric: str, a: str = PAIRED[0], b: str = PAIRED[1]) -> np.ndarray:
         """``metric(a) - metric(b)`` on each seed's evaluation part (the same samples for both)."""
         return self.per_seed[a][metric] - self.per_seed[b][metric]
 
@@ -219,7 +283,7 @@ class EvaluationResult:
             "eps": self.eps,
             "settings_searched": self.n_settings[key],
         }
-        if key == "relu":
+        if detectors.REGISTRY[key].can_fall_back:
             used["hamming_fallback"] = _seed_values(self.fallback[key])
         return used
 
@@ -269,7 +333,7 @@ class EvaluationResult:
                 row[f"{metric}_std"] = self.std(key, metric)
             row["accuracy"] = float(np.mean(self.accuracy))
             row.update(self.settings(key))
-            if key == "relu" and self.paired is not None:
+            if key == PAIRED[0] and self.paired is not None:
                 row["minus_doctor"] = self.paired_summary()
             out[key] = row
         return out
@@ -347,32 +411,34 @@ def _score(detector, cache: _ProbsCache, idx: np.ndarray) -> np.ndarray:
     return np.asarray(detector.score(cache.logits[idx]), dtype=np.float64)
 
 
-def _make(key: str, temperature: float | None, lam: float | str):
-    return detectors.make_detector(key, temperature=None if key in _WITHOUT_TEMPERATURE else temperature, lam=lam)
+def _fit(detector: detectors.Detector, cache: _ProbsCache, correct: np.ndarray,
+         tune_idx: np.ndarray) -> detectors.Detector:
+    """``detector`` fitted on the tuning rows (from the cached softmax at its temperature) when it learns."""
+    if detector.requires_fit:
+        detector.fit_probs(cache(detector.temperature)[tune_idx], correct[tune_idx])
+    return detector
 
 
-def _used_params(detector, key: str) -> tuple[float | None, float | None]:
-    t = None if key in _WITHOUT_TEMPERATURE else float(detector.temperature)
-    lam = float(detector.lam_) if key == "relu" else None
-    return t, lam
-
-
-#: The detectors whose paired difference every result reports (A - B).
-PAIRED = ("relu", "doctor")
+def _used_params(detector: detectors.Detector) -> tuple[float | None, float | None]:
+    """``(temperature, lam)`` the detector used, None where it has no such setting."""
+    used = detector.settings()
+    t, lam = used.get("temperature"), used.get("lam")
+    return (None if t is None else float(t)), (None if lam is None else float(lam))
 
 
 def _evaluate_splits(
     correct: np.ndarray,
     methods: tuple[str, ...],
     splits: list[tuple[np.ndarray, np.ndarray]],
-    params_for: Callable[[int, str], tuple[float | None, float | str]],
+    fitted_for: Callable[[int, str], detectors.Detector],
     cache: _ProbsCache,
     perturbed_scorer: PerturbedScorer | None,
     progress: Progress | None,
-    cancel: Callable[[], bool] | None,
+    cancel: Cancel | None,
     fpr_positive: str = "correct",
 ) -> tuple[dict, np.ndarray, dict, dict, list]:
-    """Fit and score every method on every split. Returns ``(per_seed, accuracy, params, fallback,
+    """Score every method on every split, ``fitted_for(seed index, key)`` giving the detector fitted on that
+    split's tuning part. Returns ``(per_seed, accuracy, params, fallback,
     paired_scores)``; ``paired_scores`` holds per seed ``(Rel-U, Doctor, correct)`` on the evaluation
     part when both methods are present (empty otherwise)."""
     per_seed = {k: {m: np.empty(len(splits)) for m in METRIC_KEYS} for k in methods}
@@ -388,10 +454,7 @@ def _evaluate_splits(
         for j, key in enumerate(methods):
             if cancel is not None and cancel():
                 raise Cancelled("evaluation cancelled")
-            temperature, lam = params_for(s, key)
-            detector = _make(key, temperature, lam)
-            if detector.requires_fit:
-                detector.fit_probs(cache(detector.temperature)[tune_idx], correct[tune_idx])
+            detector = fitted_for(s, key)
             if perturbed_scorer is not None:
                 uncertainty = np.asarray(perturbed_scorer(detector, eval_idx), dtype=np.float64)
             else:
@@ -399,8 +462,8 @@ def _evaluate_splits(
             for metric, value in metrics.summary(uncertainty, correct[eval_idx], fpr_positive).items():
                 if metric in per_seed[key]:
                     per_seed[key][metric][s] = value
-            params[key].append(_used_params(detector, key))
-            fallback[key].append(bool(getattr(detector, "fallback_", False)))
+            params[key].append(_used_params(detector))
+            fallback[key].append(bool(detector.fallback_))
             if keep and key in PAIRED:
                 kept[key] = uncertainty
             if progress is not None:
@@ -432,7 +495,7 @@ def _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_
                                         fpr_positive=extra.get("fpr_positive", "correct"))
     return EvaluationResult(
         methods=methods,
-        names={k: detectors.make_detector(k).name for k in methods},
+        names={k: detectors.label(k) for k in methods},
         seeds=seeds,
         tune_fraction=float(tune_fraction),
         n_tune=len(splits[0][0]),
@@ -449,58 +512,96 @@ def _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_
 
 
 def check_resamples(n_resamples: int) -> int:
-    """The bootstrap resample count as an int (0: no interval); InputError outside [0, 100000]."""
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or not 0 <= n_resamples <= 100_000:
-        raise InputError(f"n_resamples must be an integer in [0, 100000] (0: no bootstrap), got {n_resamples!r}")
-    return int(n_resamples)
+    """The bootstrap resample count as an int (0: no interval).
+
+    Raises
+    ------
+    InputError
+        Unless it is an integer in [0, 100000].
+    """
+    return validation.integer(n_resamples, "n_resamples", minimum=0, maximum=100_000, hint=" (0: no bootstrap)")
 
 
 @small_work
 def evaluate(
     logits: np.ndarray,
     labels: np.ndarray,
-    methods: Sequence[str] | str = detectors.DETECTOR_NAMES,
+    methods: Sequence[str] | str | None = None,
     *,
-    temperature: float | Mapping[str, float] = 1.0,
+    temperature: float | Mapping[str, float] | None = 1.0,
     lam: float | str = 0.5,
     tune_fraction: float = 0.5,
     seeds: int | Sequence[int] = 10,
     perturbed_scorer: PerturbedScorer | None = None,
     eps: float = 0.0,
     progress: Progress | None = None,
-    cancel: Callable[[], bool] | None = None,
+    cancel: Cancel | None = None,
     fpr_positive: str = "correct",
     n_resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> EvaluationResult:
     """Evaluate detectors with fixed hyperparameters over seeded, stratified tuning/evaluation splits.
 
-    For every seed (``seeds``: a count, meaning seeds 0..S-1, or explicit seeds): split with
-    :func:`split_indices`, fit each detector on the tuning part, score the evaluation part and compute
-    :func:`metrics.summary` there. ``temperature`` applies to every detector that has one (MSP always
-    uses T=1); a mapping ``{method key: T}`` sets it per method, methods it omits use 1.0.
-    ``lam`` is Rel-U's lam in [0, 1] or ``"auto"`` (N+/(N+ + N-) of the tuning part).
-    ``perturbed_scorer(fitted_detector, eval_idx)``, when given, replaces the clean scores of the
-    evaluation part (input pre-processing, see :mod:`relu_core.preprocessing`); fitting stays on the
-    clean logits of the tuning part; ``eps`` records its magnitude in the result. ``fpr_positive`` picks the
-    FPR convention (:data:`FPR_CONVENTIONS`). When Rel-U and Doctor are both evaluated, ``result.paired``
-    holds the paired bootstrap interval of their mean difference over seeds (``n_resamples`` resamples of
-    each evaluation part; 0 skips it).
+    For every seed: split with :func:`split_indices`, fit each detector on the tuning part, score the
+    evaluation part and compute :func:`metrics.summary` there.
+
+    Parameters
+    ----------
+    logits, labels : array-like
+        (N, C) logits and (N,) integer labels.
+    methods : sequence of str, str or None
+        Detector keys or labels (:func:`resolve_methods`); None: every protocol detector.
+    temperature : float, mapping or None, default 1.0
+        T for every detector whose ``temperature_applies`` (MSP always uses T = 1); a mapping
+        ``{key: T}`` sets it per method (methods it omits use 1.0); None: each detector's
+        ``default_temperature`` (ODIN 1000).
+    lam : float or "auto", default 0.5
+        Rel-U's lam in [0, 1], or ``"auto"`` (N+/(N+ + N-) of the tuning part).
+    tune_fraction : float
+        Share of each split used for fitting, in (0, 1).
+    seeds : int or sequence of int
+        A count (seeds 0..S-1) or explicit seeds.
+    perturbed_scorer : callable, optional
+        ``perturbed_scorer(fitted_detector, eval_idx)`` replaces the clean evaluation scores (input
+        pre-processing, :mod:`relu_core.preprocessing`); fitting stays on the clean tuning logits.
+    eps : float
+        The pre-processing magnitude, recorded in the result.
+    progress, cancel : callable, optional
+        ``progress(done, total, message)``; ``cancel()`` returning True raises :class:`Cancelled`.
+    fpr_positive : {"correct", "error"}
+        The FPR convention (:data:`FPR_CONVENTIONS`).
+    n_resamples : int
+        Bootstrap resamples of each evaluation part for the Rel-U − Doctor interval (0: none).
+
+    Returns
+    -------
+    EvaluationResult
+        ``result.paired`` holds the paired interval when both :data:`PAIRED` detectors are evaluated.
+
+    Raises
+    ------
+    InputError
+        For bad logits, labels, methods, settings, or a split without errors or correct samples.
     """
     _check_fpr_positive(fpr_positive)
     n_resamples = check_resamples(n_resamples)
     methods = resolve_methods(methods)
     lam = detectors.check_lambda(lam)
-    if isinstance(temperature, Mapping):
-        given = {detectors.detector_key(k): detectors.check_temperature(t) for k, t in temperature.items()}
+    if temperature is None:
+        temps = {k: detectors.REGISTRY[k].default_temperature for k in methods}
+    elif isinstance(temperature, Mapping):
+        given = {resolve_methods([k])[0]: detectors.check_temperature(t) for k, t in temperature.items()}
         temps = {k: given.get(k, 1.0) for k in methods}
     else:
         t = detectors.check_temperature(temperature)
         temps = {k: t for k in methods}
     logits, correct, seeds, splits = _prepare(logits, labels, tune_fraction, seeds)
-    outputs = _evaluate_splits(
-        correct, methods, splits, lambda s, key: (temps[key], lam), _ProbsCache(logits),
-        perturbed_scorer, progress, cancel, fpr_positive,
-    )
+    cache = _ProbsCache(logits)
+
+    def fitted_for(s: int, key: str) -> detectors.Detector:
+        return _fit(detectors.make_detector(key, temperature=temps[key], lam=lam), cache, correct, splits[s][0])
+
+    outputs = _evaluate_splits(correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel,
+                               fpr_positive)
     return _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, dict.fromkeys(methods, 1),
                    n_resamples, fpr_positive=fpr_positive, eps=float(eps))
 
@@ -561,16 +662,18 @@ def _grid_table(
     ``holdout=True`` (cross-validation): the groups partition ``fit_idx`` and each group is scored by
     the detector fitted on ``fit_idx`` minus that group; the fold's second moments are the totals minus
     the group's sums. ``holdout=False`` (oracle): fitted on all of ``fit_idx``, scored on each group.
+    Rel-U's D* comes from those sums for every lam at once; another learned detector is refitted per cell.
     """
-    learned = method in _LEARNED
-    table = np.zeros((len(temperatures), len(lambdas) if learned else 1))
+    cls = detectors.REGISTRY[method]
+    moments = issubclass(cls, detectors.RelU)
+    table = np.zeros((len(temperatures), len(lambdas) or 1))
     for i, t in enumerate(temperatures):
-        if learned:
+        if moments:
             probs = cache(t)
             total = _moment_sums(probs[fit_idx], correct[fit_idx])
         for group in score_groups:
             c_score = correct[group]
-            if learned:
+            if moments:
                 p_score = probs[group]
                 if holdout:
                     own = _moment_sums(p_score, c_score)
@@ -581,8 +684,21 @@ def _grid_table(
                     d = _relu_matrix_from_sums(*sums, lam)
                     table[i, j] += _criterion_value(criterion, detectors.quadratic_score(p_score, d), c_score)
             else:
-                table[i, 0] += _criterion_value(criterion, _score(_make(method, t, 0.5), cache, group), c_score)
+                fit_rows = np.setdiff1d(fit_idx, group) if holdout else fit_idx
+                for j, lam in enumerate(lambdas or (0.5,)):
+                    detector = _fit(detectors.make_detector(method, temperature=t, lam=lam), cache, correct, fit_rows)
+                    table[i, j] += _criterion_value(criterion, _score(detector, cache, group), c_score)
     return table / len(score_groups)
+
+
+def _grids(method: str, temperatures: Sequence[float] | None,
+           lambdas: Sequence[float] | None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The (T, lam) grids searched for ``method``: the given ones, else the detector's own (``grids``);
+    lam only for detectors that have one (empty otherwise)."""
+    cls = detectors.REGISTRY[method]
+    temperatures = cls.grids.get("temperature", ()) if temperatures is None else temperatures
+    lambdas = cls.grids.get("lam", ()) if lambdas is None else lambdas
+    return tuple(temperatures), (tuple(lambdas) if "lam" in cls.grids else ())
 
 
 @small_work
@@ -592,8 +708,8 @@ def grid_search(
     *,
     tune_idx: np.ndarray,
     eval_idx: np.ndarray | None = None,
-    temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
-    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+    temperatures: Sequence[float] | None = None,
+    lambdas: Sequence[float] | None = None,
     n_folds: int = 5,
     criterion: str = "fpr95",
     selection: Literal["tuning", "oracle"] = "tuning",
@@ -603,22 +719,50 @@ def grid_search(
 ) -> GridResult:
     """Select (T, lam) for one detector over a grid, without looking at the evaluation part.
 
-    ``selection="tuning"``: stratified ``n_folds``-fold cross-validation inside ``tune_idx`` (fewer
-    folds when the tuning part holds fewer errors or fewer correct samples than ``n_folds``); for each
-    (T, lam) the detector is fitted on k-1 folds and the criterion is computed on the held-out fold,
-    then averaged over folds. ``eval_idx`` is not read. ``selection="oracle"``: fit on the whole tuning
-    part, compute the criterion on ``eval_idx`` (labelled :data:`ORACLE_LABEL`).
-    ``criterion`` is one of :data:`CRITERIA` (FPR95 with positives = correctly classified). ``lambdas``
-    only matter for Rel-U; MSP has nothing to select.
+    Parameters
+    ----------
+    logits, labels : array-like
+        The whole labelled set; only the rows ``tune_idx`` (and ``eval_idx`` in oracle mode) are read.
+    tune_idx : array of int
+        The tuning part: every fit uses these rows only.
+    eval_idx : array of int, optional
+        The evaluation part; read only by ``selection="oracle"``.
+    temperatures, lambdas : sequence of float, optional
+        The grid; None: the detector's ``grids`` (:data:`detectors.TEMPERATURE_GRID`,
+        :data:`detectors.LAMBDA_GRID`). ``lambdas`` only matter for detectors with a lam (Rel-U).
+    n_folds : int
+        ``selection="tuning"``: stratified k-fold cross-validation inside ``tune_idx`` (fewer folds when
+        the tuning part holds fewer errors or correct samples); each (T, lam) is fitted on k-1 folds and
+        judged on the held-out fold, averaged over folds.
+    criterion : str
+        One of :data:`CRITERIA` (FPR95 with positives = correctly classified).
+    selection : {"tuning", "oracle"}
+        ``"oracle"``: fit on the whole tuning part, judge on ``eval_idx`` (labelled :data:`ORACLE_LABEL`).
+    method : str
+        Detector key or label.
+    fold_seed : int
+        Seeds the fold assignment.
+
+    Returns
+    -------
+    GridResult
+        The table and the selected pair; ties go to the first pair in grid order.
+
+    Raises
+    ------
+    InputError
+        For a detector without hyperparameters (MSP), an unknown criterion or selection, an empty grid,
+        or too few errors / correct samples to cross-validate.
     """
     method = resolve_methods([method])[0]
-    if method in _WITHOUT_TEMPERATURE:
+    if not detectors.REGISTRY[method].grids:
         raise InputError(f"{method} has no hyperparameters to select")
     if criterion not in CRITERIA:
         raise InputError(f"unknown criterion {criterion!r}; choose from {', '.join(CRITERIA)}")
+    temperatures, lambdas = _grids(method, temperatures, lambdas)
     temperatures = tuple(detectors.check_temperature(t) for t in temperatures)
     lambdas = tuple(float(detectors.check_lambda(float(lam))) for lam in lambdas)
-    if not temperatures or (method in _LEARNED and not lambdas):
+    if not temperatures or ("lam" in detectors.REGISTRY[method].grids and not lambdas):
         raise InputError("the grid is empty")
     logits = np.asarray(logits)
     correct = correctness(logits, np.asarray(labels))
@@ -650,29 +794,72 @@ def grid_search(
     )
     flat = int(np.argmax(table) if CRITERIA[criterion] else np.argmin(table))
     i, j = np.unravel_index(flat, table.shape)
-    learned = method in _LEARNED
     return GridResult(
         method=method,
         criterion=criterion,
         selection=label,
         temperatures=temperatures,
-        lambdas=lambdas if learned else (),
+        lambdas=lambdas,
         table=table,
         best_temperature=temperatures[i],
-        best_lam=lambdas[j] if learned else None,
+        best_lam=lambdas[j] if lambdas else None,
         n_folds=k,
     )
+
+
+def select_and_fit(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    method: str,
+    *,
+    tune_idx: np.ndarray,
+    eval_idx: np.ndarray | None = None,
+    selection: Literal["tuning", "oracle"] = "tuning",
+    temperatures: Sequence[float] | None = None,
+    lambdas: Sequence[float] | None = None,
+    n_folds: int = 5,
+    criterion: str = "fpr95",
+    fold_seed: int = 0,
+    _cache: _ProbsCache | None = None,
+) -> detectors.Detector:
+    """Select a detector's hyperparameters with :func:`grid_search`, then refit it on the whole tuning part.
+
+    Parameters are those of :func:`grid_search`. A detector without hyperparameters (MSP) is built at
+    its standard setting. The fit (Rel-U's D*) reads the rows ``tune_idx`` only.
+
+    Returns
+    -------
+    Detector
+        Fitted on ``tune_idx`` with the selected (T, lam), ready to score the evaluation part.
+
+    Raises
+    ------
+    InputError
+        As :func:`grid_search`, and for bad logits or labels.
+    """
+    method = resolve_methods([method])[0]
+    logits = np.asarray(logits)
+    cache = _cache if _cache is not None else _ProbsCache(logits)
+    if detectors.REGISTRY[method].grids:
+        grid = grid_search(logits, labels, tune_idx=tune_idx, eval_idx=eval_idx, temperatures=temperatures,
+                           lambdas=lambdas, n_folds=n_folds, criterion=criterion, selection=selection, method=method,
+                           fold_seed=fold_seed, _cache=cache)
+        lam = grid.best_lam if grid.best_lam is not None else 0.5
+        detector = detectors.make_detector(method, temperature=grid.best_temperature, lam=lam)
+    else:
+        detector = detectors.make_detector(method)
+    return _fit(detector, cache, correctness(logits, np.asarray(labels)), np.asarray(tune_idx, dtype=np.int64))
 
 
 @small_work
 def evaluate_with_selection(
     logits: np.ndarray,
     labels: np.ndarray,
-    methods: Sequence[str] | str = detectors.DETECTOR_NAMES,
+    methods: Sequence[str] | str | None = None,
     *,
     selection: Literal["tuning", "oracle"] = "tuning",
-    temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
-    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+    temperatures: Sequence[float] | None = None,
+    lambdas: Sequence[float] | None = None,
     tune_fraction: float = 0.5,
     seeds: int | Sequence[int] = 10,
     n_folds: int = 5,
@@ -680,21 +867,30 @@ def evaluate_with_selection(
     perturbed_scorer: PerturbedScorer | None = None,
     eps: float = 0.0,
     progress: Progress | None = None,
-    cancel: Callable[[], bool] | None = None,
+    cancel: Cancel | None = None,
     fpr_positive: str = "correct",
     n_resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> EvaluationResult:
-    """The paper's protocol with selection: per seed, :func:`grid_search` each detector, then evaluate.
+    """The paper's protocol with selection: per seed and detector, :func:`select_and_fit`, then evaluate.
 
-    For every seed and every detector with hyperparameters, (T, lam) are selected by
-    :func:`grid_search` (``selection="tuning"``: cross-validated on that seed's tuning part only;
-    ``"oracle"``: on its evaluation part, labelled so), the detector is refitted on the whole tuning
-    part with them and scored on the evaluation part. MSP has nothing to select. ``result.params``
-    records the pair chosen on each seed. Selection reads clean scores; ``perturbed_scorer`` only
-    replaces the final evaluation-part scores, as in :func:`evaluate`. ``fpr_positive`` sets the reported
-    FPR convention only; the ``"fpr95"`` selection criterion always uses the paper's (correct = positive).
-    ``result.n_settings`` counts the settings each method's search compared (T x lam for Rel-U, T for the
-    others, 1 for MSP), to be read next to the result; ``eps`` and ``n_resamples`` as in :func:`evaluate`.
+    (T, lam) are selected by :func:`grid_search` (``selection="tuning"``: cross-validated on that seed's
+    tuning part only; ``"oracle"``: on its evaluation part, labelled so), the detector is refitted on the
+    whole tuning part with them and scored on the evaluation part; MSP has nothing to select. Parameters
+    as :func:`evaluate` and :func:`grid_search` (``temperatures``/``lambdas`` None: each detector's grids).
+    Selection reads clean scores; ``perturbed_scorer`` only replaces the final evaluation-part scores.
+    ``fpr_positive`` sets the reported FPR convention only; the ``"fpr95"`` selection criterion always uses
+    the paper's (correct = positive).
+
+    Returns
+    -------
+    EvaluationResult
+        ``params`` holds the pair chosen on each seed, ``n_settings`` how many settings each search
+        compared (:func:`grid_size`), to be read next to the result.
+
+    Raises
+    ------
+    InputError
+        As :func:`evaluate` and :func:`grid_search`.
     """
     _check_fpr_positive(fpr_positive)
     n_resamples = check_resamples(n_resamples)
@@ -702,33 +898,15 @@ def evaluate_with_selection(
     logits, correct, seeds, splits = _prepare(logits, labels, tune_fraction, seeds)
     cache = _ProbsCache(logits)
     labels = np.asarray(labels)
-    chosen: dict[tuple[int, str], tuple[float | None, float | str]] = {}
-    selectable = [k for k in methods if k not in _WITHOUT_TEMPERATURE]
-    total = len(splits) * (len(selectable) + len(methods))
-    done = 0
-    for s, (tune_idx, eval_idx) in enumerate(splits):
-        for key in selectable:
-            if cancel is not None and cancel():
-                raise Cancelled("grid search cancelled")
-            grid = grid_search(
-                logits, labels, tune_idx=tune_idx, eval_idx=eval_idx, temperatures=temperatures,
-                lambdas=lambdas, n_folds=n_folds, criterion=criterion, selection=selection, method=key,
-                fold_seed=seeds[s], _cache=cache,
-            )
-            chosen[(s, key)] = (grid.best_temperature, grid.best_lam if grid.best_lam is not None else 0.5)
-            done += 1
-            if progress is not None:
-                progress(done, total, f"seed {s + 1}/{len(splits)}: selecting {key}")
-    offset = done
 
-    def shifted(d: int, _t: int, message: str) -> None:
-        if progress is not None:
-            progress(offset + d, total, message)
+    def fitted_for(s: int, key: str) -> detectors.Detector:
+        tune_idx, eval_idx = splits[s]
+        return select_and_fit(logits, labels, key, tune_idx=tune_idx, eval_idx=eval_idx, selection=selection,
+                              temperatures=temperatures, lambdas=lambdas, n_folds=n_folds, criterion=criterion,
+                              fold_seed=seeds[s], _cache=cache)
 
-    outputs = _evaluate_splits(
-        correct, methods, splits, lambda s, key: chosen.get((s, key), (1.0, 0.5)), cache,
-        perturbed_scorer, shifted, cancel, fpr_positive,
-    )
+    outputs = _evaluate_splits(correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel,
+                               fpr_positive)
     n_settings = {k: grid_size(k, temperatures, lambdas) for k in methods}
     return _result(
         methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_settings, n_resamples,
@@ -736,9 +914,11 @@ def evaluate_with_selection(
     )
 
 
-def grid_size(method: str, temperatures: Sequence[float], lambdas: Sequence[float]) -> int:
-    """How many settings a search over ``temperatures`` x ``lambdas`` compares for ``method``."""
+def grid_size(method: str, temperatures: Sequence[float] | None = None, lambdas: Sequence[float] | None = None) -> int:
+    """How many settings a search over ``temperatures`` x ``lambdas`` (None: the detector's grids) compares
+    for ``method``: 1 for a detector without hyperparameters."""
     key = detectors.detector_key(method)
-    if key in _WITHOUT_TEMPERATURE:
+    if not detectors.REGISTRY[key].grids:
         return 1
-    return len(temperatures) * (len(lambdas) if key in _LEARNED else 1)
+    temperatures, lambdas = _grids(key, temperatures, lambdas)
+    return len(temperatures) * (len(lambdas) or 1)

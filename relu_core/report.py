@@ -20,15 +20,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from relu_core import detectors, metrics, protocol, stats, threads
-from relu_core.errors import InputError
 
 if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
     import pandas as pd
 
 #: Packages whose versions the provenance lists (those missing here are skipped).
 PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "torchvision", "plotly", "pandas", "streamlit")
-DETECTOR_LABELS = {"relu": "Rel-U", "doctor": "Doctor", "msp": "MSP", "odin": "ODIN", "entropy": "Entropy",
-                   "energy": "Energy"}
 CURVE_POINTS = 1500
 
 _STYLE = """
@@ -143,39 +140,37 @@ def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float)
 
     table = pd.DataFrame({name: {"FPR95 ↓": s["fpr95"], "AUROC ↑": s["auroc"], "AURC ↓": s["aurc"],
                                  "E-AURC ↓": s["eaurc"], "accuracy": accuracy} for name, s in summaries.items()}).T
-    if {"Rel-U", "Doctor"} <= set(table.index):
-        table.loc["Rel-U − Doctor"] = table.loc["Rel-U"] - table.loc["Doctor"]
+    a, b = (detectors.label(key) for key in protocol.PAIRED)
+    if {a, b} <= set(table.index):
+        table.loc[f"{a} − {b}"] = table.loc[a] - table.loc[b]
     return table.astype(float)
 
 
 @threads.small_work
 def report_for_run(run, *, temperature: float = 1.0, lam: float | str = 0.5, tune_fraction: float = 0.5,
-                   seed: int = 0, keys: Sequence[str] = ("relu", "doctor"),
+                   seed: int = 0, keys: Sequence[str] = protocol.PAIRED,
                    logits_file: str | Path | None = None) -> str:
     """The report of ``run`` at fixed settings, computed headlessly: Rel-U fitted on the seeded tuning split
     at ``temperature`` and ``lam``, every detector scored on the evaluation split (ε = 0)."""
     from relu_core import figures
 
-    unknown = [k for k in keys if k not in DETECTOR_LABELS]
-    if unknown:
-        raise InputError(f"unknown detector(s) {', '.join(unknown)}: choose from {', '.join(DETECTOR_LABELS)}")
-    keys = list(dict.fromkeys(["relu", "doctor", *keys]))
+    keys = list(dict.fromkeys([*protocol.PAIRED, *protocol.resolve_methods(list(keys))]))
     correct = protocol.correctness(run.logits, run.labels)
     tune_idx, eval_idx = protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct)
     probs = detectors.softmax(run.logits, temperature)
     relu = detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx])
     correct_eval = correct[eval_idx]
     scores = {}
-    for key in keys:
-        if key == "relu":
-            scores[key] = relu.score_probs(probs[eval_idx])
-        elif key == "doctor":
-            scores[key] = detectors.Doctor(temperature).score_probs(probs[eval_idx])
+    for key in keys:  # the paired detectors at the report's T (Rel-U fitted above), the others at their default
+        detector = relu if key == relu.key else detectors.make_detector(
+            key, temperature=temperature if key in protocol.PAIRED else None)
+        if detector.accepts_probs and detector.temperature == temperature:
+            scores[key] = detector.score_probs(probs[eval_idx])
         else:
-            scores[key] = detectors.make_detector(key).score(run.logits[eval_idx])
-    names = {k: DETECTOR_LABELS[k] for k in keys}
+            scores[key] = detector.score(run.logits[eval_idx])
+    names = {k: detectors.label(k) for k in keys}
     summaries = {names[k]: metrics.summary(u, correct_eval) for k, u in scores.items()}
-    paired = stats.paired_bootstrap(scores["relu"], scores["doctor"], correct_eval, seed=seed)
+    paired = stats.paired_bootstrap(*(scores[k] for k in protocol.PAIRED), correct_eval, seed=seed)
     predictions = np.argmax(run.logits, axis=1)
     cm = metrics.confusion_matrix(predictions[tune_idx], run.labels[tune_idx], run.n_classes)
     curves = {}

@@ -28,7 +28,7 @@ computes what is missing; the hyperparameter search and the scoring are cheap an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,12 +36,10 @@ import pandas as pd
 
 from relu_core import cache, corruptions, detectors, engine, metrics, models, protocol, stats
 from relu_core.errors import Cancelled, InputError
+from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
 
-Progress = Callable[[int, int, str], None]
-Cancel = Callable[[], bool]
 
-DEFAULT_DETECTORS = ("relu", "doctor")
 METRIC_NAMES = ("auroc", "fpr95", "aurc", "accuracy")
 CPU_SUBSAMPLE = 1000
 TABLE_COLUMNS = ("corruption", "severity", "detector", "metric", "mean", "std")
@@ -134,7 +132,7 @@ def mismatch_study(
     *,
     severity: int = 5,
     corruption_names: Sequence[str] | None = None,
-    detector_keys: Sequence[str] = DEFAULT_DETECTORS,
+    detector_keys: Sequence[str] = protocol.PAIRED,
     tune_fraction: float = 0.2,
     seeds: Sequence[int] = (0, 1, 2),
     subsample: int | None = CPU_SUBSAMPLE,
@@ -197,10 +195,8 @@ def mismatch_study(
           "std": float(np.std(v))} for n, v in accuracy.items()]
     )
     hyper = pd.DataFrame(
-        [{"seed": seed, "detector": d.name, "temperature": d.temperature, "lam": getattr(d, "lam_", None),
-          "hamming_fallback": bool(getattr(d, "fallback_", False)),
-          "settings_searched": 1 if key == "msp" else protocol.grid_size(key, protocol.DEFAULT_TEMPERATURES,
-                                                                         protocol.DEFAULT_LAMBDAS)}
+        [{"seed": seed, "detector": d.name, "temperature": d.temperature, "lam": d.settings().get("lam"),
+          "hamming_fallback": bool(d.fallback_), "settings_searched": protocol.grid_size(key)}
          for seed in seeds for key, d in fitted[seed].items()]
     )
     paired = _paired_frame(per_seed, paired_scores)
@@ -310,9 +306,9 @@ def _check_options(names, keys, severity, tune_fraction, seeds, subsample) -> No
     unknown = [n for n in names if n not in corruptions.CORRUPTIONS]
     if unknown or not names:
         raise RobustnessError(f"unknown corruption(s) {unknown}; choose from {', '.join(corruptions.CORRUPTIONS)}")
-    bad = [k for k in keys if k not in detectors.DETECTOR_NAMES]
+    bad = [k for k in keys if k not in detectors.protocol_keys()]
     if bad or not keys:
-        raise RobustnessError(f"unknown detector(s) {bad}; choose from {', '.join(detectors.DETECTOR_NAMES)}")
+        raise RobustnessError(f"unknown detector(s) {bad}; choose from {', '.join(detectors.protocol_keys())}")
     if severity not in corruptions.SEVERITIES:
         raise RobustnessError(f"severity must be one of 1-5, got {severity}")
     if not 0.0 < tune_fraction < 1.0:
@@ -345,7 +341,7 @@ def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
     records: list[dict] = []
     accuracy: dict[str, list[float]] = {CLEAN: [], **{n: [] for n in names}}
     paired_scores: dict[str, list] = {CLEAN: [], **{n: [] for n in names}}
-    pair = tuple(detectors.make_detector(k).name for k in protocol.PAIRED)
+    pair = tuple(detectors.label(k) for k in protocol.PAIRED)
     for seed, fitted_seed in fitted.items():
         rows = eval_rows[seed]
         y = labels[rows]
@@ -376,7 +372,7 @@ def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
 
 def _paired_frame(per_seed: pd.DataFrame, paired_scores: dict[str, list]) -> pd.DataFrame:
     """Rel-U − Doctor per corruption and metric: per-seed mean/std and the pooled bootstrap interval."""
-    relu, doctor = (detectors.make_detector(k).name for k in protocol.PAIRED)
+    relu, doctor = (detectors.label(k) for k in protocol.PAIRED)
     rows = []
     for name, pairs in paired_scores.items():
         if not pairs:
@@ -398,22 +394,12 @@ def _fit_on_clean(
 ) -> dict:
     """Detectors with (T, lam) selected and D* fitted on the clean tuning rows only.
 
-    Only ``logits[tune_idx]`` is handed to ``protocol.grid_search`` (cross-validation inside it) and to
-    ``fit``: the clean evaluation rows and every corrupted image stay out of reach by construction.
+    Only ``logits[tune_idx]`` is handed to ``protocol.select_and_fit`` (cross-validation inside it, then the
+    fit): the clean evaluation rows and every corrupted image stay out of reach by construction.
     """
     z, y = np.asarray(logits)[tune_idx], labels[tune_idx]
-    fitted = {}
-    for key in keys:
-        if key == "msp":  # defined at T = 1, nothing to select
-            detector = detectors.make_detector(key)
-        else:
-            grid = protocol.grid_search(
-                z, y, tune_idx=np.arange(len(y)), method=key, selection="tuning", criterion=criterion, fold_seed=seed
-            )
-            lam = grid.best_lam if grid.best_lam is not None else 0.5
-            detector = detectors.make_detector(key, temperature=grid.best_temperature, lam=lam)
-        fitted[key] = detector.fit(z, y)
-    return fitted
+    return {key: protocol.select_and_fit(z, y, key, tune_idx=np.arange(len(y)), selection="tuning",
+                                         criterion=criterion, fold_seed=seed) for key in keys}
 
 
 @small_work

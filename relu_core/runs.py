@@ -1,13 +1,13 @@
 """A *run*: the logits of one model on one labelled data set, with what the app needs around them.
 
-Runs come from the engine (``engine.logits_for``), from an uploaded logits file (:func:`load_logits_upload`)
-or from the default (:func:`default_run`: Fashion-MNIST when it is on the machine, else scikit-learn digits,
-with a small CNN trained here on first use).
+Runs come from the engine (:func:`logits_for`: a model, given or trained here, on a data set), from an uploaded
+logits file (:func:`load_logits_upload`) or from the default (:func:`default_run`: Fashion-MNIST when it is on
+the machine, else scikit-learn digits, with a small CNN trained here on first use). This module assembles
+runs on top of :mod:`relu_core.engine`, which only turns images into logits and imports none of it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 from torch import nn
 
-from relu_core import detectors, limits
+from relu_core import cache, datasets, detectors, engine, limits, models, training
 from relu_core.errors import InputError
+from relu_core.progress import Cancel, Progress
 
 LABEL_COLUMN = "label"
 #: The environment variable that forces the default data set (the tests set ``digits``: seconds, not a minute).
 DEFAULT_ENV = "RELU_STUDIO_DEFAULT"
+SMALL_CNN_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Run:
     std: tuple[float, ...] = ()
     dataset_name: str = ""
     source: str = ""
-    #: How to compute this run again on this machine (``engine.logits_for`` arguments), empty when it cannot be
+    #: How to compute this run again on this machine (:func:`logits_for` arguments), empty when it cannot be
     #: (uploaded files); :func:`remember` stores it so that a shared URL naming the run reopens it.
     recipe: tuple[tuple[str, object], ...] = ()
 
@@ -78,13 +81,9 @@ class Run:
 
 
 def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...]) -> str:
-    """16 hex digits of the SHA-256 of the logits, labels and class names."""
-    digest = hashlib.sha256()
-    for array in (np.ascontiguousarray(logits, dtype=np.float32), np.ascontiguousarray(labels, dtype=np.int64)):
-        digest.update(str(array.shape).encode())
-        digest.update(memoryview(array).cast("B"))
-    digest.update("\x00".join(class_names).encode())
-    return digest.hexdigest()[:16]
+    """16 hex digits of the SHA-256 of the logits, labels and class names (:func:`cache.array_digest`)."""
+    arrays = (np.asarray(logits, dtype=np.float32), np.asarray(labels, dtype=np.int64), np.asarray(class_names, dtype=str))
+    return cache.array_digest(*arrays)[:16]
 
 
 # --------------------------------------------------------------------------- uploads
@@ -205,14 +204,135 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
     )
 
 
+# --------------------------------------------------------------------------- runs computed by the engine
+
+
+def _source_digest(*modules: object) -> list[str]:
+    """SHA-256 of modules' source files: a change to the training code retrains cached models."""
+    return [cache.file_digest(Path(module.__file__)) for module in modules]  # type: ignore[attr-defined]
+
+
+def small_cnn(
+    arch: str,
+    dataset_spec: str,
+    *,
+    epochs: int | None = None,
+    seed: int = SMALL_CNN_SEED,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    download: bool = False,
+) -> nn.Module:
+    """Small CNN ``arch`` trained (seeded, CPU) on the training split of ``dataset_spec``, cached by content.
+
+    The state dict lives in ``cache_dir("models")`` keyed by (arch, training-data fingerprint, seed, epochs,
+    digest of the model and training code); later calls load it instead of training.
+    """
+    spec = models.get_spec(arch)
+    if arch not in training.RECIPES:
+        raise InputError(f"{arch} is not a small CNN that can be trained here ({', '.join(training.RECIPES)})")
+    recipe = training.RECIPES[arch]
+    epochs = recipe.epochs if epochs is None else epochs
+    train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)
+    key = {
+        "kind": "small-cnn", "arch": arch, "data": train.fingerprint, "seed": seed, "epochs": epochs,
+        "batch_size": recipe.batch_size,
+        "code": _source_digest(models.small_cnn, models.registry, models.normalization, training),
+    }
+
+    def fit() -> dict[str, np.ndarray]:
+        model = training.train_small_cnn(
+            train.images, train.labels, len(train.class_names), arch=arch, epochs=epochs, seed=seed,
+            batch_size=recipe.batch_size, progress=progress, cancel=cancel,
+        )
+        return {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
+
+    state = cache.cached("models", key, fit)
+    model = models.build_model(arch, len(train.class_names), in_channels=spec.in_channels)
+    model.load_state_dict({name: torch.from_numpy(array) for name, array in state.items()}, strict=True)
+    return model.eval()
+
+
+def logits_for(
+    model_name: str,
+    weights: str | Path | None,
+    dataset_spec: str | datasets.ImageSet,
+    *,
+    device: str = "auto",
+    batch_size: int | None = None,
+    precision: str = "auto",
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    download: bool = False,
+    epochs: int | None = None,
+) -> Run:
+    """The :class:`Run` of model ``model_name`` on the test split of ``dataset_spec``, logits cached by content.
+
+    ``weights``: a checkpoint file (state dict for ``model_name`` or TorchScript); None uses the shared
+    pretrained weights of ``model_name`` or, for a small CNN, one trained on the data set's training split
+    (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). The cache key is (weights hash, data set fingerprint, mean, std, input size,
+    precision), so the same model on the same pixels is computed once whatever the file or set is called.
+    ``dataset_spec`` may also be a loaded set (e.g. an upload, ``datasets.load_uploaded_dataset``).
+    """
+    spec = models.get_spec(model_name)
+    registered = isinstance(dataset_spec, str) and dataset_spec in datasets.DATASETS
+    data = (dataset_spec if isinstance(dataset_spec, datasets.ImageSet)
+            else datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress))
+    n_classes = len(data.class_names)
+    limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
+    if weights is not None:
+        model = models.load_model_file(weights, arch=model_name, num_classes=n_classes)
+        source = f"{model_name} ({Path(weights).name}) on {data.name}"
+    elif (pretrained := models.pretrained_weights(model_name)) is not None:
+        model = models.load_state_dict_file(models.build_model(model_name, n_classes), pretrained)
+        source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
+    elif model_name in training.RECIPES and isinstance(dataset_spec, str):
+        model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel,
+                          download=download)
+        trained = "" if epochs is None else f", {epochs} epochs"
+        source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}{trained}) on {data.name}"
+    else:
+        raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
+    model.eval()
+    resolved = engine.resolve_precision(precision, engine.select_device(device))
+    key = {
+        "kind": "logits", "weights": models.weights_hash(model), "data": data.fingerprint,
+        "mean": list(spec.mean), "std": list(spec.std), "input_size": spec.input_size, "precision": resolved,
+    }
+
+    def compute() -> dict[str, np.ndarray]:
+        logits = engine.compute_logits(
+            model, data.images, mean=spec.mean, std=spec.std, device=device, batch_size=batch_size,
+            precision=resolved, input_size=spec.input_size, progress=progress, cancel=cancel,
+        )
+        if logits.shape[1] != n_classes:
+            raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")
+        return {"logits": logits}
+
+    logits = cache.cached("logits", key, compute)["logits"]
+    return Run(
+        run_id=cache.key_digest(key)[:16],
+        logits=logits,
+        labels=data.labels,
+        class_names=tuple(data.class_names),
+        images=data.images,
+        model=model,
+        model_name=model_name,
+        mean=tuple(spec.mean),
+        std=tuple(spec.std),
+        dataset_name=data.name,
+        source=source,
+        # a registered set with known weights can be recomputed from these arguments (:func:`reopen`)
+        recipe=(("model_name", model_name), ("weights", None), ("dataset_spec", dataset_spec), ("device", device),
+                ("epochs", epochs)) if weights is None and registered else (),
+    )
+
+
 # --------------------------------------------------------------------------- the offline default
 
 
 def default_choice() -> DefaultChoice:
     """The default run's data set: ``$RELU_STUDIO_DEFAULT`` when set, else Fashion-MNIST when both its splits
     are on this machine (a data directory, or Debian's ``dataset-fashion-mnist`` package), else digits."""
-    from relu_core import datasets
-
     forced = os.environ.get(DEFAULT_ENV, "").strip()
     if forced:
         if forced not in DEFAULT_CHOICES:
@@ -224,7 +344,7 @@ def default_choice() -> DefaultChoice:
     return DEFAULT_CHOICES["digits"]
 
 
-def default_run(progress=None, cancel=None) -> Run:  # noqa: ANN001 (engine.Progress / engine.Cancel)
+def default_run(progress: Progress | None = None, cancel: Cancel | None = None) -> Run:
     """The default run (:func:`default_choice`): a small CNN trained here, seeded, on the training split, its
     logits on the test split.
 
@@ -232,10 +352,8 @@ def default_run(progress=None, cancel=None) -> Run:  # noqa: ANN001 (engine.Prog
     (about 40 s for Fashion-MNIST on 2 cores, a second for digits), later calls load both. Images are kept for
     galleries and input pre-processing.
     """
-    from relu_core import engine  # engine imports Run from this module
-
     choice = default_choice()
-    return engine.logits_for(choice.model, None, choice.dataset, device="cpu", epochs=choice.epochs,
+    return logits_for(choice.model, None, choice.dataset, device="cpu", epochs=choice.epochs,
                              progress=progress, cancel=cancel)
 
 
@@ -249,8 +367,6 @@ def _record_key(run_id: str) -> dict[str, str]:
 def remember(run: Run) -> None:
     """Record on disk (``cache_dir("runs")``) what reopens ``run`` from its id alone: its recipe (engine runs on
     registered sets), or its arrays (uploaded logits). Runs with neither (an uploaded model) are not recorded."""
-    from relu_core import cache
-
     record = {"source": run.source, "recipe": dict(run.recipe)}
     arrays: dict[str, np.ndarray] = {}
     if not run.recipe:
@@ -264,22 +380,18 @@ def remember(run: Run) -> None:
 
 def describe(run_id: str) -> str | None:
     """The source of a remembered run in words, or None when this machine has no record of it."""
-    from relu_core import cache
-
     stored = cache.load("runs", _record_key(run_id))
     return None if stored is None else json.loads(str(stored["record"]))["source"]
 
 
-def reopen(run_id: str, progress=None, cancel=None) -> Run:
+def reopen(run_id: str, progress: Progress | None = None, cancel: Cancel | None = None) -> Run:
     """The remembered run ``run_id`` (cached logits: fast), or InputError naming what is missing."""
-    from relu_core import cache, engine
-
     stored = cache.load("runs", _record_key(run_id))
     if stored is None:
         raise InputError(f"run {run_id} is not on this machine")
     record = json.loads(str(stored["record"]))
     if record["recipe"]:
-        run = engine.logits_for(**record["recipe"], progress=progress, cancel=cancel)
+        run = logits_for(**record["recipe"], progress=progress, cancel=cancel)
     else:
         names = tuple(str(name) for name in stored["class_names"].tolist())
         run = Run(run_id=content_id(stored["logits"], stored["labels"], names), logits=stored["logits"],

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from relu_core import metrics as _metrics
+from relu_core import validation
 from relu_core.errors import InputError
 
 #: Metrics the bootstrap supports, with True where higher is better.
@@ -86,10 +87,8 @@ def _check_options(metric_keys: Sequence[str], n_resamples: int, confidence: flo
     unknown = [k for k in keys if k not in HIGHER_IS_BETTER]
     if unknown or not keys:
         raise InputError(f"unknown metric(s) {unknown}: choose from {', '.join(HIGHER_IS_BETTER)}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or not 1 <= n_resamples <= 100_000:
-        raise InputError(f"n_resamples must be an integer in [1, 100000], got {n_resamples!r}")
-    if not 0.0 < float(confidence) < 1.0:
-        raise InputError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    validation.integer(n_resamples, "n_resamples", minimum=1, maximum=100_000)
+    validation.fraction(confidence, "confidence")
     return keys
 
 

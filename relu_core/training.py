@@ -8,7 +8,7 @@ confidence, so training must not reshape it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -17,8 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from relu_core import validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.models import build_model, get_spec
+from relu_core.progress import Cancel, Progress
 
 DEFAULT_LR = 3e-3
 WEIGHT_DECAY = 5e-4
@@ -74,13 +76,11 @@ def _validate(
     labels = np.asarray(labels)
     if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
         raise InputError(f"labels must be {n} integers, got shape {labels.shape} of {labels.dtype}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise InputError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+    validation.integer(num_classes, "num_classes", minimum=2)
     if labels.min() < 0 or labels.max() >= num_classes:
         raise InputError(f"labels must lie in 0..{num_classes - 1}, found {labels.min()}..{labels.max()}")
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value!r}")
+        validation.integer(value, name, minimum=1)
     return labels.astype(np.int64)
 
 
@@ -94,13 +94,13 @@ def train_small_cnn(
     seed: int = 0,
     batch_size: int = 128,
     lr: float = DEFAULT_LR,
-    progress: Callable[[int, int, str], None] | None = None,
-    cancel: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
 ) -> nn.Module:
     """Train ``arch`` from scratch on CPU and return it in eval mode.
 
     AdamW (weight decay 5e-4) with a one-cycle learning-rate schedule peaking at ``lr``, cross-entropy loss,
-    inputs normalised with the architecture's ``ModelSpec`` mean and std, mini-batches sliced from one
+    inputs normalised with the architecture's ``ModelSpec.normalization`` (the engine's arithmetic), mini-batches sliced from one
     in-memory tensor in an order drawn from a ``torch.Generator`` seeded with ``seed``. The same inputs and
     seed give bit-identical weights on the same machine and thread count. ``progress(done, total, message)``
     is called after every batch; when ``cancel()`` returns True the training stops with ``Cancelled``.
@@ -108,8 +108,7 @@ def train_small_cnn(
     targets = torch.from_numpy(_validate(images_uint8_nhwc, labels, num_classes, arch, epochs, batch_size))
     spec = get_spec(arch)
     pixels = torch.from_numpy(np.require(images_uint8_nhwc, requirements=["C", "W"]))  # (N, H, W, C) uint8, sliced per batch
-    mean = torch.tensor(spec.mean, dtype=torch.float32) * 255.0
-    inv_std = 1.0 / (torch.tensor(spec.std, dtype=torch.float32) * 255.0)
+    normalise = spec.normalization.on(torch.device("cpu"))
     n = len(targets)
     batch_size = min(batch_size, n)
     steps_per_epoch = n // batch_size + (n % batch_size >= 2)  # a last batch of one would break BatchNorm
@@ -128,8 +127,7 @@ def train_small_cnn(
                 if cancel is not None and cancel():
                     raise Cancelled(f"training of {arch} cancelled at epoch {epoch + 1}/{epochs}")
                 index = permutation[step * batch_size : (step + 1) * batch_size]
-                # NHWC -> NCHW view: the batch is already in channels-last layout, no copy.
-                batch = ((pixels[index].float() - mean) * inv_std).permute(0, 3, 1, 2)
+                batch = normalise(pixels[index])  # NCHW view of the NHWC batch: channels-last, no copy
                 loss = F.cross_entropy(model(batch), targets[index])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

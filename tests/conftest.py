@@ -1,8 +1,16 @@
-"""Shared fixtures: real data from ../shared/data and an isolated cache directory per test session."""
+"""Shared fixtures: real data from ../shared/data, an isolated cache directory per test session, a small real
+run (``digits_run``), AppTest of a page (``pages``), the app served (``app_url``) and Debian's Chromium
+(``chromium``) for the browser tests."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,6 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "shared_data" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.real_data)
+    _skip_browser_tests(items)
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +46,153 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+# ------------------------------------------------------------------------------------------ a small real run
+
+
+@pytest.fixture(scope="session")
+def digits_run():
+    """scikit-learn digits with a linear classifier (logistic regression, about 96 % accurate) as a torch model.
+
+    A stand-in for the app's default run that needs neither the shared data nor the CNN training time. The
+    run is frozen and its model is only evaluated, so one instance serves the whole session.
+    """
+    import numpy as np
+    import torch
+    from sklearn.linear_model import LogisticRegression
+    from torch import nn
+
+    from relu_core import datasets, engine
+    from relu_core.runs import Run
+
+    train = datasets.load_dataset("digits", split="train")
+    test = datasets.load_dataset("digits", split="test")
+    flat = (train.images.reshape(len(train.images), -1) / 255.0 - 0.5) / 0.5  # the engine's normalisation
+    fit = LogisticRegression(C=0.05, max_iter=300).fit(flat, train.labels)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, len(train.class_names)))
+    with torch.no_grad():
+        model[1].weight.copy_(torch.from_numpy(fit.coef_))
+        model[1].bias.copy_(torch.from_numpy(fit.intercept_))
+    model.eval()
+    logits = engine.compute_logits(model, test.images, mean=(0.5,), std=(0.5,), device="cpu")
+    assert np.mean(logits.argmax(1) == test.labels) > 0.9  # the stand-in is a sensible classifier
+    return Run(
+        run_id="tiny-digits-linear", logits=logits, labels=test.labels, class_names=tuple(test.class_names),
+        images=test.images, model=model, model_name="linear", mean=(0.5,), std=(0.5,), dataset_name="digits",
+        source="linear classifier on digits (test fixture)",
+    )
+
+
+# ------------------------------------------------------------------------------- AppTest of a dashboard page
+
+
+class Pages:
+    """Opens a page of the dashboard in AppTest on a given run, and checks a page for exceptions and errors."""
+
+    timeout = 120
+
+    @staticmethod
+    def open(page: str, run, **state):
+        """``page`` (a file under pages/) on ``run`` (registered in the process-wide run registry the sidebar
+        reads), with ``state`` put in the session state before the first run; returns the AppTest, run once."""
+        from streamlit.testing.v1 import AppTest
+
+        from relu_core import explore
+
+        explore.register_run(run)
+        at = AppTest.from_file(str(REPO / "pages" / page), default_timeout=Pages.timeout)
+        at.session_state["run_id"] = run.run_id
+        for key, value in state.items():
+            at.session_state[key] = value
+        return at.run()
+
+    @staticmethod
+    def no_exceptions(at) -> None:
+        assert not at.exception, [e.value for e in at.exception]
+
+    @staticmethod
+    def ok(at) -> None:
+        """No exception and no error box on the page."""
+        assert not at.exception, [e.value for e in at.exception]
+        assert not at.error, [e.value for e in at.error]
+
+
+@pytest.fixture
+def pages() -> Pages:
+    return Pages()
+
+
+# -------------------------------------------------------------------------- the app served, in real Chromium
+
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's chromium, never a browser downloaded by ``playwright install``
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _skip_browser_tests(items: list[pytest.Item]) -> None:
+    """Tests marked ``browser`` skip where Debian's Chromium or playwright is missing."""
+    if not CHROMIUM.exists():
+        reason = "Debian chromium (/usr/bin/chromium) is not installed"
+    elif importlib.util.find_spec("playwright") is None:
+        reason = "playwright is not installed"
+    else:
+        return
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    """``streamlit run Start.py`` headless on a free port (one server per test module); the cache is this test
+    session's temporary one."""
+    port = _free_port()
+    env = {**os.environ, "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE")
+           or str(tmp_path_factory.mktemp("browser_cache"))}
+    log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "Start.py", "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start: see {log.name}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture
+def chromium():
+    """Debian's Chromium, headless, launched through playwright for one test (closed after it); open a session
+    with ``chromium.new_context(viewport=...).new_page()``."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -3,6 +3,7 @@ uploads (good and bad) go through the real sidebar code path, and a bad file nev
 
 The default run trains the small digits CNN once per test session (conftest.py gives the session its own
 cache directory); every later AppTest reuses it from the engine's cache and the process-wide run registry.
+Each test opens its own AppTest (its own session state), so no test depends on another's widget state.
 """
 
 from __future__ import annotations
@@ -65,8 +66,11 @@ def _npz(**arrays) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def explore() -> AppTest:
+    """A fresh Explore page in its own session for each test (no test sees another's widget state); the run
+    and the computation behind the page come from the process-wide registry and caches, so only the first
+    one trains and computes."""
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     return at
@@ -91,10 +95,10 @@ def test_start_page_opens_on_dstar_confusion_and_verdict():
     assert verdict.startswith("Rel-U vs Doctor at the default settings")
     assert "AUROC: " in verdict and "95 % CI" in verdict
     # the verdict is the paired bootstrap of the evaluation split at the default settings, recomputed here
-    import ui_common
     from relu_core import detectors, protocol, stats
+    from relu_core import explore as core_explore
 
-    run = ui_common.get_run(at.session_state["run_id"])
+    run = core_explore.get_run(at.session_state["run_id"])
     correct = protocol.correctness(run.logits, run.labels)
     tune, evaluation = protocol.split_indices(len(correct), 0.5, 0, stratify=correct)
     probs = detectors.softmax(run.logits, 1.0)
@@ -153,8 +157,7 @@ def test_moving_lambda_changes_dstar_and_metrics(explore):
 
 
 def test_moving_temperature_changes_dstar_and_metrics(explore):
-    # The fixture is shared: put λ back where D* is learned (at λ ≈ 0 it is the Hamming fallback at every T).
-    explore.slider(key="lam").set_value(0.5).run()
+    assert explore.slider(key="lam").value == 0.5  # where D* is learned (at λ ≈ 0 it is the Hamming fallback)
     before_z = _array(_figure(explore, "D* (Rel-U")["data"][0]["z"])
     before = _metrics(explore).loc["Doctor"].copy()
     explore.select_slider(key="temperature").set_value(10.0).run()
@@ -193,7 +196,7 @@ def test_class_pair_gallery_and_operating_point(explore):
 
 
 def test_input_preprocessing_on_demand(explore):
-    explore.checkbox(key="lam_auto").uncheck().run()
+    assert not explore.checkbox(key="lam_auto").value
     clean = _metrics(explore).loc[["Rel-U", "Doctor"]].copy()
     explore.select_slider(key="eps").set_value(0.002).run()
     _no_exceptions(explore)
@@ -204,7 +207,6 @@ def test_input_preprocessing_on_demand(explore):
     perturbed = _metrics(explore).loc[["Rel-U", "Doctor"]]
     assert not np.allclose(perturbed.to_numpy(dtype=float), clean.to_numpy(dtype=float))
     assert explore.query_params["eps"] == "0.002"
-    explore.select_slider(key="eps").set_value(0.0).run()
 
 
 def test_url_parameters_set_the_view():
@@ -225,6 +227,8 @@ def test_url_parameters_set_the_view():
 def _upload_logits(at: AppTest, name: str, content: bytes) -> AppTest:
     at.file_uploader(key="upload_logits").upload(name, content).run()
     at.button(key="load_logits").click().run()
+    if at.session_state["pending_jobs"]:  # a background job: still running, its outcome comes on the next run
+        _settle(at)
     return at
 
 
@@ -292,7 +296,7 @@ def test_non_checkpoint_model_upload_shows_an_error(start):
 
 
 def test_cancelled_job_keeps_the_previous_run():
-    import ui_common
+    from relu_core import explore as core_explore
     from relu_core.errors import Cancelled
 
     def job(progress, cancel):
@@ -302,12 +306,12 @@ def test_cancelled_job_keeps_the_previous_run():
     def app():
         import streamlit as st
 
-        import ui_common as ui
+        from studio import jobbox, sidebar
 
-        run = ui.current_run()
+        run = sidebar.current_run()
         st.write(f"current {run.run_id}")
         if st.button("go", key="go"):
-            ui.run_job("test job", st.session_state["job"])
+            jobbox.run_job("test job", st.session_state["job"], key="test:cancelled-job")
 
     at = AppTest.from_function(app, default_timeout=TIMEOUT)
     at.session_state["job"] = job
@@ -318,7 +322,87 @@ def test_cancelled_job_keeps_the_previous_run():
     assert any("Cancelled" in w.value for w in at.warning)
     assert not any(box.warning for box in at.status)
     assert at.session_state["run_id"] == before
-    assert before in ui_common._RUNS
+    assert before in core_explore.RUNS
+
+
+def test_logits_upload_is_a_background_job_that_survives_a_page_change(start, monkeypatch):
+    import threading
+
+    from relu_core import runs
+    from studio import sidebar
+
+    release, real_load = threading.Event(), sidebar.load_upload
+
+    def gated(*args, **kwargs):  # a big upload: still being read when the user changes page
+        release.wait(60)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(sidebar, "load_upload", gated)
+    labels = np.repeat(np.arange(4), 30)
+    logits = np.random.default_rng(1).normal(size=(120, 4)) + 2 * np.eye(4)[labels]
+    data = _npz(logits=logits, labels=labels, class_names=np.array(["w", "x", "y", "z"]))
+    expected = runs.load_logits_upload(data, "late.npz").run_id
+    before = start.session_state["run_id"]
+    start.file_uploader(key="upload_logits").upload("late.npz", data).run()
+    start.button(key="load_logits").click().run()
+    _no_exceptions(start)
+    assert "Jobs" in [h.value for h in start.sidebar.subheader]  # in the jobs panel, with its progress
+    assert any(p.proto.text.startswith("Loading late.npz") for p in start.sidebar.get("progress"))
+    assert start.session_state["run_id"] == before
+    start.switch_page("pages/1_Explore.py").run()  # the page is left while the upload is read
+    _no_exceptions(start)
+    release.set()
+    _settle(start)
+    _no_exceptions(start)
+    assert start.session_state["run_id"] == expected  # picked up on the page the session is on now
+    assert _figure(start, "D* (Rel-U")["data"][0]["x"] == ["w", "x", "y", "z"]
+
+
+def test_a_job_cancelled_from_its_progress_box_is_said_there():
+    from relu_core import jobs
+
+    key = "test:cancelled-from-its-box"
+    jobs.MANAGER.forget(key)
+
+    def app():
+        import threading
+        import time
+
+        import streamlit as st
+        from streamlit.runtime.scriptrunner import add_script_run_ctx
+
+        from relu_core import jobs
+        from relu_core.errors import Cancelled
+        from studio import jobbox, sidebar
+
+        key = "test:cancelled-from-its-box"
+        sidebar.sidebar_run_picker()
+
+        def study(progress, cancel):
+            progress(1, 2, "half way")
+            while not cancel():
+                time.sleep(0.02)
+            raise Cancelled("stopped")
+
+        def press_cancel() -> None:  # what the box's Cancel button does, in this session's context
+            jobbox._cancel_from_box(jobs.MANAGER.get(key))
+
+        if not st.session_state.get("started"):  # the page's Run button, pressed once
+            st.session_state["started"] = True
+            timer = threading.Timer(0.5, press_cancel)
+            add_script_run_ctx(timer)
+            timer.start()
+            st.write(f"shown: {jobbox.run_job('a study', study, key=key, select=False)}")
+
+    at = AppTest.from_function(app, default_timeout=TIMEOUT).run()
+    _no_exceptions(at)
+    assert "shown: None" in [m.value for m in at.main.markdown]
+    said = [w.value for w in at.main.warning if "a study" in w.value]
+    assert said == ["Cancelled: a study; the previous results are still shown."]  # where Cancel was pressed
+    assert jobs.MANAGER.get(key) is None  # forgotten: asking again retries
+    at.run()
+    _no_exceptions(at)
+    assert not any("a study" in w.value for w in at.warning)  # said once, not again in the sidebar
 
 
 def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
@@ -352,14 +436,14 @@ def test_download_report_builds_a_self_contained_file(explore):
 
 
 def test_shared_url_names_the_run_and_reopens_it():
-    import ui_common
+    from relu_core import explore as core_explore
 
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     run_id = at.session_state["run_id"]
     assert at.query_params["run"] == run_id and "cnn8" in at.query_params["run_name"]
     # a fresh server process knows no run: the link reopens it from this machine's record (cached logits)
-    ui_common._RUNS.clear()
+    core_explore.RUNS.clear()
     fresh = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
     fresh.query_params.update({"run": run_id, "lam": "0.3"})
     fresh.run()
@@ -376,11 +460,11 @@ def test_shared_url_names_the_run_and_reopens_it():
 
 
 def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatch):
-    import ui_common
+    from relu_core import explore as core_explore
     from relu_core import jobs
 
-    monkeypatch.setattr(ui_common, "EPS_SUBSAMPLE", 100)  # digits' 449 evaluation images: subsample first
-    monkeypatch.setattr(ui_common, "device_name", lambda: "cpu")
+    monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)  # digits' 449 evaluation images: subsample first
+    monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     at.select_slider(key="eps").set_value(0.0005).run()
     first = [j for j in jobs.MANAGER.jobs() if ":0.0005:sub100" in j.key]
@@ -399,16 +483,16 @@ def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatc
 
 
 def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
-    import ui_common
+    from relu_core import explore as core_explore
 
     calls = []
-    real_explore = ui_common.explore
+    real_explore = core_explore.explore
 
     def counted(*args, **kwargs):
         calls.append(args[:6])
         return real_explore(*args, **kwargs)
 
-    monkeypatch.setattr(ui_common, "explore", counted)
+    monkeypatch.setattr(core_explore, "explore", counted)
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert len(calls) == 1
@@ -423,19 +507,19 @@ def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
 def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     import threading
 
-    import ui_common
-    from relu_core import jobs
+    from relu_core import explore as core_explore
+    from relu_core import jobs, protocol
 
     for job in jobs.MANAGER.jobs():  # an earlier test may hold this setting's result already
         if job.key.startswith("paired:"):
             jobs.MANAGER.forget(job.key)
-    real_paired_for, release = ui_common.paired_for, threading.Event()
+    real_paired_for, release = core_explore.paired_for, threading.Event()
 
     def slow(view, seed):
         release.wait(60)
         return real_paired_for(view, seed)
 
-    monkeypatch.setattr(ui_common, "paired_for", slow)
+    monkeypatch.setattr(core_explore, "paired_for", slow)
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert _figure(at, "D*") and _figure(at, "ROC")  # the charts are drawn while the bootstrap runs
@@ -445,8 +529,8 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     _settle(at)  # the watch reruns the page once the job has landed
     _no_exceptions(at)
     paired = _table_with(at, "95 % CI (paired bootstrap)").set_index("metric")
-    expected = real_paired_for(ui_common.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0,
-                                                 list(ui_common.DEFAULT_DETECTORS)), 0)
+    expected = real_paired_for(core_explore.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0,
+                                                    list(protocol.PAIRED)), 0)
     assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(expected["auroc"].estimate, abs=1e-4)
 
 
@@ -469,9 +553,9 @@ def test_a_job_started_before_the_page_was_left_is_picked_up_on_return():
     def app():
         import streamlit as st
 
-        import ui_common as ui
+        from studio import jobbox
 
-        st.write(f"shown: {ui.job_result('test:picked-up-on-return')}")
+        st.write(f"shown: {jobbox.job_result('test:picked-up-on-return')}")
 
     threading.Timer(0.5, gate.set).start()
     at = AppTest.from_function(app, default_timeout=TIMEOUT).run()  # waits with the job's progress box

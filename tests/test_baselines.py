@@ -12,16 +12,10 @@ import pytest
 import torch
 from scipy.special import softmax as scipy_softmax
 from sklearn.metrics import roc_auc_score
-from test_robustness import tiny_digits_run
 from torch import nn
 
 from relu_core import baselines, cli, detectors, metrics, protocol, stats
 from relu_core.errors import Cancelled, InputError
-
-
-@pytest.fixture(scope="module")
-def digits_run():
-    return tiny_digits_run()
 
 
 def _planted(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -44,15 +38,22 @@ def _planted(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 # ------------------------------------------------------------------------------------------ registry
 def test_registry_declares_every_detector_once() -> None:
     registry = detectors.REGISTRY
-    assert list(registry)[:6] == list(detectors.DETECTOR_NAMES)
+    assert list(registry)[:6] == ["msp", "odin", "doctor", "relu", "entropy", "energy"]
     assert set(baselines.BASELINE_KEYS) <= set(registry)
-    assert registry["relu"].learned and not registry["doctor"].learned
-    assert registry["mlp"].learned and registry["conformal"].learned
+    assert registry["relu"].requires_fit and not registry["doctor"].requires_fit
+    assert registry["mlp"].requires_fit and registry["conformal"].requires_fit
     assert registry["mc_dropout"].needs_model and registry["deep_ensemble"].needs_model
-    assert registry["mc_dropout"].display_name == "MC-Dropout"
-    detectors.register_detector("mlp", baselines.MLPDetector, display_name="MLP", learned=True)  # idempotent
+    assert registry["mc_dropout"].name == "MC-Dropout"
+    assert detectors.register_detector(baselines.MLPDetector) is baselines.MLPDetector  # idempotent
+    assert registry["mlp"] is baselines.MLPDetector
+
+    class OtherMLP(detectors.Doctor):
+        key, name = "mlp", "MLP"
+
     with pytest.raises(ValueError, match="already registered"):
-        detectors.register_detector("mlp", detectors.Doctor, display_name="MLP")
+        detectors.register_detector(OtherMLP)
+    # none of the baselines runs through the protocol (they need the model, or labels to fit)
+    assert not set(baselines.BASELINE_KEYS) & set(detectors.protocol_keys())
 
 
 # ------------------------------------------------------------------------------------------ MLP
@@ -367,11 +368,11 @@ def test_offline_ensemble_of_the_shared_cifar_resnets(shared_data) -> None:
 
 @pytest.mark.slow
 def test_offline_ensemble_of_small_cnns_trained_with_seeds(monkeypatch) -> None:
-    from relu_core import engine
+    from relu_core import runs
 
     assert baselines.ENSEMBLE_SEEDS == 5
     monkeypatch.setattr(baselines, "ENSEMBLE_SEEDS", 2)  # two trainings instead of five keep the test short
-    run = engine.logits_for("cnn8", None, "digits", device="cpu")
+    run = runs.logits_for("cnn8", None, "digits", device="cpu")
     names, stack = baselines.ensemble_logits(run, device="cpu")
     assert names == ("cnn8 seed 0", "cnn8 seed 1") and stack.shape == (2, *run.logits.shape)
     np.testing.assert_allclose(stack[0], run.logits, rtol=1e-4, atol=1e-4)  # seed 0 is the run's own model

@@ -4,47 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-from test_robustness import tiny_digits_run
-
-import ui_common
 
 pytestmark = pytest.mark.slow  # AppTest of a whole page, MLP training
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "4_Baselines.py")
-TIMEOUT = 120
 
-
-@pytest.fixture(scope="module")
-def digits_run():
-    return tiny_digits_run()
-
-
-def _page(run, **state) -> AppTest:
-    ui_common.register_run(run)
-    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
-    at.session_state["run_id"] = run.run_id
-    for key, value in state.items():
-        at.session_state[key] = value
-    return at.run()
-
-
-def _no_exceptions(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-def test_study_table_paired_interval_figures_and_downloads(digits_run) -> None:
-    at = _page(digits_run, bl_seeds=2)
-    _no_exceptions(at)
+def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) -> None:
+    at = pages.open("4_Baselines.py", digits_run, bl_seeds=2)
+    pages.ok(at)
     assert any("Run the study" in info.value for info in at.info)
     assert any("Deep Ensembles" in info.value for info in at.info)  # no offline ensemble for this linear model
     assert not at.get("plotly_chart")
     at.button(key="bl_run").click().run()
-    _no_exceptions(at)
+    pages.ok(at)
     table = next(df.value for df in at.dataframe if "detector" in df.value.columns)
     assert list(table["detector"]) == ["Rel-U", "Doctor", "MSP", "MLP", "MC-Dropout", "Conformal (APS)"]
     assert all("±" in v for v in table["AUROC (higher is better)"])
@@ -68,10 +41,10 @@ def test_study_table_paired_interval_figures_and_downloads(digits_run) -> None:
     assert len(at.get("plotly_chart")) == 2
 
 
-def test_logits_only_run_offers_the_logit_detectors_only(digits_run) -> None:
+def test_logits_only_run_offers_the_logit_detectors_only(pages, digits_run) -> None:
     logits_only = dataclasses.replace(digits_run, images=None, model=None, run_id="digits-logits-only-baselines")
-    at = _page(logits_only)
-    _no_exceptions(at)
+    at = pages.open("4_Baselines.py", logits_only)
+    pages.ok(at)
     options = at.multiselect(key="bl_detectors").options
     assert "MC-Dropout" not in options and "Deep Ensembles" not in options and "MLP" in options
     assert any("MC-Dropout needs a run with a model" in info.value for info in at.info)

@@ -7,69 +7,14 @@ Skips where /usr/bin/chromium or playwright is missing (CI installs both, see .c
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium (/usr/bin/chromium) is not installed"),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    """``streamlit run Start.py`` headless on a free port; the cache is this test session's temporary one."""
-    port = _free_port()
-    env = {**os.environ, "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE")
-           or str(tmp_path_factory.mktemp("browser_cache"))}
-    log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "Start.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start: see {log.name}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def _plot_data(page, index: int) -> str:
@@ -82,102 +27,86 @@ def _plot_data(page, index: int) -> str:
     )
 
 
-def test_explore_rerenders_when_lambda_moves(app_url, tmp_path):
+def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     ARTIFACTS.mkdir(exist_ok=True)
-    with playwright_sync.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1600, "height": 2200},
-        )
-        try:
-            page = context.new_page()
-            started = time.monotonic()
-            page.goto(app_url)
-            # the default run (trained on first use, then cached) is ready on the start page
-            page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
-            print(f"start page ready after {time.monotonic() - started:.1f} s")
-            page.get_by_role("button", name="Explore this run").click()
-            page.wait_for_url("**/Explore**", timeout=60_000)
-            page.wait_for_function(  # Explore's figures, not the start page's leaving the screen
-                """() => { const p = document.querySelectorAll('.js-plotly-plot');
-                           return p.length >= 4 && p[2].layout && p[2].layout.title.text.includes('ROC'); }""",
-                timeout=60_000)
-            heatmap_before, roc_before = _plot_data(page, 0), _plot_data(page, 2)
-            assert heatmap_before and roc_before
-            assert "Rel-U (AUROC" in roc_before
+    page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
+    started = time.monotonic()
+    page.goto(app_url)
+    # the default run (trained on first use, then cached) is ready on the start page
+    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
+    print(f"start page ready after {time.monotonic() - started:.1f} s")
+    page.get_by_role("button", name="Explore this run").click()
+    page.wait_for_url("**/Explore**", timeout=60_000)
+    page.wait_for_function(  # Explore's figures, not the start page's leaving the screen
+        """() => { const p = document.querySelectorAll('.js-plotly-plot');
+                   return p.length >= 4 && p[2].layout && p[2].layout.title.text.includes('ROC'); }""",
+        timeout=60_000)
+    heatmap_before, roc_before = _plot_data(page, 0), _plot_data(page, 2)
+    assert heatmap_before and roc_before
+    assert "Rel-U (AUROC" in roc_before
 
-            slider = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors")
-            thumb = slider.get_by_role("slider")
-            thumb.focus()
-            for _ in range(10):
-                page.keyboard.press("ArrowLeft")
-            page.wait_for_function(
-                """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[0];
-                                   return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
-                                          !== before; }""",
-                arg=[heatmap_before], timeout=30_000,
-            )
-            page.wait_for_function(
-                """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[2];
-                                   return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
-                                          !== before; }""",
-                arg=[roc_before], timeout=30_000,
-            )
-            page.wait_for_function(  # the last key press wins: D* is refitted at λ = 0.40
-                "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.4)')",
-                timeout=30_000,
-            )
-            assert "lam=0.4" in page.url
+    slider = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors")
+    thumb = slider.get_by_role("slider")
+    thumb.focus()
+    for _ in range(10):
+        page.keyboard.press("ArrowLeft")
+    page.wait_for_function(
+        """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[0];
+                           return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
+                                  !== before; }""",
+        arg=[heatmap_before], timeout=30_000,
+    )
+    page.wait_for_function(
+        """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[2];
+                           return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
+                                  !== before; }""",
+        arg=[roc_before], timeout=30_000,
+    )
+    page.wait_for_function(  # the last key press wins: D* is refitted at λ = 0.40
+        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.4)')",
+        timeout=30_000,
+    )
+    assert "lam=0.4" in page.url
 
-            # a click on a diagonal cell (never the default pair, which is an error cell) opens its gallery
-            cell = page.evaluate(
-                """() => { const p = [...document.querySelectorAll('.js-plotly-plot')]
-                                .find(q => q.layout.title.text.includes('Confusion matrix'));
-                           const xa = p._fullLayout.xaxis, ya = p._fullLayout.yaxis, box = p.getBoundingClientRect();
-                           return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(2)]; }"""
-            )
-            page.mouse.click(*cell)
-            page.get_by_text("with true class 2 predicted as 2").wait_for(timeout=30_000)
-            assert not page.get_by_test_id("stException").count()
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
-            print(f"browser flow took {time.monotonic() - started:.1f} s")
-        finally:
-            context.close()
+    # a click on a diagonal cell (never the default pair, which is an error cell) opens its gallery
+    cell = page.evaluate(
+        """() => { const p = [...document.querySelectorAll('.js-plotly-plot')]
+                        .find(q => q.layout.title.text.includes('Confusion matrix'));
+                   const xa = p._fullLayout.xaxis, ya = p._fullLayout.yaxis, box = p.getBoundingClientRect();
+                   return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(2)]; }"""
+    )
+    page.mouse.click(*cell)
+    page.get_by_text("with true class 2 predicted as 2").wait_for(timeout=30_000)
+    assert not page.get_by_test_id("stException").count()
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
+    print(f"browser flow took {time.monotonic() - started:.1f} s")
 
 
-def test_start_page_first_viewport(app_url, tmp_path):
+def test_start_page_first_viewport(app_url, chromium):
     """At 1280 x 720 the verdict, D* beside the confusion matrix and the Explore button are above the fold."""
     ARTIFACTS.mkdir(exist_ok=True)
-    with playwright_sync.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 720},
-        )
-        try:
-            page = context.new_page()
-            page.goto(app_url)
-            verdict = page.get_by_text("Rel-U vs Doctor at the default settings")
-            verdict.wait_for(timeout=150_000)
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
-                                   timeout=60_000)
-            page.wait_for_timeout(500)
-            boxes = page.evaluate(
-                """() => [...document.querySelectorAll('.js-plotly-plot')].slice(0, 2).map(p => {
-                         const b = p.getBoundingClientRect();
-                         return [p.layout.title.text, b.left, b.top, b.bottom]; })"""
-            )
-            page.screenshot(path=str(ARTIFACTS / "start.png"))
-            (dstar, d_left, d_top, d_bottom), (cm, c_left, c_top, c_bottom) = boxes
-            assert "D* (Rel-U" in dstar and "Confusion matrix" in cm
-            assert d_left < c_left and abs(d_top - c_top) < 40  # side by side
-            assert max(d_bottom, c_bottom) <= 720, boxes
-            button = page.get_by_role("button", name="Explore this run").bounding_box()
-            assert button is not None and button["y"] + button["height"] <= 720
-            assert verdict.bounding_box()["y"] < d_top
-            assert not page.get_by_text("Preparing the default run").count()
-            page.get_by_role("button", name="Explore this run").click()
-            page.wait_for_url("**/Explore**", timeout=60_000)
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
-        finally:
-            context.close()
+    page = chromium.new_context(viewport={"width": 1280, "height": 720}).new_page()
+    page.goto(app_url)
+    verdict = page.get_by_text("Rel-U vs Doctor at the default settings")
+    verdict.wait_for(timeout=150_000)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
+                           timeout=60_000)
+    page.wait_for_timeout(500)
+    boxes = page.evaluate(
+        """() => [...document.querySelectorAll('.js-plotly-plot')].slice(0, 2).map(p => {
+                 const b = p.getBoundingClientRect();
+                 return [p.layout.title.text, b.left, b.top, b.bottom]; })"""
+    )
+    page.screenshot(path=str(ARTIFACTS / "start.png"))
+    (dstar, d_left, d_top, d_bottom), (cm, c_left, c_top, c_bottom) = boxes
+    assert "D* (Rel-U" in dstar and "Confusion matrix" in cm
+    assert d_left < c_left and abs(d_top - c_top) < 40  # side by side
+    assert max(d_bottom, c_bottom) <= 720, boxes
+    button = page.get_by_role("button", name="Explore this run").bounding_box()
+    assert button is not None and button["y"] + button["height"] <= 720
+    assert verdict.bounding_box()["y"] < d_top
+    assert not page.get_by_text("Preparing the default run").count()
+    page.get_by_role("button", name="Explore this run").click()
+    page.wait_for_url("**/Explore**", timeout=60_000)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from relu_core import cli, protocol
-from relu_core.detectors import DETECTOR_NAMES
+from relu_core.detectors import LAMBDA_GRID, protocol_keys
 
 REPO = Path(__file__).resolve().parent.parent
 JSON_KEYS = {"fpr95", "fpr95_std", "auroc", "auroc_std", "aurc", "aurc_std", "eaurc", "eaurc_std", "accuracy",
@@ -59,15 +59,15 @@ def test_evaluate_json_equals_protocol_evaluate(npz_file):
     got = json.loads(proc.stdout)
     with np.load(npz_file) as data:
         expected = protocol.evaluate(
-            data["logits"], data["labels"], DETECTOR_NAMES, temperature={**{k: 1.5 for k in DETECTOR_NAMES}, "odin": 1000},
+            data["logits"], data["labels"], protocol_keys(), temperature={**{k: 1.5 for k in protocol_keys()}, "odin": 1000},
             lam="auto", tune_fraction=0.33, seeds=3,
         ).to_dict()
-    assert list(got) == list(DETECTOR_NAMES)
+    assert list(got) == list(protocol_keys())
     assert set(got["relu"]) - JSON_KEYS == {"hamming_fallback", "minus_doctor"}
     assert set(got["relu"]["minus_doctor"]) == {"fpr95", "auroc", "aurc"}
     assert got["odin"]["temperature"] == 1000 and got["relu"]["temperature"] == 1.5 and got["msp"]["temperature"] is None
     assert got["doctor"]["lambda"] is None and got["relu"]["eps"] == 0
-    for key in DETECTOR_NAMES:
+    for key in protocol_keys():
         assert set(got[key]) - {"hamming_fallback", "minus_doctor"} == JSON_KEYS
         assert got[key].pop("fpr95_positives") == "correct"
         assert got[key].pop("selection") == protocol.FIXED_LABEL
@@ -239,7 +239,7 @@ def test_warnings_of_a_successful_run_are_one_line_each(npz_file, capsys, monkey
     assert cli.main(["evaluate", "--logits", str(npz_file), "--seeds", "1", "--json"]) == 0
     captured = capsys.readouterr()
     assert captured.err.strip() == "warning: something odd over two lines"
-    assert set(json.loads(captured.out)) == set(DETECTOR_NAMES)
+    assert set(json.loads(captured.out)) == set(protocol_keys())
 
 
 def test_cancel_exits_130(npz_file, capsys, monkeypatch):
@@ -275,6 +275,23 @@ def test_written_npz_is_a_valid_logits_file(tmp_path):
     np.testing.assert_array_equal(run.labels, labels)
     assert run.class_names == ("a", "b", "c")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]  # no temporary file left behind
+
+
+def test_failed_npz_write_keeps_the_old_file_and_leaves_no_partial_one(tmp_path, monkeypatch):
+    """write_logits_npz goes through cache.atomic_write: an error while writing leaves the previous file whole."""
+    logits, labels = _logits(30, 3)
+    path = cli.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
+    before = path.read_bytes()
+
+    def failing_savez(stream, **arrays):
+        stream.write(b"PK half an archive")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez", failing_savez)
+    with pytest.raises(OSError, match="disk full"):
+        cli.write_logits_npz(path, logits * 2, labels, ["a", "b", "c"])
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
 
 
 def test_progress_bar_stays_quiet_for_short_work_and_draws_for_long_work(capsys):
@@ -318,7 +335,7 @@ def test_logits_on_digits_feeds_evaluate(tmp_path, capsys):
         np.testing.assert_array_equal(data["labels"], test.labels)
         assert tuple(data["class_names"]) == tuple(test.class_names)
     assert cli.main(["evaluate", "--logits", str(out), "--seeds", "2", "--json"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == set(DETECTOR_NAMES)
+    assert set(json.loads(capsys.readouterr().out)) == set(protocol_keys())
 
 
 @pytest.mark.slow
@@ -367,7 +384,7 @@ def test_model_errors_give_one_error_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_reuses_its_cache(capsys, monkeypatch):
-    from relu_core import engine, training
+    from relu_core import training
 
     # The real pipeline (digits, cnn8 trained here, cached logits, six detectors), trained for 3 epochs
     # instead of the default so the test stays fast; the cache key includes the epoch count.
@@ -384,7 +401,7 @@ def test_demo_runs_end_to_end_and_reuses_its_cache(capsys, monkeypatch):
 
     monkeypatch.setattr(training, "train_small_cnn", no_training)
     assert cli.main(["demo", "--seeds", "2", "--json"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == set(DETECTOR_NAMES)
+    assert set(json.loads(capsys.readouterr().out)) == set(protocol_keys())
 
 
 def test_fpr_convention_for_errors_as_positives_is_labelled(npz_file, capsys):
@@ -432,7 +449,7 @@ def test_select_reports_the_values_chosen_per_seed(npz_file, capsys):
     assert got["relu"]["settings_searched"] == 50 and got["doctor"]["settings_searched"] == 10
     assert got["msp"]["settings_searched"] == 1 and got["msp"]["temperature"] is None
     lambdas = got["relu"]["lambda"] if isinstance(got["relu"]["lambda"], list) else [got["relu"]["lambda"]]
-    assert all(lam in protocol.DEFAULT_LAMBDAS for lam in lambdas)
+    assert all(lam in LAMBDA_GRID for lam in lambdas)
     paired = got["relu"]["minus_doctor"]
     assert paired["auroc"]["n_resamples"] == 200 and len(paired["auroc"]["per_seed"]) == 3
     assert paired["auroc"]["ci_low"] <= paired["auroc"]["ci_high"]

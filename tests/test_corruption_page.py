@@ -4,38 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_robustness import tiny_digits_run
 
-import ui_common
 from relu_core import corruptions
 
 pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
-
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "2_Corruptions.py")
-TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def digits_run():
-    return tiny_digits_run()
-
-
-def _page(run, **state) -> AppTest:
-    """The page on ``run`` (registered in the process-wide run registry the sidebar reads)."""
-    ui_common.register_run(run)
-    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
-    at.session_state["run_id"] = run.run_id
-    for key, value in state.items():
-        at.session_state[key] = value
-    return at.run()
-
-
-def _no_exceptions(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def _figures(at: AppTest) -> dict[str, dict]:
@@ -49,13 +24,13 @@ def _one(figures: dict[str, dict], start: str) -> dict:
     return matches[0]
 
 
-def test_study_draws_radar_plots_over_all_19_corruptions(digits_run) -> None:
-    at = _page(digits_run, rob_subsample=64, rob_seeds=2)
-    _no_exceptions(at)
+def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> None:
+    at = pages.open("2_Corruptions.py", digits_run, rob_subsample=64, rob_seeds=2)
+    pages.no_exceptions(at)
     assert any("Run the study" in info.value for info in at.info)
     assert not at.get("plotly_chart")
     at.button(key="rob_run").click().run()
-    _no_exceptions(at)
+    pages.no_exceptions(at)
     assert not at.error, [e.value for e in at.error]
     figures = _figures(at)
     for start in ("AUROC", "FPR at 95 % TPR"):
@@ -86,11 +61,11 @@ def test_study_draws_radar_plots_over_all_19_corruptions(digits_run) -> None:
         assert row.proto.imgs[5].url != row.proto.imgs[0].url, name
 
 
-def test_changed_settings_keep_the_last_study_and_say_so(digits_run) -> None:
+def test_changed_settings_keep_the_last_study_and_say_so(pages, digits_run) -> None:
     names = ["gaussian_noise", "contrast", "fog"]
-    at = _page(digits_run, rob_subsample=64, rob_seeds=1, rob_corruptions=names)
+    at = pages.open("2_Corruptions.py", digits_run, rob_subsample=64, rob_seeds=1, rob_corruptions=names)
     at.button(key="rob_run").click().run()
-    _no_exceptions(at)
+    pages.no_exceptions(at)
     assert _one(_figures(at), "AUROC")["data"][0]["theta"] == [*names, names[0]]
     at.select_slider(key="rob_severity").set_value(3).run()
     assert any("settings changed" in info.value for info in at.info)
@@ -100,9 +75,9 @@ def test_changed_settings_keep_the_last_study_and_say_so(digits_run) -> None:
     assert any("at least 3 corruptions" in w.value for w in at.warning)
 
 
-def test_runs_without_model_or_images_are_explained(digits_run) -> None:
+def test_runs_without_model_or_images_are_explained(pages, digits_run) -> None:
     logits_only = dataclasses.replace(digits_run, images=None, model=None, run_id="digits-logits-only")
-    at = _page(logits_only)
-    _no_exceptions(at)
+    at = pages.open("2_Corruptions.py", logits_only)
+    pages.no_exceptions(at)
     assert any("images" in info.value and "sidebar" in info.value for info in at.info)
     assert not at.get("plotly_chart") and not at.get("image")

@@ -8,7 +8,6 @@ disk kernel, frost resize, the whole water-spatter pipeline).
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 from PIL import Image
 from scipy import ndimage
 
+from relu_core import cache
 from relu_core import corruptions as C
 from relu_core.corruptions import CORRUPTIONS, corrupt, corrupted_set, load_cifar10c
 from relu_core.errors import Cancelled, InputError
@@ -410,8 +410,8 @@ def test_corrupted_set_caches_and_recovers(cifar: np.ndarray, monkeypatch) -> No
     assert first.images.shape == (10, 32, 32, 3) and calls[-1] == (10, 10)
     np.testing.assert_array_equal(first.labels, labels[first.indices])
     np.testing.assert_array_equal(first.indices, np.unique(first.indices))
-    path = C._cache_path("fp-test", "shot_noise", 2, 1, 10)
-    assert path.is_file() and not list(path.parent.glob("*.tmp"))
+    path = cache.path_for(C.NAMESPACE, C._cache_key("fp-test", "shot_noise", 2, 1, 10))
+    assert path.is_file() and not list(path.parent.glob("*.tmp")) and not list(path.parent.glob(".tmp-*"))
 
     def forbidden(*args, **kwargs):
         raise AssertionError("recomputed although cached")
@@ -426,6 +426,24 @@ def test_corrupted_set_caches_and_recovers(cifar: np.ndarray, monkeypatch) -> No
     assert not np.array_equal(other.images, first.images)
     with pytest.raises(Cancelled):
         corrupted_set(cifar, labels, "fp-other", "fog", 1, 0, cancel=lambda: True)
+
+
+def test_corrupted_set_entry_failing_its_checksum_is_recomputed(cifar: np.ndarray, monkeypatch) -> None:
+    """The corruptions' cache is relu_core.cache: a well-formed entry whose arrays do not match their checksum
+    (here: other pixels written under the key) is rejected and the set generated again, as for logits."""
+    labels = np.arange(16)
+    first = corrupted_set(cifar, labels, "fp-checksum", "fog", 3, seed=0, subsample=8)
+    path = cache.path_for(C.NAMESPACE, C._cache_key("fp-checksum", "fog", 3, 0, 8))
+    with np.load(path, allow_pickle=False) as stored:
+        checksum = stored["__checksum__"]
+    np.savez(path, images=np.zeros_like(first.images), __checksum__=checksum)  # tampered pixels, old checksum
+    calls = []
+    real_apply = C._apply
+    monkeypatch.setattr(C, "_apply", lambda *args: calls.append(1) or real_apply(*args))
+    again = corrupted_set(cifar, labels, "fp-checksum", "fog", 3, seed=0, subsample=8)
+    assert calls, "the tampered entry was used instead of recomputed"
+    np.testing.assert_array_equal(again.images, first.images)
+    assert cache.load(C.NAMESPACE, C._cache_key("fp-checksum", "fog", 3, 0, 8)) is not None  # stored afresh
     with pytest.raises(InputError):
         corrupted_set(cifar, labels[:3], "fp-test", "fog", 1, 0)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.special
+import scipy.stats
 import torch
 from scipy.stats import rankdata
 
 from relu_core import detectors
 from relu_core.detectors import (
-    DETECTOR_NAMES,
     MSP,
     ODIN,
     Doctor,
@@ -19,6 +20,7 @@ from relu_core.detectors import (
     gini,
     hamming_matrix,
     make_detector,
+    protocol_keys,
     quadratic_score,
     relu_matrix,
     softmax,
@@ -212,7 +214,7 @@ def test_energy_temperature() -> None:
     assert not Energy.accepts_probs and Doctor.accepts_probs
 
 
-@pytest.mark.parametrize("key", DETECTOR_NAMES)
+@pytest.mark.parametrize("key", protocol_keys())
 def test_score_probs_equals_score(key: str) -> None:
     logits, labels = _logits(3)
     detector = make_detector(key, temperature=2.0, lam=0.6)
@@ -226,7 +228,7 @@ def test_score_probs_equals_score(key: str) -> None:
     np.testing.assert_array_equal(via_probs.score_probs(probs), detector.score(logits))
 
 
-@pytest.mark.parametrize("key", DETECTOR_NAMES)
+@pytest.mark.parametrize("key", protocol_keys())
 def test_numpy_and_torch_agree_and_torch_is_differentiable(key: str) -> None:
     logits, labels = _logits(4)
     detector = make_detector(key).fit(logits, labels)
@@ -277,13 +279,17 @@ def test_a_temperature_that_overflows_the_logits_is_refused(key: str) -> None:
 def test_entropy_handles_underflowing_probabilities() -> None:
     logits = np.array([[0.0, -2000.0, 5.0]])
     assert np.isfinite(Entropy().score(logits)).all()
+    # the underflowing class adds nothing: the entropy of the other two classes, computed by scipy
+    two = scipy.special.softmax([0.0, 5.0])
+    np.testing.assert_allclose(Entropy().score(logits), [scipy.stats.entropy(two)], rtol=1e-9)
     tensor = torch.tensor(logits, requires_grad=True)
     Entropy().score(tensor).sum().backward()
     assert torch.isfinite(tensor.grad).all()
+    assert tensor.grad[0, 1] == 0  # the underflowing class has no influence on the entropy
 
 
 def test_names_defaults_and_factory() -> None:
-    names = {key: make_detector(key).name for key in DETECTOR_NAMES}
+    names = {key: make_detector(key).name for key in protocol_keys()}
     assert names == {
         "msp": "MSP",
         "odin": "ODIN",
@@ -292,7 +298,7 @@ def test_names_defaults_and_factory() -> None:
         "entropy": "Entropy",
         "energy": "Energy",
     }
-    assert [key for key in DETECTOR_NAMES if make_detector(key).requires_fit] == ["relu"]
+    assert [key for key in protocol_keys() if make_detector(key).requires_fit] == ["relu"]
     assert make_detector("odin").temperature == 1000.0
     assert make_detector("odin", temperature=10).temperature == 10.0
     assert make_detector("msp", temperature=10).temperature == 1.0  # MSP is defined at T = 1
@@ -366,3 +372,6 @@ def test_validation_accepts_good_input() -> None:
     detectors.validate_logits(np.zeros((2, 3), dtype=np.float32))
     detectors.validate_logits(torch.zeros(2, 3))
     detectors.validate_labels(np.array([0, 2], dtype=np.uint8), 2, 3)
+    # the accepted input is scored: uniform probabilities over 3 classes have Gini 1 - 3 * (1/3)^2 = 2/3
+    np.testing.assert_allclose(Doctor().score(np.zeros((2, 3), dtype=np.float32)), [2 / 3, 2 / 3], rtol=1e-6)
+    np.testing.assert_allclose(Doctor().score(torch.zeros(2, 3)).numpy(), [2 / 3, 2 / 3], rtol=1e-6)

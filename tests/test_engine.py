@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from relu_core import cache, engine, models, paths
+from relu_core import cache, engine, models, paths, runs
 from relu_core.errors import Cancelled, InputError
 
 
@@ -202,7 +202,7 @@ def test_resnet20_on_exact_cifar10_and_logits_cache(shared_data, monkeypatch, tm
 
     monkeypatch.setattr(engine, "compute_logits", counting)
     before = set(paths.cache_dir("logits").glob("*.npz"))
-    run = engine.logits_for("resnet20", None, "cifar10-exact", device="cpu", batch_size=128)
+    run = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu", batch_size=128)
     assert run.logits.shape == (1017, 10) and run.logits.dtype == np.float32
     assert run.labels.dtype == np.int64 and len(run.class_names) == 10 and run.class_names[0] == "airplane"
     assert run.images is not None and run.images.shape == (1017, 32, 32, 3)
@@ -210,13 +210,13 @@ def test_resnet20_on_exact_cifar10_and_logits_cache(shared_data, monkeypatch, tm
     assert abs(accuracy - 0.916) <= 0.005, accuracy
     assert len(calls) == 1
 
-    again = engine.logits_for("resnet20", None, "cifar10-exact", device="cpu")
+    again = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu")
     assert len(calls) == 1  # cache hit: nothing recomputed
     assert np.array_equal(again.logits, run.logits) and again.run_id == run.run_id
 
     (target,) = set(paths.cache_dir("logits").glob("*.npz")) - before
     target.write_bytes(target.read_bytes()[:100])  # corrupt the cache file
-    recomputed = engine.logits_for("resnet20", None, "cifar10-exact", device="cpu", batch_size=128)
+    recomputed = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu", batch_size=128)
     assert len(calls) == 2
     np.testing.assert_allclose(recomputed.logits, run.logits, rtol=1e-5, atol=1e-5)
 
@@ -226,7 +226,7 @@ def test_resnet20_on_exact_cifar10_and_logits_cache(shared_data, monkeypatch, tm
 def test_pretrained_accuracy_on_the_cifar10_jpeg_folder(shared_data, name, expected):
     if models.pretrained_weights(name) is None:
         pytest.skip(f"pretrained {name} weights not found")
-    run = engine.logits_for(name, None, "cifar10", device="cpu")
+    run = runs.logits_for(name, None, "cifar10", device="cpu")
     assert run.logits.shape == (10_000, 10) and run.dataset_name == "cifar10-test"
     accuracy = float((run.logits.argmax(1) == run.labels).mean())
     assert abs(accuracy - expected) <= 0.005, accuracy

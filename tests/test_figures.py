@@ -35,6 +35,17 @@ def test_dstar_heatmap_axes_colorbar_and_exact_hover():
     assert fig.layout.yaxis.autorange == "reversed"  # row 0 on top, as a matrix is read
 
 
+def test_matrix_figures_label_the_same_classes_on_both_axes():
+    names = [f"class {k}" for k in range(50)]
+    matrix = np.random.default_rng(1).random((50, 50))
+    for fig in (figures.dstar_heatmap(matrix, names), figures.confusion_heatmap((matrix * 10).astype(int), names)):
+        x, y = fig.layout.xaxis, fig.layout.yaxis
+        assert list(x.tickvals) == list(y.tickvals) == list(x.ticktext) == list(y.ticktext)
+        assert list(x.tickvals) == names[::2] and len(x.tickvals) <= figures.MAX_CLASS_TICKS
+    small = figures.dstar_heatmap(np.eye(3), NAMES)
+    assert list(small.layout.xaxis.tickvals) == list(small.layout.yaxis.tickvals) == list(NAMES)
+
+
 def test_dstar_heatmap_rejects_bad_shapes():
     with pytest.raises(ValueError, match="square"):
         figures.dstar_heatmap(np.zeros((2, 3)), NAMES)

@@ -344,3 +344,40 @@ def test_weights_hash_of_torchscript_includes_its_code_and_constants(tmp_path: P
 
 def test_module_exports_checkpoint_error_as_input_error() -> None:
     assert issubclass(models.CheckpointError, InputError) and issubclass(models.CheckpointError, ValueError)
+
+
+# ------------------------------------------------------------------------------------------ normalisation, fit
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_normalization_travels_with_the_spec_and_matches_torchvision_arithmetic(name: str) -> None:
+    spec = MODELS[name]
+    assert spec.normalization == models.Normalization(spec.mean, spec.std)
+    images = np.random.default_rng(0).integers(0, 256, (3, 5, 4, spec.in_channels), dtype=np.uint8)
+    out = spec.normalization.on(torch.device("cpu"))(torch.from_numpy(images))
+    mean, std = np.asarray(spec.mean).reshape(1, -1, 1, 1), np.asarray(spec.std).reshape(1, -1, 1, 1)
+    expected = (images.transpose(0, 3, 1, 2) / 255.0 - mean) / std  # ToTensor + Normalize, in float64
+    assert out.dtype == torch.float32 and out.shape == (3, spec.in_channels, 5, 4)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_hub_models_carry_their_normalization() -> None:
+    entry = HUB_MODELS["edadaltocg/resnet18_cifar100"]
+    assert entry.normalization == models.Normalization((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761))
+
+
+def test_fitting_models_match_the_data_sets_shapes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert models.fitting_models("digits") == ["cnn8"]
+    assert models.fitting_models("fashion-mnist") == ["cnn28"]
+    assert models.fitting_models("some-new-set") == ["cnn32"]
+    monkeypatch.setenv("RELU_STUDIO_DATA", str(tmp_path))  # no pretrained weights here: the small CNN only
+    monkeypatch.setattr(models.registry.paths, "data_dirs", lambda: [tmp_path])
+    assert models.fitting_models("cifar10") == ["cnn32"]
+    folder = tmp_path / "weights" / "cifar10_resnet_akamaster"
+    folder.mkdir(parents=True)
+    (folder / "resnet56-abcdef.th").write_bytes(b"")
+    assert models.fitting_models("cifar10-exact") == ["resnet56", "cnn32"]
+    for dataset, names in models.DATASET_MODELS.items():  # every fitting model reads that set's image shape
+        spec = {"digits": (8, 1), "mnist": (28, 1), "fashion-mnist": (28, 1)}.get(dataset, (32, 3))
+        assert all((MODELS[n].input_size, MODELS[n].in_channels) == spec for n in names), dataset

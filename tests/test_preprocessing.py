@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relu_core import detectors, engine, preprocessing, runs
+from relu_core import detectors, preprocessing, runs
 from relu_core.errors import Cancelled, InputError
 
 EPS = 0.02
@@ -78,7 +78,7 @@ def test_rel_u_key_includes_its_matrix(run):
 
 
 def test_invalid_requests(run):
-    with pytest.raises(InputError, match="Rel-U, Doctor, ODIN"):
+    with pytest.raises(InputError, match="MSP, ODIN, Doctor, Rel-U"):
         _scores(run, _fitted(run, "entropy"), EPS)
     with pytest.raises(InputError, match="eps"):
         _scores(run, _fitted(run, "odin"), -0.1)

@@ -92,11 +92,11 @@ def test_evaluate_matches_a_per_seed_loop_over_detectors_and_metrics(data, lam):
     logits, labels, correct = data
     temps = {"odin": 1000.0, "doctor": 1.5, "relu": 2.0, "entropy": 0.5, "energy": 1.0}
     result = protocol.evaluate(
-        logits, labels, list(detectors.DETECTOR_NAMES), temperature=temps, lam=lam, tune_fraction=0.33, seeds=4
+        logits, labels, list(detectors.protocol_keys()), temperature=temps, lam=lam, tune_fraction=0.33, seeds=4
     )
     table = result.to_dict()
-    assert list(table) == list(detectors.DETECTOR_NAMES)
-    for key in detectors.DETECTOR_NAMES:
+    assert list(table) == list(detectors.protocol_keys())
+    for key in detectors.protocol_keys():
         expected = _hand_rolled(logits, labels, key, temps.get(key), lam, 0.33, range(4))
         for metric, values in expected.items():
             np.testing.assert_allclose(result.per_seed[key][metric], values, rtol=0, atol=1e-12)
@@ -261,8 +261,8 @@ def test_tuning_selection_never_reads_the_evaluation_part(data, method):
 def test_grid_defaults_and_bad_requests(data):
     logits, labels, _ = data
     tune, ev = _split(data)
-    assert protocol.DEFAULT_TEMPERATURES == (0.5, 1, 1.1, 1.2, 1.5, 2, 5, 10, 100, 1000)
-    assert protocol.DEFAULT_LAMBDAS == (0.4, 0.5, 0.6, 0.8, 1.0)  # the paper's; never 0 (= Doctor) by default
+    assert detectors.TEMPERATURE_GRID == (0.5, 1, 1.1, 1.2, 1.5, 2, 5, 10, 100, 1000)
+    assert detectors.LAMBDA_GRID == (0.4, 0.5, 0.6, 0.8, 1.0)  # the paper's; never 0 (= Doctor) by default
     grid = protocol.grid_search(logits, labels, tune_idx=tune, eval_idx=ev)
     assert grid.table.shape == (10, 5)
     with pytest.raises(InputError):
@@ -327,7 +327,7 @@ def test_default_selection_never_returns_doctor_under_rel_u_s_name(data):
     for selection in ("tuning", "oracle"):
         result = protocol.evaluate_with_selection(logits, labels, ["msp", "doctor", "relu"], selection=selection,
                                                   seeds=3, n_resamples=0)
-        assert all(lam in protocol.DEFAULT_LAMBDAS for _, lam in result.params["relu"])
+        assert all(lam in detectors.LAMBDA_GRID for _, lam in result.params["relu"])
         assert result.fallback["relu"] == [False] * 3
         assert result.n_settings == {"msp": 1, "doctor": 10, "relu": 50}
         assert "selected from 50 settings" in result.describe_settings("relu")

@@ -7,47 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
-from torch import nn
 
-from relu_core import corruptions, datasets, detectors, engine, protocol, robustness, stats
+from relu_core import corruptions, detectors, engine, protocol, robustness, runs, stats
 from relu_core.errors import Cancelled
 from relu_core.runs import Run
 
 FEW = ("gaussian_noise", "contrast", "pixelate")
-
-
-def tiny_digits_run() -> Run:
-    """scikit-learn digits with a linear classifier (logistic regression, about 96 % accurate) as a torch model.
-
-    A stand-in for the app's default run that needs neither the shared data nor the CNN training time.
-    """
-    train = datasets.load_dataset("digits", split="train")
-    test = datasets.load_dataset("digits", split="test")
-    fit = LogisticRegression(C=0.05, max_iter=300).fit(_normalised(train.images), train.labels)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(64, len(train.class_names)))
-    with torch.no_grad():
-        model[1].weight.copy_(torch.from_numpy(fit.coef_))
-        model[1].bias.copy_(torch.from_numpy(fit.intercept_))
-    model.eval()
-    logits = engine.compute_logits(model, test.images, mean=(0.5,), std=(0.5,), device="cpu")
-    return Run(
-        run_id="tiny-digits-linear", logits=logits, labels=test.labels, class_names=tuple(test.class_names),
-        images=test.images, model=model, model_name="linear", mean=(0.5,), std=(0.5,), dataset_name="digits",
-        source="linear classifier on digits (test fixture)",
-    )
-
-
-def _normalised(images: np.ndarray) -> np.ndarray:
-    """Flattened (x / 255 - 0.5) / 0.5, the engine's normalisation of one-channel images."""
-    return (images.reshape(len(images), -1) / 255.0 - 0.5) / 0.5
-
-
-@pytest.fixture(scope="module")
-def digits_run() -> Run:
-    return tiny_digits_run()
 
 
 @pytest.fixture
@@ -94,7 +60,7 @@ def test_result_frames(digits_run: Run, fresh_cache: Path) -> None:
     assert result.hyperparameters.shape[0] == 2 * 2
     hyper = result.hyperparameters.set_index("detector")
     # the paper's lambda grid: Rel-U is never Doctor in disguise unless asked
-    assert hyper.loc["Rel-U", "lam"].isin(protocol.DEFAULT_LAMBDAS).all()
+    assert hyper.loc["Rel-U", "lam"].isin(detectors.LAMBDA_GRID).all()
     assert result.hyperparameters["hamming_fallback"].dtype == bool  # True only where the tuning split empties D*
     assert list(hyper.loc["Rel-U", "settings_searched"]) == [50, 50] and list(hyper.loc["Doctor", "settings_searched"]) == [10, 10]
     assert list(result.paired.columns) == list(robustness.PAIRED_COLUMNS)
@@ -268,7 +234,7 @@ def test_resnet56_accuracy_drops_under_severity_5(shared_data: Path) -> None:
 
     Uses the session cache, so the clean logits are shared with other test files that compute them.
     """
-    run = engine.logits_for("resnet56", None, "cifar10-exact", device="cpu")
+    run = runs.logits_for("resnet56", None, "cifar10-exact", device="cpu")
     assert "pretrained" in run.source and len(run.labels) == 1017
     names = ("gaussian_noise", "defocus_blur", "contrast", "jpeg_compression")
     result = robustness.mismatch_study(run, corruption_names=names, seeds=(0,), subsample=150, device="cpu")

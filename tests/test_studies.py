@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from test_robustness import tiny_digits_run
 
 from relu_core import cli, datasets, detectors, metrics, protocol, runs, stats
 from relu_core.errors import Cancelled, InputError
@@ -34,14 +33,14 @@ def run() -> runs.Run:
     return synthetic_run()
 
 
-@pytest.fixture(scope="module")
-def digits_run() -> runs.Run:
-    return tiny_digits_run()
+def _curve(result: base.StudyResult, series: str, detector: str, metric: str):
+    """The rows of one line of the study's curves, in sweep order."""
+    curves = result.curves
+    return curves[(curves["series"] == series) & (curves["detector"] == detector) & (curves["metric"] == metric)]
 
 
 def _point(result: base.StudyResult, series: str, x: float, detector: str, metric: str) -> tuple[float, float]:
-    rows = result.curves[(result.curves["series"] == series) & (result.curves["detector"] == detector)
-                         & (result.curves["metric"] == metric)]
+    rows = _curve(result, series, detector, metric)
     row = rows[np.isclose(rows["x"], x)]
     assert len(row) == 1
     return float(row["mean"].iloc[0]), float(row["std"].iloc[0])
@@ -57,7 +56,7 @@ def test_lambda_curve_at_one_half_equals_protocol_evaluate(run) -> None:
             mean, std = _point(result, "lambda", 0.5, name, metric)
             np.testing.assert_allclose(mean, reference.mean(key, metric), rtol=RTOL)
             np.testing.assert_allclose(std, reference.std(key, metric), rtol=RTOL, atol=1e-12)
-    assert result.curve("lambda", "Rel-U", "fpr95")["x"].tolist() == list(ablation.LAMBDAS)
+    assert _curve(result, "lambda", "Rel-U", "fpr95")["x"].tolist() == list(ablation.LAMBDAS)
 
 
 def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
@@ -385,9 +384,7 @@ def test_progress_reports_every_phase(run) -> None:
 @pytest.mark.slow
 def test_offline_cifar_pair_keeps_87_classes_in_equal_counts(shared_data) -> None:
     """A pretrained CIFAR-10 ResNet-20 on the lossless CIFAR-10 prefix against the 916 lossless CIFAR-100 images."""
-    from relu_core import engine
-
-    cifar10 = engine.logits_for("resnet20", None, "cifar10-exact", device="cpu")
+    cifar10 = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu")
     other = datasets.load_dataset("cifar100-exact", split="test")
     removed = [other.class_names.index(c) for c in mismatch.CIFAR100_REMOVED]
     kept = int((~np.isin(other.labels, removed)).sum())

@@ -1,4 +1,4 @@
-"""Real-browser test of the Studies page (the app served by test_browser's fixture, Debian's Chromium).
+"""Real-browser test of the Studies page (the app served by conftest's ``app_url``, Debian's Chromium).
 
 Switching to a study that does not draw the tuning-fraction slider and back must keep its value: the browser
 (unlike AppTest) showed the slider's first option, 10 %, after the round trip.
@@ -6,18 +6,11 @@ Switching to a study that does not draw the tuning-fraction slider and back must
 
 from __future__ import annotations
 
-import tempfile
 import time
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, app_url  # noqa: F401  (app_url is a fixture)
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium (/usr/bin/chromium) is not installed"),
-]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def _settle(page, timeout: float = 60) -> None:
@@ -28,60 +21,50 @@ def _settle(page, timeout: float = 60) -> None:
     time.sleep(0.5)
 
 
-def test_round_trip_between_studies_keeps_the_tuning_fraction(app_url) -> None:  # noqa: F811
-    with playwright_sync.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="studies_browser"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS)
-        try:
-            page = context.new_page()
-            page.goto(f"{app_url}/Studies", timeout=120_000)
-            page.get_by_text("Calibration", exact=True).wait_for(timeout=120_000)
-            _settle(page)
-            slider = page.locator('[data-testid="stSlider"]').first
-            page.get_by_text("Calibration", exact=True).click()
-            _settle(page)
-            assert slider.get_by_role("slider").get_attribute("aria-valuetext") == "50%"
-            page.get_by_text("Tuning-split size", exact=True).click()
-            _settle(page)
-            page.get_by_text("Calibration", exact=True).click()
-            _settle(page)
-            assert slider.get_by_role("slider").get_attribute("aria-valuetext") == "50%"
-        finally:
-            context.close()
+@pytest.fixture
+def studies(chromium, app_url):
+    """A fresh browser session on the Studies page, drawn and settled."""
+    page = chromium.new_context().new_page()
+    page.goto(f"{app_url}/Studies", timeout=120_000)
+    page.get_by_text("Calibration", exact=True).wait_for(timeout=120_000)
+    _settle(page)
+    return page
 
 
-def test_a_visit_to_another_page_keeps_each_page_s_options(app_url) -> None:  # noqa: F811
-    with playwright_sync.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="studies_browser"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS)
-        try:
-            page = context.new_page()
-            page.goto(f"{app_url}/Studies", timeout=120_000)
-            page.get_by_text("Calibration", exact=True).wait_for(timeout=120_000)
-            _settle(page)
-            page.get_by_text("Tuning-split size", exact=True).click()
-            _settle(page)
-            seeds = page.get_by_label("seeds (0 = default")
-            seeds.fill("7")
-            seeds.press("Enter")
-            _settle(page)
-            page.get_by_role("link", name="Baselines").click()
-            page.get_by_text("More baselines").wait_for(timeout=120_000)
-            _settle(page)
-            bl_seeds = page.locator("input[aria-label='seeds (splits averaged)']")
-            bl_seeds.fill("5")
-            bl_seeds.press("Enter")
-            _settle(page)
-            page.get_by_role("link", name="Studies").click()
-            page.get_by_text("The paper's studies").wait_for(timeout=120_000)
-            _settle(page)
-            assert page.get_by_label("Tuning-split size").is_checked()
-            assert page.get_by_label("seeds (0 = default").input_value() == "7"
-            page.get_by_role("link", name="Baselines").click()
-            page.get_by_text("More baselines").wait_for(timeout=120_000)
-            _settle(page)
-            assert page.locator("input[aria-label='seeds (splits averaged)']").input_value() == "5"
-        finally:
-            context.close()
+def test_round_trip_between_studies_keeps_the_tuning_fraction(studies) -> None:
+    page = studies
+    slider = page.locator('[data-testid="stSlider"]').first
+    page.get_by_text("Calibration", exact=True).click()
+    _settle(page)
+    assert slider.get_by_role("slider").get_attribute("aria-valuetext") == "50%"
+    page.get_by_text("Tuning-split size", exact=True).click()
+    _settle(page)
+    page.get_by_text("Calibration", exact=True).click()
+    _settle(page)
+    assert slider.get_by_role("slider").get_attribute("aria-valuetext") == "50%"
+
+
+def test_a_visit_to_another_page_keeps_each_page_s_options(studies) -> None:
+    page = studies
+    page.get_by_text("Tuning-split size", exact=True).click()
+    _settle(page)
+    seeds = page.get_by_label("seeds (0 = default")
+    seeds.fill("7")
+    seeds.press("Enter")
+    _settle(page)
+    page.get_by_role("link", name="Baselines").click()
+    page.get_by_text("More baselines").wait_for(timeout=120_000)
+    _settle(page)
+    bl_seeds = page.locator("input[aria-label='seeds (splits averaged)']")
+    bl_seeds.fill("5")
+    bl_seeds.press("Enter")
+    _settle(page)
+    page.get_by_role("link", name="Studies").click()
+    page.get_by_text("The paper's studies").wait_for(timeout=120_000)
+    _settle(page)
+    assert page.get_by_label("Tuning-split size").is_checked()
+    assert page.get_by_label("seeds (0 = default").input_value() == "7"
+    page.get_by_role("link", name="Baselines").click()
+    page.get_by_text("More baselines").wait_for(timeout=120_000)
+    _settle(page)
+    assert page.locator("input[aria-label='seeds (splits averaged)']").input_value() == "5"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relu_core import paths
-from relu_core.datasets.base import DatasetError, ImageSet, Progress, image_fingerprint, report
+from relu_core.datasets.base import DatasetError, ImageSet, image_fingerprint
 from relu_core.datasets.registry import DATASETS, DIGITS_SEED, RegisteredDataset, check_connection
 from relu_core.datasets.userdata import (
     IMAGE_EXTENSIONS,
@@ -24,6 +24,7 @@ from relu_core.datasets.userdata import (
     load_image_zip,
     load_npz_dataset,
 )
+from relu_core.progress import Progress, report
 
 __all__ = [
     "DATASETS", "DIGITS_SEED", "IMAGE_EXTENSIONS", "MAX_ZIP_BYTES", "MAX_ZIP_ENTRIES", "USER_SPEC_PREFIXES",

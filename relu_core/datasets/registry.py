@@ -15,9 +15,10 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from relu_core import paths
-from relu_core.datasets.base import DatasetError, Progress
+from relu_core.datasets.base import DatasetError
 from relu_core.datasets.formats import load_npz_arrays, read_idx, read_plain_pickle
 from relu_core.datasets.userdata import read_image_folder
+from relu_core.progress import Progress
 
 Arrays = tuple[np.ndarray, np.ndarray, tuple[str, ...]]
 """Images uint8 (N, H, W, C), labels (N,), class names."""

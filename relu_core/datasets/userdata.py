@@ -17,8 +17,9 @@ import numpy as np
 from PIL import Image
 
 from relu_core import cache, paths
-from relu_core.datasets.base import DatasetError, ImageSet, Progress, report
+from relu_core.datasets.base import DatasetError, ImageSet
 from relu_core.datasets.formats import MAX_ARRAY_BYTES, load_npz_arrays
+from relu_core.progress import Progress, report
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
 MAX_ZIP_BYTES = 1 << 30

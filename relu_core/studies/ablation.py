@@ -25,7 +25,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from relu_core import cache, corruptions, detectors, engine, metrics, models, preprocessing, protocol, robustness
+from relu_core import validation
 from relu_core.errors import InputError
+from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base
 from relu_core.threads import small_work
 
@@ -54,16 +56,9 @@ def _grid(values: Sequence[float], check, what: str) -> tuple[float, ...]:
     return grid
 
 
-def _check_eps(value: float) -> float:
-    eps = float(value)
-    if not np.isfinite(eps) or eps < 0:
-        raise InputError(f"ε must be a finite number >= 0, got {value!r}")
-    return eps
-
-
 @small_work
 def lambda_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, lambdas: Sequence[float],
-                 collector: base.Collector, temperature: float = DEFAULT_T, cancel: base.Cancel | None = None) -> None:
+                 collector: base.Collector, temperature: float = DEFAULT_T, cancel: Cancel | None = None) -> None:
     """Rel-U at every λ and Doctor (flat) at ``temperature`` on every split, into ``collector`` (series "lambda")."""
     probs = detectors.softmax(logits, temperature)
     hamming = detectors.hamming_matrix(probs.shape[1])
@@ -83,12 +78,12 @@ def lambda_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, lambdas
 
 @small_work
 def temperature_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, temperatures: Sequence[float],
-                      collector: base.Collector, lam: float = DEFAULT_LAMBDA, cancel: base.Cancel | None = None,
-                      progress: base.Progress | None = None) -> None:
+                      collector: base.Collector, lam: float = DEFAULT_LAMBDA, cancel: Cancel | None = None,
+                      progress: Progress | None = None) -> None:
     """Rel-U (``lam``), Doctor and ODIN at every T on every split (series "temperature"), one softmax per T."""
     for i, t in enumerate(temperatures):
         base.checkpoint(cancel, "T ablation")
-        base.report(progress, i, len(temperatures), f"T = {t:g}")
+        report(progress, i, len(temperatures), f"T = {t:g}")
         probs = detectors.softmax(logits, t)
         hamming = detectors.hamming_matrix(probs.shape[1])
         for seed, (tune, evaluation) in zip(seeds, splits):
@@ -103,8 +98,8 @@ def temperature_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, te
 
 
 def eps_sweep(run, correct: np.ndarray, sample: np.ndarray, splits, seeds, epsilons: Sequence[float],
-              collector: base.Collector, *, device: str = "auto", cancel: base.Cancel | None = None,
-              progress: base.Progress | None = None) -> None:
+              collector: base.Collector, *, device: str = "auto", cancel: Cancel | None = None,
+              progress: Progress | None = None) -> None:
     """Rel-U (T = 1, λ = 0.5), Doctor (T = 1) and ODIN (T = 1000) at every ε (series "eps").
 
     ``sample`` holds the run's image indices in play (sorted); ``splits`` are positions inside it. D* is fitted
@@ -121,7 +116,7 @@ def eps_sweep(run, correct: np.ndarray, sample: np.ndarray, splits, seeds, epsil
         def scores(detector, positions, eps=eps):
             nonlocal done
             base.checkpoint(cancel, "ε ablation")
-            base.report(progress, done, total, f"ε = {eps:g}: {detector.name}")
+            report(progress, done, total, f"ε = {eps:g}: {detector.name}")
             done += 1
             if eps == 0:
                 return np.asarray(detector.score(logits[positions]), dtype=np.float64)
@@ -152,8 +147,8 @@ def run_study(
     subsample: int | None | str = "auto",
     n_resamples: int = 1000,
     device: str = "auto",
-    progress: base.Progress | None = None,
-    cancel: base.Cancel | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
     use_cache: bool = True,
 ) -> base.StudyResult:
     """The ablation study on ``run`` (a :class:`relu_core.runs.Run`).
@@ -174,8 +169,8 @@ def run_study(
     if any(isinstance(v, str) for v in lambdas):
         raise InputError('the λ grid takes numbers in [0, 1] ("auto" is marked on the plot)')
     temperatures = _grid(temperatures, detectors.check_temperature, "T")
-    epsilons = _grid(epsilons, _check_eps, "ε")
-    tune_fraction = base.check_fraction(tune_fraction)
+    epsilons = _grid(epsilons, lambda value: validation.non_negative(value, "ε"), "ε")
+    tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
     n_resamples = protocol.check_resamples(n_resamples)
     correct = protocol.correctness(run.logits, run.labels)
     cpu = engine.select_device(device).type == "cpu"
@@ -205,13 +200,13 @@ def run_study(
         splits = base.splits_for(correct, tune_fraction, seeds_main)
         steps = len(axes) + 1
         if "lambda" in axes:
-            base.report(progress, 0, steps, "λ ablation")
+            report(progress, 0, steps, "λ ablation")
             lambda_sweep(run.logits, correct, splits, seeds_main, lambdas, collector, cancel=cancel)
             auto = float(np.mean([correct[t].mean() for t, _ in splits]))
             series["lambda"] = {**SERIES["lambda"], "marks": {"λ = N₊/(N₊ + N₋)": auto, "default λ = 0.5": 0.5}}
             settings.update(lambdas=list(lambdas), lambda_auto=auto)
         if "temperature" in axes:
-            base.report(progress, len(series), steps, "T ablation")
+            report(progress, len(series), steps, "T ablation")
             temperature_sweep(run.logits, correct, splits, seeds_main, temperatures, collector, cancel=cancel,
                               progress=progress)
             series["temperature"] = {**SERIES["temperature"], "marks": {"T = 1": 1.0}}
@@ -221,7 +216,7 @@ def run_study(
             splits_eps = base.splits_for(c_sample, tune_fraction, seeds_eps)
 
             def eps_progress(done: int, total: int, message: str) -> None:
-                base.report(progress, len(series) * total + done, steps * total, message)
+                report(progress, len(series) * total + done, steps * total, message)
 
             eps_sweep(run, c_sample, sample, splits_eps, seeds_eps, epsilons, collector, device=device,
                       cancel=cancel, progress=eps_progress)
@@ -233,9 +228,9 @@ def run_study(
                                                            if cpu else ""))
         for (name, x), count in sorted(collector.fallback.items()):
             notes.append(f"{SERIES[name]['x_label']} = {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)")
-        base.report(progress, steps - 1, steps, "paired bootstrap")
+        report(progress, steps - 1, steps, "paired bootstrap")
         curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
-        base.report(progress, steps, steps, "done")
+        report(progress, steps, steps, "done")
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
 
     return base.cached_result(key, compute, use_cache)

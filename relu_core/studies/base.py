@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, metrics, protocol, stats
+from relu_core import cache, detectors, metrics, protocol, stats
 from relu_core.errors import Cancelled, InputError
+from relu_core.progress import Cancel, Progress, report
 
-Progress = Callable[[int, int, str], None]
-Cancel = Callable[[], bool]
 
 #: Bump when a study's numbers change for the same key (invalidates the cached results).
 CACHE_VERSION = 1
@@ -38,7 +37,8 @@ HIGHER_IS_BETTER = {"fpr95": False, "auroc": True, "aurc": False, "eaurc": False
 CURVE_COLUMNS = ("series", "x", "detector", "metric", "mean", "std", "n_seeds")
 PAIRED_COLUMNS = ("series", "x", "metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict")
 PER_SEED_COLUMNS = ("series", "x", "detector", "metric", "seed", "value")
-RELU, DOCTOR = "Rel-U", "Doctor"
+#: The display labels of the paired detectors (``protocol.PAIRED``), the studies' series names.
+RELU, DOCTOR = (detectors.label(key) for key in protocol.PAIRED)
 
 
 @dataclass
@@ -65,12 +65,6 @@ class StudyResult:
     series: dict[str, dict] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-    def curve(self, series: str, detector: str, metric: str) -> pd.DataFrame:
-        """Rows ``x, mean, std`` of one line, in sweep order."""
-        rows = self.curves[(self.curves["series"] == series) & (self.curves["detector"] == detector)
-                           & (self.curves["metric"] == metric)]
-        return rows[["x", "mean", "std"]].reset_index(drop=True)
 
     def to_dict(self, strict_json: bool = False) -> dict:
         """Every frame as a list of records, plus settings, series, notes (exact floats; NaN where undefined,
@@ -140,25 +134,10 @@ def resolve_seeds(seeds: int | Sequence[int] | None, default: int = DEFAULT_SEED
     return resolved
 
 
-def check_fraction(value: float, what: str = "the tuning fraction") -> float:
-    try:
-        fraction = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number in (0, 1), got {value!r}") from None
-    if not 0.0 < fraction < 1.0:
-        raise InputError(f"{what} must lie strictly between 0 and 1, got {value!r}")
-    return fraction
-
-
 def checkpoint(cancel: Cancel | None, what: str) -> None:
     """Raise :class:`Cancelled` when ``cancel()`` says so (called between points and seeds)."""
     if cancel is not None and cancel():
         raise Cancelled(f"{what} cancelled")
-
-
-def report(progress: Progress | None, done: int, total: int, message: str) -> None:
-    if progress is not None:
-        progress(done, total, message)
 
 
 def splits_for(correct: np.ndarray, tune_fraction: float, seeds: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -25,7 +25,9 @@ import pandas as pd
 from scipy.special import logsumexp
 
 from relu_core import detectors, protocol
+from relu_core import validation
 from relu_core.errors import InputError
+from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base
 from relu_core.threads import small_work
 
@@ -147,12 +149,12 @@ def run_study(
     tune_fraction: float = 0.5,
     seeds: int | Sequence[int] | None = None,
     n_resamples: int = 1000,
-    progress: base.Progress | None = None,
-    cancel: base.Cancel | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
     use_cache: bool = True,
 ) -> base.StudyResult:
     """The calibration study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
-    tune_fraction = base.check_fraction(tune_fraction)
+    tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
     seeds = base.resolve_seeds(seeds)
     n_resamples = protocol.check_resamples(n_resamples)
     logits = np.asarray(run.logits, dtype=np.float64)
@@ -168,9 +170,9 @@ def run_study(
         rows = []
         for i, (seed, (tune, evaluation)) in enumerate(zip(seeds, base.splits_for(correct, tune_fraction, seeds))):
             base.checkpoint(cancel, "calibration study")
-            base.report(progress, i, len(seeds) + 1, f"seed {i + 1}/{len(seeds)}: temperature scaling")
+            report(progress, i, len(seeds) + 1, f"seed {i + 1}/{len(seeds)}: temperature scaling")
             rows.append(calibration_seed(logits, labels, correct, tune, evaluation, seed, collector, bins))
-        base.report(progress, len(seeds), len(seeds) + 1, "paired bootstrap")
+        report(progress, len(seeds), len(seeds) + 1, "paired bootstrap")
         curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         seeds_frame = pd.DataFrame(rows)
         edges = np.linspace(0.0, 1.0, N_BINS + 1)
@@ -187,7 +189,7 @@ def run_study(
                  "tuning split)")]
         notes += [f"{STATE_NAMES[x]}: D* is the Hamming fallback (= Doctor) on {n} seed(s)"
                   for (_, x), n in sorted(collector.fallback.items())]
-        base.report(progress, len(seeds) + 1, len(seeds) + 1, "done")
+        report(progress, len(seeds) + 1, len(seeds) + 1, "done")
         series = {SERIES: {"x_label": "temperature scaling", "log_x": False,
                            "ticks": {str(k): v for k, v in STATE_NAMES.items()}}}
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series,

@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from relu_core import validation
 from relu_core.errors import InputError
 from relu_core.studies import STUDIES
 
@@ -69,18 +70,8 @@ def _numbers(flag: str, text: str | None) -> list[float] | None:
     return values
 
 
-def _count(flag: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise InputError(f"{flag} must be an integer, got {text!r}") from None
-    if value < 0:
-        raise InputError(f"{flag} must not be negative, got {text}")
-    return value
-
-
 def _load_run(args, bar):
-    from relu_core import cli, engine, runs
+    from relu_core import cli, runs
 
     if args.logits is not None:
         if args.weights or args.dataset:
@@ -89,8 +80,8 @@ def _load_run(args, bar):
     if args.model is not None:
         if args.dataset is None:
             raise InputError("--model needs --dataset")
-        return engine.logits_for(args.model, args.weights, args.dataset, device=args.device, progress=bar,
-                                 download=args.download)
+        return runs.logits_for(args.model, args.weights, args.dataset, device=args.device, progress=bar,
+                               download=args.download)
     if args.dataset or args.weights:
         raise InputError("--dataset and --weights need --model")
     return runs.default_run(progress=bar)
@@ -98,8 +89,8 @@ def _load_run(args, bar):
 
 def options_from_args(name: str, args) -> dict:
     """The keyword options of ``STUDIES[name].run`` from the parsed arguments (validated there)."""
-    seeds = None if args.seeds is None else _count("--seeds", args.seeds)
-    options: dict = {"seeds": seeds, "n_resamples": _count("--bootstrap", args.bootstrap),
+    seeds = None if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=0)
+    options: dict = {"seeds": seeds, "n_resamples": validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
                      "use_cache": not args.no_cache}
     if name in ("ablation", "calibration"):
         options["tune_fraction"] = _numbers("--val-fraction", args.val_fraction)[0]
@@ -112,7 +103,8 @@ def options_from_args(name: str, args) -> dict:
             if values is not None:
                 options[key] = values
         text = args.subsample.strip().lower()
-        options["subsample"] = "auto" if text == "auto" else None if text == "all" else _count("--subsample", text)
+        options["subsample"] = ("auto" if text == "auto" else None if text == "all"
+                                else validation.parse_int(text, "--subsample", minimum=0))
         options["device"] = args.device
     if name == "mismatch":
         options["other"] = args.other

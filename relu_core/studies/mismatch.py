@@ -10,7 +10,7 @@ correctness) and evaluated on the rest, for tuning fractions 10/20/33/50 % and 1
 
 The paper's pair is CIFAR-10 against CIFAR-100 without the 13 classes that resemble CIFAR-10 classes
 (:data:`CIFAR100_REMOVED`, removed by default whenever the other set has CIFAR-100's class names). Offline
-(:data:`OFFLINE_PAIRS`): the CIFAR-10 ResNets on the JPEG test set against the 916 lossless CIFAR-100 images
+pairs: the CIFAR-10 ResNets on the JPEG test set against the 916 lossless CIFAR-100 images
 (``cifar100-exact``), and a small CNN on the grey pair. ``../shared/data`` holds MNIST's test split only, so
 offline the small CNN is trained on Fashion-MNIST and sees MNIST as the other set; with MNIST's training
 split (``--download``) the paper's direction, an MNIST-trained CNN against Fashion-MNIST, runs the same way. Pairs whose images the model cannot take (another
@@ -26,14 +26,13 @@ import numpy as np
 
 from relu_core import cache, datasets, engine, models, protocol
 from relu_core.errors import InputError
+from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base, tuning_split
 
 NAME = "mismatch"
 TITLE = "Label-domain mismatch: Rel-U and Doctor on in-distribution plus other-domain samples"
 CIFAR100_REMOVED: tuple[str, ...] = ("bus", "camel", "cattle", "fox", "leopard", "lion", "pickup_truck", "streetcar",
                                      "tank", "tiger", "tractor", "train", "wolf")
-#: The offline pairs: (model, in-distribution data set, other data set).
-OFFLINE_PAIRS = (("resnet56", "cifar10", "cifar100-exact"), ("cnn28", "fashion-mnist", "mnist"))
 ASSEMBLY_SEED = 0
 
 
@@ -88,8 +87,8 @@ def assemble(logits_in: np.ndarray, correct_in: np.ndarray, logits_out: np.ndarr
     }
 
 
-def other_logits(run, other, *, device: str = "auto", progress: base.Progress | None = None,
-                 cancel: base.Cancel | None = None) -> np.ndarray:
+def other_logits(run, other, *, device: str = "auto", progress: Progress | None = None,
+                 cancel: Cancel | None = None) -> np.ndarray:
     """The run's model on the other set's images (float32 logits), cached by content."""
     check_run(run)
     check_shapes(run, other)
@@ -114,8 +113,8 @@ def run_study(
     seeds: int | Sequence[int] | None = None,
     n_resamples: int = 1000,
     device: str = "auto",
-    progress: base.Progress | None = None,
-    cancel: base.Cancel | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
     use_cache: bool = True,
 ) -> base.StudyResult:
     """The mismatch study of ``run`` against ``other`` (a data set spec for ``datasets.load_dataset`` or an
@@ -134,7 +133,7 @@ def run_study(
            "n_resamples": n_resamples, "assembly_seed": ASSEMBLY_SEED}
 
     def compute() -> base.StudyResult:
-        base.report(progress, 0, 1, f"classifying {len(other.labels):,} images of {other.name}")
+        report(progress, 0, 1, f"classifying {len(other.labels):,} images of {other.name}")
         logits_out = other_logits(run, other, device=device, progress=progress, cancel=cancel)
         mix = assemble(run.logits, correct_in, logits_out, other.labels, other.class_names, exclude)
         n = len(mix["in_idx"])

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from relu_core import detectors, protocol
+from relu_core import validation
 from relu_core.errors import InputError
+from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base
 from relu_core.threads import small_work
 
@@ -26,7 +28,7 @@ SERIES_INFO = {"x_label": "tuning fraction", "log_x": False}
 
 def check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
     """Validated, de-duplicated fractions in increasing order."""
-    values = sorted({base.check_fraction(f, "every tuning fraction") for f in fractions})
+    values = sorted({validation.fraction(f, "every tuning fraction") for f in fractions})
     if not values:
         raise InputError("give at least one tuning fraction")
     return tuple(values)
@@ -34,14 +36,14 @@ def check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
 
 @small_work
 def fraction_sweep(logits: np.ndarray, correct: np.ndarray, fractions: Sequence[float], seeds: Sequence[int],
-                   collector: base.Collector, series: str = "fraction", cancel: base.Cancel | None = None,
-                   progress: base.Progress | None = None) -> None:
+                   collector: base.Collector, series: str = "fraction", cancel: Cancel | None = None,
+                   progress: Progress | None = None) -> None:
     """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed, into ``collector``."""
     probs = detectors.softmax(logits, TEMPERATURE)
     doctor = detectors.gini(probs)
     hamming = detectors.hamming_matrix(probs.shape[1])
     for i, fraction in enumerate(fractions):
-        base.report(progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
+        report(progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
         for seed in seeds:
             base.checkpoint(cancel, "tuning-split study")
             tune, evaluation = protocol.split_indices(len(correct), fraction, seed, stratify=correct)
@@ -65,8 +67,8 @@ def run_study(
     fractions: Sequence[float] = FRACTIONS,
     seeds: int | Sequence[int] | None = None,
     n_resamples: int = 1000,
-    progress: base.Progress | None = None,
-    cancel: base.Cancel | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
     use_cache: bool = True,
 ) -> base.StudyResult:
     """The tuning-split study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
@@ -80,7 +82,7 @@ def run_study(
         collector = base.Collector()
         fraction_sweep(run.logits, correct, fractions, seeds, collector, cancel=cancel, progress=progress)
         curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
-        base.report(progress, len(fractions), len(fractions), "done")
+        report(progress, len(fractions), len(fractions), "done")
         settings = {"fractions": list(fractions), "seeds": list(seeds), "T": TEMPERATURE, "lambda": LAMBDA,
                     "eps": 0.0, "n_resamples": n_resamples}
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, {"fraction": dict(SERIES_INFO)},

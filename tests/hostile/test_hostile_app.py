@@ -13,7 +13,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from relu_core import engine, limits
+from relu_core import limits, runs
 
 pytestmark = pytest.mark.slow  # AppTest of whole pages on the trained default run
 
@@ -41,6 +41,8 @@ def _one_error_kept(at: AppTest, before: str) -> str:
 def _upload_logits(at: AppTest, name: str, content: bytes) -> None:
     at.file_uploader(key="upload_logits").upload(name, content).run()
     at.button(key="load_logits").click().run()
+    if at.session_state["pending_jobs"]:  # a background job: still running, its outcome comes on the next run
+        _settle(at)
 
 
 @pytest.mark.parametrize("name", ["npy-saved-as-npz", "allocation-bomb", "5000-classes", "object-array"])
@@ -76,8 +78,6 @@ def test_hostile_model_upload(start, bad_models, name):
 
 
 def test_unexpected_error_shows_one_line_with_a_reference(start, monkeypatch):
-    from relu_core import runs
-
     def broken(data, filename):
         raise ZeroDivisionError("a bug")
 
@@ -90,7 +90,7 @@ def test_unexpected_error_shows_one_line_with_a_reference(start, monkeypatch):
 
 def test_valid_scripted_cnn_becomes_the_run_with_eps(start, tmp_path):
     path = tmp_path / "cnn8_scripted.pt"
-    torch.jit.script(engine.small_cnn("cnn8", "digits")).save(str(path))
+    torch.jit.script(runs.small_cnn("cnn8", "digits")).save(str(path))
     _upload_model(start, path)
     assert not start.exception and not start.error, [e.value for e in start.error]
     run_id = start.session_state["run_id"]
@@ -121,12 +121,12 @@ def test_1000_class_upload_keeps_explore_interactive(start):
 
 
 def test_unexpected_error_in_explore_shows_one_line_with_a_reference(monkeypatch):
-    import ui_common
+    from relu_core import explore
 
     def broken(*args, **kwargs):
         raise IndexError("a bug in the compute path")
 
-    monkeypatch.setattr(ui_common, "explore", broken)
+    monkeypatch.setattr(explore, "explore", broken)
     at = AppTest.from_file(str(REPO / "pages" / "1_Explore.py"), default_timeout=TIMEOUT).run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.error) == 1

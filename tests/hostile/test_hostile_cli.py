@@ -41,20 +41,16 @@ def test_evaluate_refuses_hostile_logits_file(name, tmp_path, capsys):
     assert message.lower() in _one_error_line(err)
 
 
-def test_evaluate_refuses_an_array_over_the_memory_budget(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(limits, "MEMORY_BUDGET_BYTES", 100)
+@pytest.mark.parametrize("limit, message", [
+    ("MEMORY_BUDGET_BYTES", "more than the memory budget of 100 bytes"),  # an array over the memory budget
+    ("MAX_LOGITS_VALUES", "max_logits_values"),  # too many logits: the limit is named
+], ids=["memory-budget", "too-many-logits"])
+def test_evaluate_refuses_logits_over_a_limit(limit, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(limits, limit, 100)
     path = tmp_path / "big.npz"
     path.write_bytes(hf.npz(logits=hf.LOGITS, labels=hf.LABELS))
     status, err = _cli(["evaluate", "--logits", str(path)], capsys)
-    assert status == 2 and "more than the memory budget of 100 bytes" in _one_error_line(err)
-
-
-def test_evaluate_refuses_too_many_logits_with_the_limit_named(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(limits, "MAX_LOGITS_VALUES", 100)
-    path = tmp_path / "many.npz"
-    path.write_bytes(hf.npz(logits=hf.LOGITS, labels=hf.LABELS))
-    status, err = _cli(["evaluate", "--logits", str(path)], capsys)
-    assert status == 2 and "max_logits_values" in _one_error_line(err)
+    assert status == 2 and message in _one_error_line(err)
 
 
 def test_evaluate_refuses_a_csv_beyond_the_class_limit(tmp_path, capsys):

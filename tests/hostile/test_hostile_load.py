@@ -1,7 +1,7 @@
 """Bounded loopback load test: 8 concurrent browser sessions (one Debian Chromium, 8 contexts) each move λ to
 their own value on the same run while 200 health and page requests hit the server; every session ends on its
 own value without an error, and every request succeeds. Uses the server and Chromium recipe of
-tests/test_browser.py (Debian /usr/bin/chromium + playwright, never ``playwright install``)."""
+tests/conftest.py (``app_url``, ``chromium``: Debian /usr/bin/chromium + playwright, never ``playwright install``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,8 @@ import concurrent.futures
 import urllib.request
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, app_url, playwright_sync  # noqa: F401 (app_url: fixture)
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium (/usr/bin/chromium) is not installed"),
-]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SESSIONS = 8
 REQUESTS = 200
@@ -28,39 +23,36 @@ def _get(url: str) -> int:
         return response.status
 
 
-def test_eight_sessions_move_lambda_while_the_server_answers(app_url):  # noqa: F811
+def test_eight_sessions_move_lambda_while_the_server_answers(app_url, chromium):
     urllib.request.urlopen(app_url, timeout=60).read()
-    with playwright_sync.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
-        try:
-            pages = [browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
-                     for _ in range(SESSIONS)]
-            ready = "document.querySelectorAll('.js-plotly-plot').length >= 4"
-            pages[0].goto(f"{app_url}/Explore")  # the first session prepares the shared default run
-            pages[0].wait_for_function(ready, timeout=TIMEOUT_MS)
-            for page in pages[1:]:
-                page.goto(f"{app_url}/Explore")
-            urls = [f"{app_url}/_stcore/health" if k % 2 else app_url for k in range(REQUESTS)]
-            statuses = pool.map(_get, urls)  # runs while the sessions load and move λ
-            for page in pages[1:]:
-                page.wait_for_function(ready, timeout=TIMEOUT_MS)
-            wanted = [round(0.5 - 0.03 * (k + 1), 2) for k in range(SESSIONS)]  # 0.47, 0.44, ..., 0.26
-            for page, value in zip(pages, wanted):
-                thumb = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors") \
-                    .get_by_role("slider")
-                thumb.focus()
-                for _ in range(round((0.5 - value) * 100)):
-                    page.keyboard.press("ArrowLeft")
-            for page, value in zip(pages, wanted):
-                page.wait_for_function(
-                    f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {value:g})')",
-                    timeout=TIMEOUT_MS,
-                )
-                assert f"lam={value:g}" in page.url
-                assert not page.get_by_test_id("stException").count()
-                assert not page.get_by_test_id("stAlertContentError").count()
-            assert list(statuses) == [200] * REQUESTS
-        finally:
-            pool.shutdown(wait=True)
-            browser.close()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+    try:
+        pages = [chromium.new_context(viewport={"width": 1400, "height": 1600}).new_page()
+                 for _ in range(SESSIONS)]
+        ready = "document.querySelectorAll('.js-plotly-plot').length >= 4"
+        pages[0].goto(f"{app_url}/Explore")  # the first session prepares the shared default run
+        pages[0].wait_for_function(ready, timeout=TIMEOUT_MS)
+        for page in pages[1:]:
+            page.goto(f"{app_url}/Explore")
+        urls = [f"{app_url}/_stcore/health" if k % 2 else app_url for k in range(REQUESTS)]
+        statuses = pool.map(_get, urls)  # runs while the sessions load and move λ
+        for page in pages[1:]:
+            page.wait_for_function(ready, timeout=TIMEOUT_MS)
+        wanted = [round(0.5 - 0.03 * (k + 1), 2) for k in range(SESSIONS)]  # 0.47, 0.44, ..., 0.26
+        for page, value in zip(pages, wanted):
+            thumb = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors") \
+                .get_by_role("slider")
+            thumb.focus()
+            for _ in range(round((0.5 - value) * 100)):
+                page.keyboard.press("ArrowLeft")
+        for page, value in zip(pages, wanted):
+            page.wait_for_function(
+                f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {value:g})')",
+                timeout=TIMEOUT_MS,
+            )
+            assert f"lam={value:g}" in page.url
+            assert not page.get_by_test_id("stException").count()
+            assert not page.get_by_test_id("stAlertContentError").count()
+        assert list(statuses) == [200] * REQUESTS
+    finally:
+        pool.shutdown(wait=True)

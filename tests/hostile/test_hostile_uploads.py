@@ -1,5 +1,6 @@
-"""Hostile uploads through the functions the app's sidebar calls (``ui_common.load_upload``, which reads
-logits with ``runs.load_logits_upload`` and models + data with ``engine.logits_for``): one InputError line each,
+"""Hostile uploads through the functions the app's sidebar calls (``studio.sidebar.load_upload``, which reads
+logits with ``runs.load_logits_upload``, data sets from their bytes with ``datasets.load_uploaded_dataset`` and
+models with ``runs.logits_for``): one InputError line each,
 nothing big allocated. Also: a real scripted CNN works end to end (logits, ε, galleries)."""
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-import ui_common as ui
 from relu_core import detectors, engine, errors, limits, preprocessing, runs
 from relu_core.datasets import load_uploaded_dataset
 from relu_core.errors import InputError
+from studio import sidebar
 
 
 def _one_line(exc: pytest.ExceptionInfo) -> str:
@@ -28,7 +29,7 @@ def _one_line(exc: pytest.ExceptionInfo) -> str:
 def test_logits_upload_refuses_hostile_file(name):
     data, message = hf.LOGITS_FILES[name]
     with pytest.raises(InputError) as caught:
-        ui.load_upload("logits", data, f"{name}.npz")
+        sidebar.load_upload("logits", data, f"{name}.npz")
     if name == "empty":
         message = "is empty"
     assert message.lower() in _one_line(caught)
@@ -60,7 +61,7 @@ def test_1000_classes_are_accepted():
 def test_model_upload_refuses_hostile_checkpoint(name, bad_models):
     expected = hf.BAD_SCRIPTED[name][1] if name in hf.BAD_SCRIPTED else "nan or infinite weights"
     with pytest.raises(InputError) as caught:
-        ui.load_upload("model", b"", "", model_data=bad_models[name].read_bytes(), model_filename="m.pt",
+        sidebar.load_upload("model", b"", "", model_data=bad_models[name].read_bytes(), model_filename="m.pt",
                        arch="cnn8", dataset_spec="digits")
     assert expected in _one_line(caught)
 
@@ -106,16 +107,16 @@ def test_unexpected_error_is_logged_with_a_reference(caplog):
 def scripted_digits(tmp_path_factory):
     """The trained digits cnn8 (from the engine's cache) scripted into a TorchScript file."""
     path = tmp_path_factory.mktemp("scripted") / "cnn8_scripted.pt"
-    torch.jit.script(engine.small_cnn("cnn8", "digits")).save(str(path))
+    torch.jit.script(runs.small_cnn("cnn8", "digits")).save(str(path))
     return path
 
 
 @pytest.mark.slow
 def test_scripted_cnn_runs_end_to_end(scripted_digits):
     path = scripted_digits
-    scripted = ui.load_upload("model", b"", "", model_data=path.read_bytes(), model_filename="cnn8.pt",
-                              arch="cnn8", dataset_spec="digits")
-    plain = engine.logits_for("cnn8", None, "digits", device="cpu")
+    scripted = sidebar.load_upload("model", b"", "", model_data=path.read_bytes(), model_filename="cnn8.pt",
+                                   arch="cnn8", dataset_spec="digits")
+    plain = runs.logits_for("cnn8", None, "digits", device="cpu")
     assert isinstance(scripted.model, torch.jit.ScriptModule)
     np.testing.assert_allclose(scripted.logits, plain.logits, rtol=1e-4, atol=1e-4)
     assert scripted.images is not None and scripted.images.shape[0] == len(scripted)  # galleries
@@ -128,6 +129,23 @@ def test_scripted_cnn_runs_end_to_end(scripted_digits):
     np.testing.assert_allclose(perturbed, reference, rtol=1e-4, atol=1e-6)
     clean = doctor.score(scripted.logits[idx])
     assert not np.allclose(perturbed, clean)  # ε moved the scores
+
+
+@pytest.mark.slow
+def test_uploaded_data_set_is_read_from_its_bytes(scripted_digits):
+    from relu_core import datasets
+
+    digits = datasets.load_dataset("digits")
+    data = hf.npz(x=digits.images[..., 0], y=digits.labels)
+    uploaded = sidebar.load_upload("model", data, "my digits.npz", model_data=scripted_digits.read_bytes(),
+                                   model_filename="cnn8.pt", arch="cnn8")
+    plain = runs.logits_for("cnn8", None, "digits", device="cpu")
+    assert uploaded.dataset_name == "my digits" and "on my digits" in uploaded.source  # the upload's own name
+    np.testing.assert_array_equal(uploaded.labels, plain.labels)
+    np.testing.assert_allclose(uploaded.logits, plain.logits, rtol=1e-4, atol=1e-4)
+    with pytest.raises(InputError, match="upload a .zip of an image folder"):
+        sidebar.load_upload("model", data, "digits.csv", model_data=scripted_digits.read_bytes(),
+                            model_filename="cnn8.pt", arch="cnn8")
 
 
 @pytest.mark.slow
@@ -145,4 +163,4 @@ def test_data_set_beyond_the_class_limit_is_refused_before_inference(tmp_path):
     labels = np.arange(limits.MAX_CLASSES + 1)
     (tmp_path / "wide.npz").write_bytes(hf.npz(x=np.zeros((labels.size, 8, 8), np.uint8), y=labels))
     with pytest.raises(InputError, match="1,001 classes, more than the limit of 1,000"):
-        engine.logits_for("cnn8", None, f"npz:{tmp_path / 'wide.npz'}", device="cpu")
+        runs.logits_for("cnn8", None, f"npz:{tmp_path / 'wide.npz'}", device="cpu")

@@ -1,0 +1,244 @@
+"""Checkpoint loading: state dicts (``torch.load(..., weights_only=True)`` or safetensors only, never full
+unpickling), TorchScript archives, the Rel-U authors' Hub checkpoints, and the content hash of weights."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from relu_core import paths
+from relu_core.errors import InputError, one_line
+from relu_core.models.registry import (
+    HUB_MODELS,
+    MODELS,
+    ModelSpec,
+    build_model,
+    get_spec,
+)
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".th", ".safetensors")
+
+
+class CheckpointError(InputError):
+    """A weights file that cannot be read, or that does not fit the chosen architecture."""
+
+
+def _torch_load_reason(exc: BaseException) -> str:
+    """The specific part of a ``torch.load`` error (its boilerplate suggests ``weights_only=False``: never do that)."""
+    boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", str(exc)) if p.strip()]
+    details = [p for p in paragraphs if not p.startswith(boilerplate)]
+    return one_line(details[0]) if details else one_line(exc)
+
+
+def _preview(keys: list[str], shown: int = 5) -> str:
+    head = ", ".join(keys[:shown])
+    return f"{head}, ... ({len(keys)} in all)" if len(keys) > shown else head
+
+
+def _unwrap(obj: object) -> object:
+    """Peel ``{"state_dict": ...}`` / ``{"model": ...}`` training-checkpoint wrappers, however nested."""
+    while isinstance(obj, Mapping):
+        inner = next((obj[k] for k in ("state_dict", "model") if isinstance(obj.get(k), Mapping)), None)
+        if inner is None:
+            return obj
+        obj = inner
+    return obj
+
+
+def _read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a state-dict file, on CPU, wrappers and ``module.`` prefixes removed."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in CHECKPOINT_SUFFIXES:
+        raise CheckpointError(
+            f"{path.name}: unsupported checkpoint type {suffix or '(no extension)'!r}; "
+            f"use one of {', '.join(CHECKPOINT_SUFFIXES)}"
+        )
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            obj: object = load_file(str(path), device="cpu")
+        except Exception as exc:  # safetensors raises its own error types for every malformed header
+            raise CheckpointError(f"{path.name} is not a valid safetensors checkpoint: {one_line(exc)}") from None
+    elif _is_torchscript(path):
+        raise CheckpointError(
+            f"{path.name} is not a valid state-dict checkpoint: it is a TorchScript model (load it without an architecture)"
+        )
+    else:
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a non-pickle, a truncated zip, or a pickle with globals weights_only refuses
+            raise CheckpointError(f"{path.name} is not a valid PyTorch checkpoint: {_torch_load_reason(exc)}") from None
+    obj = _unwrap(obj)
+    if not isinstance(obj, Mapping) or not obj:
+        raise CheckpointError(
+            f"{path.name} is not a valid state-dict checkpoint: expected a mapping of names to tensors, "
+            f"found {type(obj).__name__}{' (empty)' if isinstance(obj, Mapping) else ''}"
+        )
+    not_tensors = [str(k) for k, v in obj.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if not_tensors:
+        raise CheckpointError(
+            f"{path.name} is not a valid state-dict checkpoint: entries that are not named tensors: "
+            f"{_preview(not_tensors)}"
+        )
+    return {k.removeprefix("module."): v for k, v in obj.items()}
+
+
+def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> nn.Module:
+    """Strictly load ``state``; every mismatch is reported in one line before anything is copied.
+
+    BatchNorm's ``num_batches_tracked`` counters may be absent (checkpoints from PyTorch < 0.4.1, such as
+    the akamaster ResNets): they are not weights, and PyTorch itself fills them in for such files.
+    """
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state and not k.endswith("num_batches_tracked")]
+    unexpected = [k for k in state if k not in expected]
+    mismatched = [
+        f"{k} {tuple(state[k].shape)} in file vs {tuple(expected[k].shape)} in model"
+        for k in expected
+        if k in state and state[k].shape != expected[k].shape
+    ]
+    problems = [
+        f"{label} ({len(keys)}): {_preview(keys)}"
+        for label, keys in (("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", mismatched))
+        if keys
+    ]
+    if problems:
+        raise CheckpointError(f"{source} does not fit {type(model).__name__}: " + "; ".join(problems))
+    check_finite(state.items(), source)
+    try:
+        model.load_state_dict(dict(state), strict=True)
+    except RuntimeError as exc:
+        raise CheckpointError(f"{source} does not fit {type(model).__name__}: {one_line(exc)}") from None
+    return model
+
+
+def check_finite(named_tensors, source: str) -> None:
+    """CheckpointError naming the tensors that hold NaN or infinite values (a model that cannot predict)."""
+    bad = [name for name, tensor in named_tensors
+           if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    if bad:
+        raise CheckpointError(f"{source} holds NaN or infinite weights in {_preview(bad)}")
+
+
+def load_state_dict_file(model: nn.Module, path: str | Path) -> nn.Module:
+    """Load the state dict in ``path`` (``.pt .pth .th .safetensors``) into ``model`` strictly, and return it.
+
+    ``.pt/.pth/.th`` are read with ``torch.load(path, map_location="cpu", weights_only=True)`` only (a pickle
+    that would run code is refused). ``{"state_dict": ...}`` / ``{"model": ...}`` wrappers and the
+    ``module.`` prefix of ``DataParallel`` are removed. Raises ``CheckpointError`` naming the missing and
+    unexpected keys and the shape mismatches, or saying the file is not a checkpoint at all.
+    """
+    path = Path(path)
+    return _apply_state_dict(model, _read_state_dict(path), path.name)
+
+
+def _is_torchscript(path: Path) -> bool:
+    """TorchScript archives are zips holding ``code/`` and ``constants.pkl``; ``torch.save`` zips hold neither."""
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return any(n.endswith("/constants.pkl") or "/code/" in n for n in archive.namelist())
+
+
+def _final_layer_key(spec: ModelSpec) -> str:
+    """Name of the weight of the architecture's last linear layer (found on a meta-device copy, no memory)."""
+    with torch.device("meta"):
+        probe = spec.builder(num_classes=2, in_channels=spec.in_channels)
+    head = [name for name, module in probe.named_modules() if isinstance(module, nn.Linear)][-1]
+    return f"{head}.weight"
+
+
+def load_model_file(path: str | Path, arch: str | None = None, num_classes: int | None = None) -> nn.Module:
+    """A model in eval mode from a TorchScript file, or from a state dict for architecture ``arch``.
+
+    For a state dict, ``num_classes`` defaults to the output size of the checkpoint's final layer.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if _is_torchscript(path):
+        try:
+            scripted = torch.jit.load(str(path), map_location="cpu").eval()
+        except Exception as exc:  # a damaged archive surfaces as several error types
+            raise CheckpointError(f"{path.name} is not a valid TorchScript model: {one_line(exc)}") from None
+        check_finite([*scripted.named_parameters(), *scripted.named_buffers()], path.name)
+        return scripted
+    if arch is None:
+        raise CheckpointError(
+            f"{path.name} holds a state dict, not a TorchScript model: choose its architecture ({', '.join(MODELS)})"
+        )
+    spec = get_spec(arch)
+    state = _read_state_dict(path)
+    if num_classes is None:
+        key = _final_layer_key(spec)
+        if key not in state or state[key].ndim != 2:
+            raise CheckpointError(f"{path.name} does not fit {arch}: no final layer weight {key!r} in the file")
+        num_classes = int(state[key].shape[0])
+    model = build_model(arch, num_classes)
+    return _apply_state_dict(model, state, path.name).eval()
+
+
+def load_hub_model(repo_id: str) -> nn.Module:
+    """A pretrained model from the Hugging Face Hub, in eval mode (needs the internet on first use).
+
+    The authors' checkpoints (``HUB_MODELS``) are built here with the matching architecture and their
+    ``pytorch_model.bin`` is downloaded once into ``cache_dir("hub")`` and loaded with ``weights_only=True``:
+    timm cannot build them from the Hub alone, since their CIFAR stem is set in the authors' code. Any other
+    repository goes through ``timm.create_model("hf_hub:" + repo_id, pretrained=True)`` (timm is optional).
+    Raises InputError when offline, when timm is missing, or when the repository is not a model.
+    """
+    entry = HUB_MODELS.get(repo_id)
+    if entry is not None:
+        target = paths.cache_dir("hub") / f"{repo_id.replace('/', '--')}.pth"
+        if not target.is_file():
+            url = f"https://huggingface.co/{repo_id}/resolve/main/pytorch_model.bin"
+            try:
+                torch.hub.download_url_to_file(url, str(target), progress=False)
+            except Exception as exc:  # URLError, HTTPError, socket and SSL errors all mean "could not fetch"
+                raise InputError(
+                    f"could not download {repo_id} from the Hugging Face Hub (connect to the internet): {one_line(exc)}"
+                ) from None
+        return load_state_dict_file(build_model(entry.arch, entry.num_classes), target).eval()
+    try:
+        import timm
+    except ImportError:
+        raise InputError(
+            f"{repo_id} is not one of the authors' models ({', '.join(HUB_MODELS)}); "
+            "for other Hub models install timm (pip install timm) and connect to the internet"
+        ) from None
+    try:
+        model = timm.create_model("hf_hub:" + repo_id, pretrained=True)
+    except Exception as exc:  # timm and huggingface_hub raise many types for offline / unknown repositories
+        raise InputError(f"could not load {repo_id} through timm (offline, or not a timm model?): {one_line(exc)}") from None
+    return model.eval()
+
+
+def weights_hash(model: nn.Module) -> str:
+    """SHA-256 (hex) of the state dict: every entry's name, dtype, shape and raw bytes, in name order.
+
+    A TorchScript model is hashed as its serialised archive instead: its code and constants define what it
+    computes as much as its tensors (deterministic for one file; re-scripting may rename types).
+    """
+    digest = hashlib.sha256()
+    if isinstance(model, torch.jit.ScriptModule):
+        archive = io.BytesIO()
+        torch.jit.save(model, archive)
+        digest.update(archive.getvalue())
+        return digest.hexdigest()
+    for name, tensor in sorted(model.state_dict().items()):
+        data = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}|{data.dtype}|{tuple(data.shape)}\n".encode())
+        digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,79 @@
+"""The validators of numbers given by users, shared by the library and the command line.
+
+Each raises :class:`~relu_core.errors.InputError` with one line naming ``what`` was wrong and the value given.
+Booleans are refused where integers are expected (``True`` is an ``int`` in Python, never a count here).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from relu_core.errors import InputError
+
+
+def is_integer(value: object) -> bool:
+    """True for Python and numpy integers, False for booleans and everything else."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _integer_kind(minimum: int | None, maximum: int | None) -> str:
+    if maximum is not None:
+        return f"an integer in [{minimum}, {maximum}]" if minimum is not None else f"an integer <= {maximum}"
+    if minimum == 1:
+        return "a positive integer"
+    return "an integer" if minimum is None else f"an integer >= {minimum}"
+
+
+def integer(value: object, what: str, *, minimum: int | None = None, maximum: int | None = None,
+            hint: str = "") -> int:
+    """``value`` as an ``int`` when it is an integer (not a bool) in ``[minimum, maximum]`` (either bound may be
+    None); else InputError ``"<what> must be <kind><hint>, got <value>"``."""
+    if (not is_integer(value) or (minimum is not None and value < minimum)
+            or (maximum is not None and value > maximum)):
+        raise InputError(f"{what} must be {_integer_kind(minimum, maximum)}{hint}, got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def fraction(value: object, what: str) -> float:
+    """``value`` as a float strictly between 0 and 1; else InputError naming ``what``."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number strictly between 0 and 1, got {value!r}") from None
+    if not 0.0 < number < 1.0:  # NaN fails too
+        raise InputError(f"{what} must lie strictly between 0 and 1, got {value!r}")
+    return number
+
+
+def non_negative(value: object, what: str) -> float:
+    """``value`` as a finite float >= 0; else InputError naming ``what``."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a finite number >= 0, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise InputError(f"{what} must be a finite number >= 0, got {value!r}")
+    return number
+
+
+# ------------------------------------------------------------------------------- command-line text
+
+
+def parse_fraction(text: str, flag: str) -> float:
+    """A command-line value strictly between 0 and 1 (InputError naming the flag otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{flag} must be a number, got {text!r}") from None
+    return fraction(value, flag)
+
+
+def parse_int(text: str, flag: str, *, minimum: int | None = None) -> int:
+    """A command-line integer of at least ``minimum`` (InputError naming the flag otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{flag} must be {_integer_kind(minimum, None)}, got {text!r}") from None
+    return integer(value, flag, minimum=minimum)

@@ -1,0 +1,205 @@
+"""Long work as background jobs (``relu_core.jobs``) seen from a page: the progress box with its Cancel button,
+starting, joining and picking up jobs, the sidebar's jobs panel, and a study page's result.
+
+A job runs in a worker thread: leaving the page does not stop it. A run a job returns joins the session's run
+list when it ends, whatever page the session is on then; failures and cancellations are said once in the
+sidebar, and a cancellation also where its Cancel button was pressed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import streamlit as st
+
+from relu_core import explore, jobs, limits
+from relu_core.errors import USER_ERRORS, unexpected, user_message
+from relu_core.registry import LRURegistry
+from studio import runs, session
+
+
+def show_error(exc: BaseException, task: str = "this page") -> None:
+    """The one-line message of a user error (no traceback); any other exception is logged on the server with
+    its traceback and shown as one line with a short reference (``errors.unexpected``)."""
+    if not isinstance(exc, USER_ERRORS):
+        st.error(unexpected(exc, task))
+        return
+    st.error(user_message(exc))
+
+
+def _cancelled_here() -> set[str]:
+    """Keys of the jobs cancelled from their progress box in this session, their cancellation not said yet."""
+    return st.session_state.setdefault(session.CANCELLED_HERE, set())
+
+
+def _cancel_from_box(job: jobs.Job) -> None:
+    _cancelled_here().add(job.key)
+    job.cancel()
+
+
+def wait_for(job: jobs.Job) -> bool:
+    """Block this script run on ``job`` with a progress bar and a Cancel button, in a box that disappears when
+    the job ends. The job itself runs in a worker thread: leaving the page does not stop it.
+
+    A job cancelled from this box is said here, where Cancel was pressed (the rerun that the button starts
+    comes back to this box): returns True when it said so."""
+    if job.running:
+        box = st.empty()
+        with box.container(border=True):
+            st.markdown(f"**{job.label}** on {explore.device_name()}")
+            bar = st.progress(job.fraction, text=job.message)
+            st.button("Cancel", key=f"cancel_{job.key}", on_click=_cancel_from_box, args=(job,))
+            st.caption("Runs in the background: it goes on if you leave this page, and the jobs panel in the "
+                       "sidebar follows it.")
+        while not job.wait(0.25):
+            bar.progress(job.fraction, text=job.message)
+        box.empty()
+    if job.key not in _cancelled_here() or job.state == jobs.RUNNING:
+        return False
+    _cancelled_here().discard(job.key)
+    if job.state != jobs.CANCELLED:  # it ended before the cancellation reached it
+        return False
+    _say_cancelled(job)
+    return True
+
+
+def _say_cancelled(job: jobs.Job) -> None:
+    st.warning(f"Cancelled: {job.label}; the previous results are still shown.")
+
+
+def start_job(key: str, label: str, work: Callable[[Callable, Callable], object], *, select: bool = True,
+              group: str = "") -> jobs.Job:
+    """Start (or join: same ``key``, same job) a background job; a run it returns joins this session's run list
+    (and becomes current with ``select``) when it is done, whatever page the session is on then."""
+    job = jobs.MANAGER.submit(key, label, work, group=group, on_done=runs.register_if_run)
+    st.session_state.setdefault(session.PENDING_JOBS, {})[key] = select
+    return job
+
+
+def adopt_finished_jobs() -> None:
+    """Runs of this session's finished jobs join its run list; failures and cancellations are reported once."""
+    pending: dict[str, bool] = st.session_state.setdefault(session.PENDING_JOBS, {})
+    messages = st.session_state.setdefault(session.JOB_MESSAGES, [])
+    for key, select in list(pending.items()):
+        job = jobs.MANAGER.get(key)
+        if job is not None and job.running:
+            continue
+        del pending[key]
+        if job is None:
+            continue
+        if job.state == jobs.DONE and hasattr(job.result, "run_id"):
+            explore.register_run(job.result)
+            if select:
+                runs.select_run(job.result)
+            elif job.result.run_id not in runs.session_runs():
+                runs.session_runs().append(job.result.run_id)
+        elif job.state == jobs.FAILED:
+            messages.append(("error", f"{job.label} failed: {job.error}"))
+            jobs.MANAGER.forget(key)  # asking again retries
+        elif job.state == jobs.CANCELLED:
+            messages.append(("warning", f"{job.label}: cancelled; the previous run is still loaded."))
+
+
+@st.fragment(run_every=1.0)
+def _running_jobs_panel() -> None:
+    pending = st.session_state.get(session.PENDING_JOBS, {})
+    running = [job for job in jobs.MANAGER.jobs() if job.running]
+    if not any(job.key in pending for job in running) and pending:
+        st.rerun()  # one of this session's jobs ended: the whole page picks up its run
+    for job in running:
+        st.progress(job.fraction, text=f"{job.label}: {job.message}")
+        st.button("Cancel", key=f"cancel_panel_{job.key}", on_click=job.cancel)
+
+
+def jobs_panel() -> None:
+    """The sidebar's jobs: running ones with progress and Cancel (refreshed every second), then this session's
+    failure and cancellation messages (each shown once)."""
+    adopt_finished_jobs()
+    running = any(job.running for job in jobs.MANAGER.jobs())
+    messages = st.session_state.get(session.JOB_MESSAGES, [])
+    if not running and not messages:
+        return
+    st.subheader("Jobs")
+    if running:
+        _running_jobs_panel()
+    for kind, text in messages:
+        (st.error if kind == "error" else st.warning)(text)
+    messages.clear()
+
+
+def run_job(label: str, job: Callable[[Callable, Callable], object], *, key: str, select: bool = True):
+    """Run ``job(progress, cancel)`` as the background job ``key`` (naming the computation and every setting it
+    depends on, :func:`start_job`) and wait for it in a progress box with the device and a Cancel button.
+
+    Returns the job's result (a run is registered and, with ``select``, made current), or None after a user
+    error (``st.error`` with its one-line message) or a cancellation; the previous run stays current either
+    way, so nothing already computed is lost. The job goes on when the page is left, :func:`job_result` picks
+    it up on a later visit, and a cancellation or failure that happens meanwhile is reported once in the sidebar.
+    """
+    handle = start_job(key, label, job, select=select)
+    return _finished(handle, select, said=wait_for(handle))
+
+
+def _finished(handle: jobs.Job, select: bool = False, said: bool = False):
+    """The result of an ended job of this session's (None after a failure or a cancellation, said here once
+    unless ``said`` already); a run it returns is made current with ``select``."""
+    st.session_state.setdefault(session.PENDING_JOBS, {}).pop(handle.key, None)
+    if handle.state == jobs.DONE:
+        if select and hasattr(handle.result, "run_id"):
+            runs.select_run(handle.result)
+        return handle.result
+    if handle.state == jobs.FAILED:
+        st.error(handle.error)  # one line: the user's error, or errors.unexpected's with its reference
+    elif not said:
+        _say_cancelled(handle)
+    jobs.MANAGER.forget(handle.key)  # asking again retries
+    return None
+
+
+def job_result(key: str):
+    """The result of the background job ``key`` once it has ended (a running one shows its progress box
+    until then, e.g. a study started before the page was left); None when there is none or it failed."""
+    handle = jobs.MANAGER.get(key)
+    if handle is None:
+        return None
+    return _finished(handle, said=wait_for(handle))
+
+
+def study_result(page: str, scope, settings, pressed: bool, label: str, work: Callable[[Callable, Callable], object]):
+    """A study page's result to show and whether it is for the current ``settings``: ``(result, current)``, or
+    ``(None, False)`` when there is none yet.
+
+    ``pressed`` (its Run button) starts ``work`` as a background job keyed by ``page``, ``scope`` (the run, and
+    the study where a page has several) and ``settings``; a job for these settings that finished while the page
+    was left is picked up. Otherwise the page keeps showing the last result in ``scope``, which is stale when
+    the settings changed since. Results are kept per session, least recently used dropped.
+    """
+    key = f"{page}:{scope}:{settings}"
+    result = run_job(label, work, select=False, key=key) if pressed else job_result(key)
+    results = st.session_state.setdefault(session.results_key(page), LRURegistry(limits.MAX_SESSION_RUNS))
+    last = st.session_state.setdefault(session.last_key(page), {})
+    if result is not None:
+        results[(scope, settings)] = result
+        last[scope] = settings
+    shown = settings if (scope, settings) in results else last.get(scope)
+    if shown is None or (scope, shown) not in results:
+        return None, False
+    return results[(scope, shown)], shown == settings
+
+
+def eps_job(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int, eps: float,
+            subset: np.ndarray | None) -> jobs.Job:
+    """The background ε pass of one setting (on ``subset``, or on the whole evaluation split when None).
+
+    Jobs are shared by every session asking for the same setting; a new setting asked by this session cancels
+    its previous ε passes (only the last value is computed)."""
+    part = "all" if subset is None else f"sub{subset.size}"
+    key = f"eps:{run_id}:{temperature:g}:{lam}:{tune_fraction:g}:{seed}:{eps:g}:{part}"
+    group = f"eps:{session.session_id()}:{part}"
+    what = "the whole evaluation split" if subset is None else f"{subset.size:,} evaluation images"
+    return jobs.MANAGER.submit(
+        key, f"Input pre-processing ε = {eps:g} on {what}",
+        lambda progress, cancel: explore.perturbed_scores(run_id, temperature, lam, tune_fraction, seed, eps,
+                                                          indices=subset, progress=progress, cancel=cancel),
+        group=group)

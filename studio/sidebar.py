@@ -1,0 +1,212 @@
+"""The sidebar every page draws (:func:`sidebar_run_picker`): the current run and the run picker, the jobs
+panel, a registered data set + model, and uploads (logits, or a model with a data set) turned into runs from
+their bytes (:func:`load_upload`) by background jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+
+from relu_core import explore, jobs, limits, models
+from relu_core.errors import InputError
+from studio import session
+from studio.jobbox import jobs_panel, show_error, start_job, wait_for
+from studio.runs import register_if_run, run_label, select_run, session_runs
+
+
+def current_run():
+    """The run the pages show: the one picked in the sidebar, else the default run (``runs.default_choice``),
+    prepared by a background job on first use (it continues when the page is left) and cached on disk."""
+    from relu_core import runs
+
+    run_id = st.session_state.get(session.RUN_ID)
+    if run_id in explore.RUNS:
+        return explore.RUNS[run_id]
+    if run_id is not None:
+        st.warning(f"The selected run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+                   "used runs): load it again; showing the default run.")
+    try:
+        choice = runs.default_choice()
+    except InputError as exc:
+        show_error(exc)
+        st.stop()
+    job = jobs.MANAGER.submit(f"default:{choice.dataset}", f"Preparing the default run: {choice.description}",
+                              _default_run, on_done=register_if_run)
+    wait_for(job)
+    if job.state != jobs.DONE:
+        show_error(InputError(job.error or "the default run was cancelled; reload the page to prepare it again"))
+        jobs.MANAGER.forget(job.key)
+        st.stop()
+    select_run(job.result)
+    return job.result
+
+
+def _default_run(progress, cancel):
+    from relu_core import runs
+
+    return runs.default_run(progress=progress, cancel=cancel)
+
+
+def compute_registered(dataset_name: str, model_name: str, download: bool = False) -> Callable:
+    """The job computing (or reading from the engine's cache) the logits of ``model_name`` on a registered set."""
+
+    def job(progress, cancel):
+        from relu_core import runs
+
+        return runs.logits_for(model_name, None, dataset_name, progress=progress, cancel=cancel,
+                               download=download)
+
+    return job
+
+
+def load_upload(kind: str, data: bytes, filename: str, *, model_data: bytes | None = None,
+                model_filename: str | None = None, arch: str | None = None, dataset_spec: str | None = None,
+                progress=None, cancel=None):
+    """Turn uploaded bytes into a run (every malformed file raises an ``InputError`` with one line).
+
+    ``kind="logits"``: ``data`` is an npz / csv / parquet of precomputed logits (``runs.load_logits_upload``).
+    ``kind="model"``: ``model_data`` is a TorchScript file or a state dict for the architecture ``arch``
+    (which also gives the input size and normalisation); the images come from ``data`` (an image-folder
+    zip or an npz with ``x``/``y``, read from its bytes by ``datasets.load_uploaded_dataset``), or from the
+    registered data set ``dataset_spec`` when ``data`` is empty.
+    The class count is the data set's; the engine reports a model whose output size differs.
+    """
+    if kind == "logits":
+        from relu_core import runs
+
+        if not data:
+            raise InputError(f"{filename or 'the upload'} is empty")
+        return runs.load_logits_upload(data, filename)
+    if kind != "model":
+        raise InputError(f"unknown upload kind {kind!r}")
+    if not model_data:
+        raise InputError("upload a model checkpoint (TorchScript or state dict) first")
+    if not arch:
+        raise InputError("choose the model's architecture")
+    from relu_core import datasets, runs
+
+    if data:  # straight from the bytes: no file, no path to parse
+        images = datasets.load_uploaded_dataset(data, filename, progress=progress)
+    elif dataset_spec:
+        images = dataset_spec
+    else:
+        raise InputError("choose a data set for the model: upload one or pick a registered one")
+    # the checkpoint loaders read a file (TorchScript or a state dict, told apart by its content and suffix)
+    with tempfile.TemporaryDirectory(prefix="relu_upload_") as tmp:
+        model_path = Path(tmp) / f"model{Path(model_filename or 'model.pt').suffix.lower() or '.pt'}"
+        model_path.write_bytes(model_data)
+        return runs.logits_for(arch, model_path, images, progress=progress, cancel=cancel)
+
+
+def sidebar_run_picker():
+    """The sidebar: the current run (switch between loaded runs) and the ways to add one. Returns the run."""
+    run = current_run()
+    with st.sidebar:
+        jobs_panel()
+        st.header("Run")
+        ids = [rid for rid in session_runs() if rid in explore.RUNS]
+        if ids:
+            # the picker follows the current run (set by a job or another page) before it is drawn
+            st.session_state[session.RUN_PICKER] = st.session_state.get(session.RUN_ID, ids[0])
+            st.selectbox("Current run", ids, format_func=lambda rid: run_label(explore.RUNS[rid]), key=session.RUN_PICKER,
+                         on_change=lambda: st.session_state.update({session.RUN_ID: st.session_state[session.RUN_PICKER]}))
+        _sidebar_registered()
+        _sidebar_upload_logits()
+        _sidebar_upload_model()
+    return explore.RUNS.get(st.session_state.get(session.RUN_ID), run)
+
+
+def _dataset_infos():
+    try:
+        from relu_core import datasets
+
+        return list(datasets.list_datasets())
+    except (ImportError, AttributeError):
+        return []
+
+
+#: What each registered data set is, in the words of the picker (the test split the logits are computed on).
+_DATASET_LABELS: dict[str, str] = {
+    "digits": "digits (scikit-learn 8×8, 899 test images)",
+    "mnist": "MNIST (10,000 test images)",
+    "fashion-mnist": "Fashion-MNIST (10,000 test images)",
+    "cifar10": "CIFAR-10 (10,000 test images)",
+    "cifar10-exact": "CIFAR-10 exact (first 1,017 test images)",
+    "cifar100": "CIFAR-100 (10,000 test images)",
+    "cifar100-exact": "CIFAR-100 exact (first 916 test images)",
+    "svhn": "SVHN (26,032 test images)",
+}
+
+
+def dataset_label(info) -> str:
+    """A data set as the picker lists it: what it is, where the test split comes from, whether it is here."""
+    label = _DATASET_LABELS.get(info.name, info.name)
+    if info.name == "cifar10" and info.location and "jpeg" in info.location.lower():
+        label = "CIFAR-10 (JPEG test set, quality 75: shifted)"
+    return label + ("" if info.available else " · not on this machine")
+
+
+def _sidebar_registered() -> None:
+    with st.expander("Data set + model"):
+        infos = _dataset_infos()
+        if not infos:
+            st.caption("No registered data sets are available.")
+            return
+        by_name = {info.name: info for info in infos}
+        name = st.selectbox("Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]),
+                            key="pick_dataset")
+        info = by_name[name]
+        choices = models.fitting_models(name)
+        model_name = st.selectbox("Model", choices, key="pick_model",
+                                  help="CIFAR ResNets appear when their pretrained weights are found; small CNNs "
+                                       "are trained on demand and cached.")
+        if info.available:
+            if st.button("Compute logits", key="compute_registered", disabled=not choices):
+                start_job(f"logits:{model_name}:{name}", f"Logits of {model_name} on {name}",
+                          compute_registered(name, model_name))
+                st.rerun()
+        else:
+            st.caption(f"{name} is not in the data directories. Downloading needs internet access.")
+            if st.button(f"Download {name} and compute", key="download_registered", disabled=not choices):
+                start_job(f"logits:{model_name}:{name}:download", f"Downloading {name}, logits of {model_name}",
+                          compute_registered(name, model_name, download=True))
+                st.rerun()
+
+
+def _sidebar_upload_logits() -> None:
+    with st.expander("Upload logits"):
+        st.caption("npz with `logits` and `labels` (optional `class_names`), or csv / parquet with one column "
+                   "per class and a `label` column.")
+        upload = st.file_uploader("Logits file", type=["npz", "csv", "parquet"], key="upload_logits")
+        if upload is not None and st.button("Load logits", key="load_logits"):
+            data, name = upload.getvalue(), upload.name  # a background job: it goes on when the page is left
+            start_job(f"upload-logits:{hashlib.sha256(data).hexdigest()[:16]}:{name}", f"Loading {name}",
+                      lambda progress, cancel: load_upload("logits", data, name))
+            st.rerun()
+
+
+def _sidebar_upload_model() -> None:
+    with st.expander("Upload model + data set"):
+        model_file = st.file_uploader("Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th",
+                                                                                    "safetensors"],
+                                      key="upload_model")
+        arch = st.selectbox("Architecture (for state dicts; gives the input normalisation)", list(models.MODELS),
+                            key="upload_arch")
+        data_file = st.file_uploader("Data set (image-folder zip or npz with x, y)", type=["zip", "npz"],
+                                     key="upload_data")
+        infos = [info.name for info in _dataset_infos() if info.available]
+        registered = st.selectbox("…or a registered data set", ["(uploaded)", *infos], key="upload_registered")
+        if model_file is not None and st.button("Compute logits", key="compute_upload"):
+            def job(progress, cancel):
+                return load_upload(
+                    "model", data_file.getvalue() if data_file else b"", data_file.name if data_file else "",
+                    model_data=model_file.getvalue(), model_filename=model_file.name, arch=arch,
+                    dataset_spec=None if registered == "(uploaded)" else registered, progress=progress, cancel=cancel)
+
+            digest = hashlib.sha256(model_file.getvalue() + (data_file.getvalue() if data_file else b"")).hexdigest()
+            start_job(f"upload:{digest[:16]}:{arch}:{registered}", f"Logits of {model_file.name}", job)
+            st.rerun()

@@ -1,0 +1,91 @@
+"""relu_core.comparison against direct computations: the metrics table and its difference row, the colouring of
+significant differences, the operating-point table, and the errors one detector catches and the other misses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from relu_core import comparison, metrics, stats
+
+
+@pytest.fixture(scope="module")
+def scored():
+    rng = np.random.default_rng(3)
+    correct = rng.random(400) < 0.8
+    a = rng.normal(size=400) + 1.5 * ~correct  # two detectors that see the errors differently
+    b = rng.normal(size=400) + 1.0 * ~correct
+    return correct, a, b
+
+
+def test_metrics_table_rows_columns_and_difference(scored):
+    correct, a, b = scored
+    summaries = {"Rel-U": metrics.summary(a, correct), "Doctor": metrics.summary(b, correct)}
+    table = comparison.metrics_table(summaries, 0.8, difference=("Rel-U", "Doctor"))
+    assert list(table.columns) == ["FPR95 ↓", "AUROC ↑", "AURC ↓", "E-AURC ↓", "accuracy"]
+    assert list(table.index) == ["Rel-U", "Doctor", "Rel-U − Doctor"]
+    assert table.loc["Rel-U", "AUROC ↑"] == pytest.approx(roc_auc_score(correct, -a), rel=1e-9)
+    assert table.loc["Doctor", "FPR95 ↓"] == pytest.approx(metrics.fpr_at_tpr(b, correct), rel=1e-9)
+    for column, key in (("FPR95 ↓", "fpr95"), ("AUROC ↑", "auroc"), ("AURC ↓", "aurc"), ("E-AURC ↓", "eaurc")):
+        assert table.loc["Rel-U − Doctor", column] == pytest.approx(summaries["Rel-U"][key] - summaries["Doctor"][key])
+    assert table.loc["Rel-U − Doctor", "accuracy"] == 0 and table.dtypes.eq(float).all()
+
+
+def test_metrics_table_without_both_rows_has_no_difference(scored):
+    correct, a, _ = scored
+    table = comparison.metrics_table({"Rel-U": metrics.summary(a, correct)}, 0.8, difference=("Rel-U", "Doctor"))
+    assert list(table.index) == ["Rel-U"]
+    assert list(comparison.metrics_table({"Rel-U": metrics.summary(a, correct)}, 0.8).index) == ["Rel-U"]
+
+
+def _paired(metric: str, estimate: float, low: float, high: float, higher: bool) -> stats.PairedDifference:
+    return stats.PairedDifference(metric, estimate, low, high, higher, 1000)
+
+
+def test_difference_styles_colour_only_significant_cells_of_the_difference_row(scored):
+    correct, a, b = scored
+    table = comparison.metrics_table({"Rel-U": metrics.summary(a, correct), "Doctor": metrics.summary(b, correct)},
+                                     0.8, difference=("Rel-U", "Doctor"))
+    paired = {"fpr95": _paired("fpr95", -0.1, -0.2, -0.05, False),  # significant, Rel-U better (lower)
+              "auroc": _paired("auroc", -0.02, -0.03, -0.01, True),  # significant, Rel-U worse (lower)
+              "aurc": _paired("aurc", 0.001, -0.001, 0.003, False)}  # covers 0: plain
+    styles = comparison.difference_styles(table, paired, "Rel-U − Doctor")
+    assert styles.shape == table.shape
+    assert styles.loc["Rel-U − Doctor", "FPR95 ↓"] == comparison.BETTER_STYLE
+    assert styles.loc["Rel-U − Doctor", "AUROC ↑"] == comparison.WORSE_STYLE
+    assert styles.loc["Rel-U − Doctor", ["AURC ↓", "E-AURC ↓", "accuracy"]].eq("").all()
+    assert styles.loc[["Rel-U", "Doctor"]].eq("").all().all()
+    real = stats.paired_bootstrap(a, b, correct, n_resamples=200, seed=0)  # the real thing: keys match headers
+    assert set(comparison.significant_columns(real)) <= set(table.columns)
+    assert comparison.difference_styles(table.drop("Rel-U − Doctor"), paired, "Rel-U − Doctor").eq("").all().all()
+
+
+def test_operating_table_counts_match_direct_computation(scored):
+    correct, a, b = scored
+    points = {"Rel-U": metrics.operating_point(a, correct, "tpr", 0.9),
+              "Doctor": metrics.operating_point(b, correct, "coverage", 0.7)}
+    table = comparison.operating_table(points, correct)
+    assert list(table.index) == ["Rel-U", "Doctor"]
+    for name, scores in (("Rel-U", a), ("Doctor", b)):
+        accepted = scores <= table.loc[name, "threshold"]
+        assert table.loc[name, "accepted"] == accepted.sum()
+        assert table.loc[name, "errors caught"] == (~correct & ~accepted).sum()
+        assert table.loc[name, "errors missed"] == (~correct & accepted).sum()
+        assert table.loc[name, "coverage"] == pytest.approx(accepted.mean())
+    assert table.loc["Rel-U", "TPR"] >= 0.9 and table.loc["Doctor", "coverage"] >= 0.7
+
+
+def test_caught_by_one_against_a_loop(scored):
+    correct, a, b = scored
+    indices = np.arange(1000, 1000 + correct.size) * 3  # the split's sample ids, not positions
+    accepted_a, accepted_b = a <= np.quantile(a, 0.8), b <= np.quantile(b, 0.8)
+    only_a, only_b = comparison.caught_by_one(indices, correct, accepted_a, accepted_b)
+    expected_a = [i for i, c, x, y in zip(indices, correct, accepted_a, accepted_b) if not c and not x and y]
+    expected_b = [i for i, c, x, y in zip(indices, correct, accepted_a, accepted_b) if not c and x and not y]
+    assert only_a.tolist() == expected_a and only_b.tolist() == expected_b
+    assert expected_a and expected_b  # the fixture has errors of both kinds
+    none_a, none_b = comparison.caught_by_one(indices, correct, accepted_a, accepted_a)
+    assert none_a.size == none_b.size == 0
+    assert isinstance(comparison.metrics_table({}, 0.5), pd.DataFrame)
