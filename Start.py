@@ -25,14 +25,15 @@ st.info(explore.start_verdict(view))
 
 left, right, side = st.columns([5, 5, 2.4])
 heat, _, _ = explore.view_figures(view, list(run.class_names), show_keys=[])
-cm, cm_fig = explore.confusion_figure(run.run_id, explore.START_SETTINGS["tune_fraction"], explore.START_SETTINGS["seed"])
+cm, cm_fig = explore.confusion_figure(
+    run.run_id, explore.START_SETTINGS["tune_fraction"], explore.START_SETTINGS["seed"]
+)
 # compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
     st.plotly_chart(go.Figure(heat).update_layout(**compact), config={"displayModeBar": False}, key="start_dstar")
 with right:
-    st.plotly_chart(go.Figure(cm_fig).update_layout(**compact), config={"displayModeBar": False},
-                    key="start_confusion")
+    st.plotly_chart(go.Figure(cm_fig).update_layout(**compact), config={"displayModeBar": False}, key="start_confusion")
 with side:
     n, c = run.logits.shape
     errors = int((np.argmax(run.logits, 1) != run.labels).sum())

@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.busy import one_core_busy  # noqa: E402
-from relu_core.runs import Run, content_id  # noqa: E402
 from relu_core import explore, metrics, protocol  # noqa: E402
+from relu_core.runs import Run, content_id  # noqa: E402
 
 REPEATS = 15
 
@@ -35,15 +35,22 @@ def synthetic_run(n: int, n_classes: int, seed: int = 0) -> Run:
     logits = rng.normal(size=(n, n_classes)).astype(np.float32)
     logits[np.arange(n), confused] += 4.0 * rng.random(n).astype(np.float32) + 1.0
     names = tuple(f"class {c}" for c in range(n_classes))
-    return Run(run_id=content_id(logits, labels, names), logits=logits, labels=labels, class_names=names,
-               source=f"synthetic {n} x {n_classes}")
+    return Run(
+        run_id=content_id(logits, labels, names),
+        logits=logits,
+        labels=labels,
+        class_names=names,
+        source=f"synthetic {n} x {n_classes}",
+    )
 
 
 def slider_change(run_id: str, class_names, temperature: float, lam: float) -> None:
     """One fragment rerun's compute path (no widgets)."""
     view = explore.explore(run_id, temperature, lam, 0.2, 0, list(protocol.PAIRED))
     correct_eval = view.correct[view.eval_idx]
-    points = {k: metrics.operating_point(d.eval_uncertainty, correct_eval, "tpr", 0.95) for k, d in view.detectors.items()}
+    points = {
+        k: metrics.operating_point(d.eval_uncertainty, correct_eval, "tpr", 0.95) for k, d in view.detectors.items()
+    }
     explore.confusion_figure(run_id, 0.2, 0)
     explore.view_figures(view, class_names, points)
 
@@ -69,16 +76,20 @@ def bench(n: int, n_classes: int, label: str, seed: int) -> tuple[float, float]:
         start = time.perf_counter()
         explore.paired_for(view, 0)
         paired_times.append(time.perf_counter() - start)
-    print(f"{n:>6} x {n_classes:<4} {label:<16} λ move: median {lam_ms:6.1f} ms (max {1e3 * max(lam_times):6.1f})"
-          f"   T move (new softmax): median {t_ms:6.1f} ms (max {1e3 * max(t_times):6.1f})"
-          f"   paired bootstrap (background): median {1e3 * statistics.median(paired_times):6.1f} ms")
+    print(
+        f"{n:>6} x {n_classes:<4} {label:<16} λ move: median {lam_ms:6.1f} ms (max {1e3 * max(lam_times):6.1f})"
+        f"   T move (new softmax): median {t_ms:6.1f} ms (max {1e3 * max(t_times):6.1f})"
+        f"   paired bootstrap (background): median {1e3 * statistics.median(paired_times):6.1f} ms"
+    )
     return lam_ms, t_ms
 
 
 if __name__ == "__main__":
-    print(f"Explore slider change, server side (the paired bootstrap of Rel-U − Doctor runs beside it in a "
-          f"background job, timed on its own below); "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs before the runs")
+    print(
+        f"Explore slider change, server side (the paired bootstrap of Rel-U − Doctor runs beside it in a "
+        f"background job, timed on its own below); "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs before the runs"
+    )
     for shape in ((10_000, 10), (10_000, 100)):
         quiet = bench(*shape, "quiet", seed=0)
         with one_core_busy():

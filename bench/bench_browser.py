@@ -31,8 +31,16 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SLIDERS = {"λ": "weight of the errors", "T": "softmax temperature"}
 
 # The data the λ / T sliders change: D* (title and z), the ROC and the risk-coverage curves (the confusion matrix,
@@ -47,7 +55,8 @@ _SNAPSHOT = """() => { const p = [...document.querySelectorAll('.js-plotly-plot'
 # objects it did not hold at the last check (Plotly swaps them whenever a chart is redrawn).
 _IDLE = """() => !document.querySelector('[data-stale="true"]')
     && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')"""
-_SETTLED = """(before) => { const p = [...document.querySelectorAll('.js-plotly-plot')];
+_SETTLED = (
+    """(before) => { const p = [...document.querySelectorAll('.js-plotly-plot')];
     if (p.length < 4 || !p[0].data || !p[2].data || !p[3].data) return false;
     if (document.querySelector('[data-stale="true"]')
         || document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]'))
@@ -55,7 +64,10 @@ _SETTLED = """(before) => { const p = [...document.querySelectorAll('.js-plotly-
     const held = [p[0].layout, p[0].data, p[2].data, p[3].data], seen = window.__benchSeen;
     if (seen && held.every((ref, i) => ref === seen[i])) return false;
     window.__benchSeen = held;
-    return (""" + _SNAPSHOT + """)() !== before; }"""
+    return ("""
+    + _SNAPSHOT
+    + """)() !== before; }"""
+)
 
 
 def _synthetic_run(n: int, c: int, seed: int = 0):
@@ -65,8 +77,13 @@ def _synthetic_run(n: int, c: int, seed: int = 0):
     labels = rng.integers(0, c, n)
     logits = (rng.normal(size=(n, c)) + 4.0 * np.eye(c)[labels] * rng.random((n, 1))).astype(np.float32)
     names = tuple(f"class {k}" for k in range(c))
-    return runs.Run(run_id=runs.content_id(logits, labels, names), logits=logits, labels=labels, class_names=names,
-                    source=f"synthetic {n} x {c}")
+    return runs.Run(
+        run_id=runs.content_id(logits, labels, names),
+        logits=logits,
+        labels=labels,
+        class_names=names,
+        source=f"synthetic {n} x {c}",
+    )
 
 
 def _free_port() -> int:
@@ -79,9 +96,26 @@ def _serve(cache: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {**os.environ, "RELU_STUDIO_CACHE": cache, "RELU_STUDIO_DEFAULT": "digits"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "Start.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "Start.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -118,8 +152,13 @@ def _key(slider: str, k: int, one_way: bool) -> str:
 
 
 def _open(pw, url: str, run_id: str, profile: str):
-    context = pw.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
-                                                    args=CHROMIUM_ARGS, viewport={"width": 1600, "height": 1400})
+    context = pw.chromium.launch_persistent_context(
+        profile,
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=CHROMIUM_ARGS,
+        viewport={"width": 1600, "height": 1400},
+    )
     page = context.new_page()
     page.goto(f"{url}/Explore?run={run_id}&lam=0.5&T=1")
     page.wait_for_function(f"({_SNAPSHOT})() !== null", timeout=180_000)
@@ -141,12 +180,17 @@ def _session(url: str, run_id: str, repeats: int, out: list[float], profile: str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000x10,10000x100", help="comma-separated NxC (default 10000x10,10000x100)")
+    parser.add_argument(
+        "--sizes", default="10000x10,10000x100", help="comma-separated NxC (default 10000x10,10000x100)"
+    )
     parser.add_argument("--repeats", type=int, default=10, help="key presses per slider and size (default 10)")
     parser.add_argument("--sessions", type=int, default=0, help="also N concurrent sessions moving λ (e.g. 4)")
-    parser.add_argument("--one-way", action="store_true",
-                        help="press the same arrow every time, so every press asks for a setting not seen before "
-                             "(default: alternate left / right, which revisits the same two settings)")
+    parser.add_argument(
+        "--one-way",
+        action="store_true",
+        help="press the same arrow every time, so every press asks for a setting not seen before "
+        "(default: alternate left / right, which revisits the same two settings)",
+    )
     args = parser.parse_args()
     if not CHROMIUM.exists():
         raise SystemExit("Debian chromium (/usr/bin/chromium) is not installed (apt-get install chromium)")
@@ -164,24 +208,35 @@ def main() -> None:
             run_ids.append(run.run_id)
         server, url = _serve(tmp)
         try:
-            print(f"keypress to settled, Chromium, {args.repeats} presses each"
-                  f"{' in one direction' if args.one_way else ', alternating'} (median / max, ms)")
+            print(
+                f"keypress to settled, Chromium, {args.repeats} presses each"
+                f"{' in one direction' if args.one_way else ', alternating'} (median / max, ms)"
+            )
             with sync_playwright() as pw:
                 for (n, c), run_id in zip(sizes, run_ids, strict=True):
                     context, page = _open(pw, url, run_id, str(Path(tmp) / f"profile-{n}-{c}"))
                     try:
                         for slider in SLIDERS:
-                            times = [_press_and_time(page, slider, _key(slider, k, args.one_way))
-                                     for k in range(args.repeats)]
-                            print(f"{n:>7,} x {c:<4} {slider}: median {1000 * statistics.median(times):6.0f}"
-                                  f"   max {1000 * max(times):6.0f}", flush=True)
+                            times = [
+                                _press_and_time(page, slider, _key(slider, k, args.one_way))
+                                for k in range(args.repeats)
+                            ]
+                            print(
+                                f"{n:>7,} x {c:<4} {slider}: median {1000 * statistics.median(times):6.0f}"
+                                f"   max {1000 * max(times):6.0f}",
+                                flush=True,
+                            )
                     finally:
                         context.close()
             if args.sessions:
                 results: list[list[float]] = [[] for _ in range(args.sessions)]
-                threads = [threading.Thread(target=_session, args=(url, run_ids[0], args.repeats, results[i],
-                                                                   str(Path(tmp) / f"session-{i}")))
-                           for i in range(args.sessions)]
+                threads = [
+                    threading.Thread(
+                        target=_session,
+                        args=(url, run_ids[0], args.repeats, results[i], str(Path(tmp) / f"session-{i}")),
+                    )
+                    for i in range(args.sessions)
+                ]
                 for thread in threads:
                     thread.start()
                 for thread in threads:
@@ -191,8 +246,10 @@ def main() -> None:
                     raise SystemExit("no session finished a key press")
                 p95 = times[min(len(times) - 1, int(np.ceil(0.95 * len(times))) - 1)]
                 n, c = sizes[0]
-                print(f"{args.sessions} sessions moving λ on {n:,} x {c}: median {1000 * statistics.median(times):.0f}"
-                      f" ms, p95 {1000 * p95:.0f} ms ({len(times)} presses)")
+                print(
+                    f"{args.sessions} sessions moving λ on {n:,} x {c}: median {1000 * statistics.median(times):.0f}"
+                    f" ms, p95 {1000 * p95:.0f} ms ({len(times)} presses)"
+                )
         finally:
             server.terminate()
             server.wait(timeout=10)

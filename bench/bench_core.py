@@ -25,8 +25,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import sklearn.metrics as skm
@@ -175,8 +175,10 @@ def main() -> None:
     print()
     print("'loaded': the same with another process saturating one core (started and stopped here).")
     print()
-    print("| logits (N x C) | accuracy | fast | fast, CPU time | fast, one core busy | loaded / quiet | naive "
-          "| speed-up |")
+    print(
+        "| logits (N x C) | accuracy | fast | fast, CPU time | fast, one core busy | loaded / quiet | naive "
+        "| speed-up |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, accuracy, fast, fast_cpu, loaded, naive in rows:
         print(

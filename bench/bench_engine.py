@@ -38,7 +38,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def plain_loop_folder(model: torch.nn.Module, folder: Path, mean, std, device: torch.device) -> tuple[float, np.ndarray, np.ndarray]:
+def plain_loop_folder(
+    model: torch.nn.Module, folder: Path, mean, std, device: torch.device
+) -> tuple[float, np.ndarray, np.ndarray]:
     from torchvision import datasets as tv_datasets
     from torchvision import transforms
 
@@ -55,7 +57,9 @@ def plain_loop_folder(model: torch.nn.Module, folder: Path, mean, std, device: t
     return time.perf_counter() - start, torch.cat(outputs).numpy(), torch.cat(labels).numpy()
 
 
-def plain_loop_tensor(model: torch.nn.Module, images: np.ndarray, mean, std, device: torch.device) -> tuple[float, np.ndarray]:
+def plain_loop_tensor(
+    model: torch.nn.Module, images: np.ndarray, mean, std, device: torch.device
+) -> tuple[float, np.ndarray]:
     dataset = torch.utils.data.TensorDataset(torch.from_numpy(images))
     loader = torch.utils.data.DataLoader(dataset, batch_size=256)
     mean_t = torch.tensor(mean).view(1, -1, 1, 1)
@@ -91,8 +95,10 @@ def main() -> None:
         models.load_state_dict_file(model, weights)
     model.eval()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"device {device} ({torch.get_num_threads()} CPU threads, load average {load:.1f}), model {args.model} "
-          f"({'pretrained ' + weights.name if weights else 'random weights'}), torch {torch.__version__}")
+    print(
+        f"device {device} ({torch.get_num_threads()} CPU threads, load average {load:.1f}), model {args.model} "
+        f"({'pretrained ' + weights.name if weights else 'random weights'}), torch {torch.__version__}"
+    )
 
     plain_s = None
     if args.n_images is None:
@@ -102,14 +108,17 @@ def main() -> None:
         data = datasets.load_dataset(f"imagefolder:{JPEG_FOLDER}")
         decode_s = time.perf_counter() - start
         images, labels = data.images, data.labels
-        print(f"data: {JPEG_FOLDER} ({len(images)} JPEGs), one-time decode {decode_s:.2f} s "
-              f"({len(images) / decode_s:.0f} images/s)")
+        print(
+            f"data: {JPEG_FOLDER} ({len(images)} JPEGs), one-time decode {decode_s:.2f} s "
+            f"({len(images) / decode_s:.0f} images/s)"
+        )
         if not args.skip_plain:
             plain_s, plain_logits, plain_labels = plain_loop_folder(model, JPEG_FOLDER, spec.mean, spec.std, device)
     else:
         decode_s = 0.0
-        images = np.random.default_rng(0).integers(0, 256, (args.n_images, spec.input_size, spec.input_size,
-                                                           spec.in_channels), dtype=np.uint8)
+        images = np.random.default_rng(0).integers(
+            0, 256, (args.n_images, spec.input_size, spec.input_size, spec.in_channels), dtype=np.uint8
+        )
         labels = None
         print(f"data: {args.n_images} synthetic random uint8 images {images.shape[1:]}")
         if not args.skip_plain:
@@ -118,8 +127,9 @@ def main() -> None:
 
     _sync(device)
     start = time.perf_counter()
-    logits = engine.compute_logits(model, images, mean=spec.mean, std=spec.std, device=device,
-                                   batch_size=args.batch_size, precision=args.precision)
+    logits = engine.compute_logits(
+        model, images, mean=spec.mean, std=spec.std, device=device, batch_size=args.batch_size, precision=args.precision
+    )
     _sync(device)
     engine_s = time.perf_counter() - start
     precision = engine.resolve_precision(args.precision, device)
@@ -127,8 +137,17 @@ def main() -> None:
     eps_n = min(args.eps_images, n)
     doctor = detectors.Doctor()
     start = time.perf_counter()
-    preprocessing.perturbed_scores(model, images[:eps_n], doctor, args.eps, mean=spec.mean, std=spec.std,
-                                   device=device, batch_size=args.batch_size, precision=args.precision)
+    preprocessing.perturbed_scores(
+        model,
+        images[:eps_n],
+        doctor,
+        args.eps,
+        mean=spec.mean,
+        std=spec.std,
+        device=device,
+        batch_size=args.batch_size,
+        precision=args.precision,
+    )
     _sync(device)
     eps_s = time.perf_counter() - start
 
@@ -137,11 +156,15 @@ def main() -> None:
         print(f"{'plain DataLoader loop (fp32, bs 256)':38s}{n / plain_s:10.0f}{plain_s:10.2f}")
     print(f"{'engine logits (' + precision + ')':38s}{n / engine_s:10.0f}{engine_s:10.2f}")
     if decode_s:
-        print(f"{'engine logits incl. one-time decode':38s}{n / (engine_s + decode_s):10.0f}{engine_s + decode_s:10.2f}")
+        print(
+            f"{'engine logits incl. one-time decode':38s}{n / (engine_s + decode_s):10.0f}{engine_s + decode_s:10.2f}"
+        )
     print(f"{f'engine eps pass (Doctor, {eps_n} images)':38s}{eps_n / eps_s:10.0f}{eps_s:10.2f}")
     if plain_s is not None:
-        print(f"speed-up over the plain loop: {plain_s / engine_s:.2f}x (logits only), "
-              f"{plain_s / (engine_s + decode_s):.2f}x (including the decode)")
+        print(
+            f"speed-up over the plain loop: {plain_s / engine_s:.2f}x (logits only), "
+            f"{plain_s / (engine_s + decode_s):.2f}x (including the decode)"
+        )
         print(f"max |engine - plain| logit difference: {np.abs(logits - plain_logits).max():.2e}")
     if labels is not None:
         accuracy = float((logits.argmax(1) == labels).mean())

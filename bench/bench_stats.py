@@ -51,8 +51,10 @@ def timed(function, *args) -> float:
 
 
 def main() -> None:
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; 1,000 paired resamples, "
-          f"FPR95 + AUROC + AURC, median of {REPEATS}")
+    print(
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; 1,000 paired resamples, "
+        f"FPR95 + AUROC + AURC, median of {REPEATS}"
+    )
     print(f"{'N':>7} {'scores':>11} {'vectorised':>11} {'naive':>10} {'speed-up':>9}")
     for n in (1_000, 10_000, 50_000):
         for tied in (False, True):
@@ -61,8 +63,10 @@ def main() -> None:
             start = time.perf_counter()
             naive(a, b, correct, 50)
             slow = (time.perf_counter() - start) * 1000 / 50
-            print(f"{n:>7,} {'tied' if tied else 'continuous':>11} {fast * 1000:>9.0f} ms {slow * 1000:>7.0f} ms "
-                  f"{slow / fast:>8.1f}x")
+            print(
+                f"{n:>7,} {'tied' if tied else 'continuous':>11} {fast * 1000:>9.0f} ms {slow * 1000:>7.0f} ms "
+                f"{slow / fast:>8.1f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -68,21 +68,35 @@ def main() -> None:
 
     logits, labels = synthetic(n, 100)
     fast = timed(lambda: lambda_sweep(logits, labels, seeds), repeats)
-    naive = timed(lambda: [protocol.evaluate(logits, labels, ["relu", "doctor"], lam=lam, seeds=seeds, n_resamples=0)
-                           for lam in ablation.LAMBDAS], 1)
+    naive = timed(
+        lambda: [
+            protocol.evaluate(logits, labels, ["relu", "doctor"], lam=lam, seeds=seeds, n_resamples=0)
+            for lam in ablation.LAMBDAS
+        ],
+        1,
+    )
     collector = lambda_sweep(logits, labels, seeds)
     boot = timed(lambda: collector.finish(1000), 1)
-    print(f"λ ablation, 11 λ x 10 seeds, {n:,} x 100: {fast * 1e3:8.1f} ms (target < 2 s); "
-          f"protocol.evaluate per λ {naive * 1e3:8.1f} ms; + paired bootstrap (1,000 per point) {boot:.1f} s")
+    print(
+        f"λ ablation, 11 λ x 10 seeds, {n:,} x 100: {fast * 1e3:8.1f} ms (target < 2 s); "
+        f"protocol.evaluate per λ {naive * 1e3:8.1f} ms; + paired bootstrap (1,000 per point) {boot:.1f} s"
+    )
 
     logits, labels = synthetic(n, 10)
     fast = timed(lambda: fraction_sweep(logits, labels, seeds), repeats)
-    naive = timed(lambda: [protocol.evaluate(logits, labels, ["relu", "doctor"], tune_fraction=f, seeds=seeds,
-                                             n_resamples=0) for f in tuning_split.FRACTIONS], 1)
+    naive = timed(
+        lambda: [
+            protocol.evaluate(logits, labels, ["relu", "doctor"], tune_fraction=f, seeds=seeds, n_resamples=0)
+            for f in tuning_split.FRACTIONS
+        ],
+        1,
+    )
     collector = fraction_sweep(logits, labels, seeds)
     boot = timed(lambda: collector.finish(1000), 1)
-    print(f"tuning split, 4 fractions x 10 seeds, {n:,} x 10: {fast * 1e3:8.1f} ms (target < 1 s); "
-          f"protocol.evaluate per fraction {naive * 1e3:8.1f} ms; + paired bootstrap (1,000 per point) {boot:.1f} s")
+    print(
+        f"tuning split, 4 fractions x 10 seeds, {n:,} x 10: {fast * 1e3:8.1f} ms (target < 1 s); "
+        f"protocol.evaluate per fraction {naive * 1e3:8.1f} ms; + paired bootstrap (1,000 per point) {boot:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,7 @@ os.environ.setdefault("RELU_STUDIO_DATA", str(REPO.parent / "shared" / "data"))
 
 from relu_core.datasets import load_dataset  # noqa: E402
 from relu_core.models import get_spec  # noqa: E402
-from relu_core.training import RECIPES  # noqa: E402
-from relu_core.training import train_small_cnn  # noqa: E402
+from relu_core.training import RECIPES, train_small_cnn  # noqa: E402
 
 FASHION_TARGET, FASHION_BUDGET_S, DIGITS_TARGET = 0.90, 300.0, 0.95
 
@@ -49,8 +48,14 @@ def run(name: str, arch: str, epochs: int, batch_size: int, lr: float) -> tuple[
     train, test = load_dataset(name, split="train"), load_dataset(name, split="test")
     start, cpu_start = time.perf_counter(), time.process_time()
     model = train_small_cnn(
-        train.images, train.labels, len(train.class_names), arch=arch, epochs=epochs, seed=0,
-        batch_size=batch_size, lr=lr,
+        train.images,
+        train.labels,
+        len(train.class_names),
+        arch=arch,
+        epochs=epochs,
+        seed=0,
+        batch_size=batch_size,
+        lr=lr,
     )
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     accuracy = test_accuracy(model, arch, test.images, test.labels)

@@ -23,8 +23,17 @@ st.title("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
 query.query_run_notice()
 
-DEFAULTS = {"lam": 0.5, "lam_auto": False, "temperature": 1.0, "eps": 0.0, "tune_fraction": 0.5, "seed": 0,
-            "detectors": list(protocol.PAIRED), "op_kind": "target TPR", "op_target": 0.95}
+DEFAULTS = {
+    "lam": 0.5,
+    "lam_auto": False,
+    "temperature": 1.0,
+    "eps": 0.0,
+    "tune_fraction": 0.5,
+    "seed": 0,
+    "detectors": list(protocol.PAIRED),
+    "op_kind": "target TPR",
+    "op_target": 0.95,
+}
 for key, value in DEFAULTS.items():
     st.session_state.setdefault(key, value)
 
@@ -34,8 +43,14 @@ def _download_row(fig, stem: str, extra: list[tuple[str, object, str, str]] = ()
     camera button. The files are built when a button is clicked, never on a slider move. A lone button gets no
     columns (two elements fewer for the browser to redraw on every slider move)."""
     cols = st.columns(1 + len(extra)) if extra else [st]
-    cols[0].download_button(f"{stem} data (CSV)", lambda: figures.figure_csv(fig), file_name=f"{stem}.csv",
-                            mime="text/csv", on_click="ignore", key=f"dl_{stem}")
+    cols[0].download_button(
+        f"{stem} data (CSV)",
+        lambda: figures.figure_csv(fig),
+        file_name=f"{stem}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key=f"dl_{stem}",
+    )
     for col, (label, payload, name, mime) in zip(cols[1:], extra, strict=True):
         col.download_button(label, payload, file_name=name, mime=mime, on_click="ignore", key=f"dl_{name}")
 
@@ -86,8 +101,9 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
     return perturbed, stage, note, pending
 
 
-def _view(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, keys: list[str], perturbed,
-          subset) -> explore.ExploreView:
+def _view(
+    run_id: str, temperature: float, lam, tune_fraction: float, seed: int, keys: list[str], perturbed, subset
+) -> explore.ExploreView:
     """``explore.explore`` for this setting, kept for the session when it uses the clean scores: the widgets that
     leave the setting alone (operating point, galleries, toggles) reuse its curves and paired bootstrap."""
     if perturbed is not None:  # ε results arrive in stages from background jobs: always recomputed
@@ -105,7 +121,7 @@ PAIRED_WAIT_S = 0.3
 
 @st.fragment(run_every=0.5)
 def _paired_watch(key: str) -> None:
-    """"computing" in place of the paired table; reruns the page once the bootstrap has landed."""
+    """ "computing" in place of the paired table; reruns the page once the bootstrap has landed."""
     job = jobs.MANAGER.get(key)
     if job is None or not job.running:
         st.rerun()
@@ -121,8 +137,9 @@ def _eps_watch(key: str) -> None:
     st.progress(job.fraction, text=f"updating: {job.label} ({job.message})")
 
 
-def _gallery(indices: np.ndarray, view: explore.ExploreView, keys: list[str], class_names, limit: int = 24,
-             columns: int = 8) -> None:
+def _gallery(
+    indices: np.ndarray, view: explore.ExploreView, keys: list[str], class_names, limit: int = 24, columns: int = 8
+) -> None:
     """Images (or a table for logits-only runs) with true / predicted class and each detector's score."""
     run_ = explore.get_run(view.run_id)
     if indices.size == 0:
@@ -131,8 +148,13 @@ def _gallery(indices: np.ndarray, view: explore.ExploreView, keys: list[str], cl
     shown = indices[:limit]
     labels = run_.labels
     if run_.images is None:
-        table = pd.DataFrame({"sample": shown, "true": [class_names[labels[i]] for i in shown],
-                              "predicted": [class_names[view.predictions[i]] for i in shown]})
+        table = pd.DataFrame(
+            {
+                "sample": shown,
+                "true": [class_names[labels[i]] for i in shown],
+                "predicted": [class_names[view.predictions[i]] for i in shown],
+            }
+        )
         for key in keys:
             table[view.detectors[key].name] = view.detectors[key].uncertainty[shown]
         st.dataframe(table, hide_index=True)
@@ -140,30 +162,51 @@ def _gallery(indices: np.ndarray, view: explore.ExploreView, keys: list[str], cl
     grid = st.columns(columns)
     for n, i in enumerate(shown):
         scores = " · ".join(f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys)
-        grid[n % columns].image(explore.thumbnail(run_.images[i]),
-                                caption=f"#{i} true {class_names[labels[i]]} → {class_names[view.predictions[i]]}"
-                                        f" · {scores}")
+        grid[n % columns].image(
+            explore.thumbnail(run_.images[i]),
+            caption=f"#{i} true {class_names[labels[i]]} → {class_names[view.predictions[i]]} · {scores}",
+        )
     if indices.size > limit:
         st.caption(f"showing {limit} of {indices.size}")
 
 
 def _report_buttons(run_, view: explore.ExploreView, figs: list, table: pd.DataFrame, settings: dict) -> None:
-    """"Download report": the current view as one self-contained HTML file (built on demand: it holds
+    """ "Download report": the current view as one self-contained HTML file (built on demand: it holds
     plotly.js, about 5 MB, so it is not rebuilt on every slider move)."""
     from relu_core import report
 
     wanted = (view.run_id, tuple(settings.items()))
-    if st.button("Download report", key="build_report", help="One HTML file of this view (interactive figures, "
-                 "metrics with intervals, settings, provenance) that opens offline."):
+    if st.button(
+        "Download report",
+        key="build_report",
+        help="One HTML file of this view (interactive figures, "
+        "metrics with intervals, settings, provenance) that opens offline.",
+    ):
         paired = view.paired or explore.paired_for(view, int(settings["split seed"]))
         verdict = "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
-        st.session_state["report_html"] = (wanted, report.render_html(
-            title=f"Rel-U Studio report: {run_.source or run_.run_id}", verdict=verdict, settings=settings,
-            provenance_info=report.provenance(run_), figs=figs, metrics_table=table, paired=paired))
+        st.session_state["report_html"] = (
+            wanted,
+            report.render_html(
+                title=f"Rel-U Studio report: {run_.source or run_.run_id}",
+                verdict=verdict,
+                settings=settings,
+                provenance_info=report.provenance(run_),
+                figs=figs,
+                metrics_table=table,
+                paired=paired,
+            ),
+        )
     built = st.session_state.get("report_html")
     if built is not None and built[0] == wanted:
-        st.download_button("Save report (HTML)", built[1], file_name="relu_studio_report.html", mime="text/html",
-                           on_click="ignore", key="dl_report", type="primary")
+        st.download_button(
+            "Save report (HTML)",
+            built[1],
+            file_name="relu_studio_report.html",
+            mime="text/html",
+            on_click="ignore",
+            key="dl_report",
+            type="primary",
+        )
 
 
 @dataclass(frozen=True)
@@ -188,34 +231,51 @@ def _controls(has_model: bool):
             lam_auto = st.checkbox("λ auto = N+ / (N+ + N−)", key="lam_auto")
             st.slider("λ (weight of the errors in D*)", 0.0, 1.0, step=0.01, key="lam", disabled=lam_auto)
         with c_t:
-            st.select_slider("T (softmax temperature, log scale)", options=explore.TEMPERATURES, key="temperature",
-                             format_func=lambda t: f"{t:g}",
-                             help="Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
-                                  "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
-                                  "2, 5, 10, 100, 1000 are all steps.")
+            st.select_slider(
+                "T (softmax temperature, log scale)",
+                options=explore.TEMPERATURES,
+                key="temperature",
+                format_func=lambda t: f"{t:g}",
+                help="Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
+                "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
+                "2, 5, 10, 100, 1000 are all steps.",
+            )
         with c_eps:
             if not has_model:  # the slider shows the ε actually used
                 st.session_state["eps"] = 0.0
-            st.select_slider("ε (input pre-processing)", options=explore.EPSILONS, key="eps",
-                             format_func=lambda e: f"{e:g}", disabled=not has_model)
+            st.select_slider(
+                "ε (input pre-processing)",
+                options=explore.EPSILONS,
+                key="eps",
+                format_func=lambda e: f"{e:g}",
+                disabled=not has_model,
+            )
             if not has_model:
                 st.caption("ε needs the model and the images; this run has logits only.")
         with c_split:
-            st.select_slider("tuning split fraction", options=protocol.TUNE_FRACTION_PRESETS, key="tune_fraction",
-                             format_func=lambda f: f"{f:.0%}")
+            st.select_slider(
+                "tuning split fraction",
+                options=protocol.TUNE_FRACTION_PRESETS,
+                key="tune_fraction",
+                format_func=lambda f: f"{f:.0%}",
+            )
             st.number_input("split seed", min_value=0, max_value=10_000, step=1, key="seed")
         with c_det:
-            st.multiselect("detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label,
-                           key="detectors")
+            st.multiselect("detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label, key="detectors")
             o1, o2 = st.columns(2)
             o1.radio("operating point", ["target TPR", "coverage"], key="op_kind")
             o2.slider("target", 0.05, 1.0, step=0.01, key="op_target")
     state = st.session_state
-    settings = Settings(lam="auto" if lam_auto else float(state["lam"]), temperature=float(state["temperature"]),
-                        eps=float(state["eps"]) if has_model else 0.0, tune_fraction=float(state["tune_fraction"]),
-                        seed=int(state["seed"]), keys=list(state["detectors"]) or list(protocol.PAIRED),
-                        op_kind="tpr" if state["op_kind"] == "target TPR" else "coverage",
-                        op_target=float(state["op_target"]))
+    settings = Settings(
+        lam="auto" if lam_auto else float(state["lam"]),
+        temperature=float(state["temperature"]),
+        eps=float(state["eps"]) if has_model else 0.0,
+        tune_fraction=float(state["tune_fraction"]),
+        seed=int(state["seed"]),
+        keys=list(state["detectors"]) or list(protocol.PAIRED),
+        op_kind="tpr" if state["op_kind"] == "target TPR" else "coverage",
+        op_target=float(state["op_target"]),
+    )
     return settings, c_eps
 
 
@@ -226,27 +286,43 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
     with left:
         doctor_matrix = st.toggle("Show Doctor's implicit matrix instead (ones off the diagonal)", key="show_doctor")
         if doctor_matrix:
-            heat = figures.dstar_heatmap(detectors.hamming_matrix(len(class_names)), class_names,
-                                         title="Doctor's implicit matrix (ones off the diagonal, unit norm)")
+            heat = figures.dstar_heatmap(
+                detectors.hamming_matrix(len(class_names)),
+                class_names,
+                title="Doctor's implicit matrix (ones off the diagonal, unit norm)",
+            )
         _chart(heat, "dstar")
         dstar = view.dstar
-        _download_row(heat, "dstar", [("D* (CSV)", lambda: figures.matrix_csv(dstar, class_names).encode(),
-                                       "dstar_matrix.csv", "text/csv"),
-                                      ("D* (.npy)", lambda: _npy(dstar), "dstar.npy", "application/octet-stream")])
-        st.caption(f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {s.temperature:g}, "
-                   f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm."
-                   + (f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
-                      if view.fallback else ""))
+        _download_row(
+            heat,
+            "dstar",
+            [
+                ("D* (CSV)", lambda: figures.matrix_csv(dstar, class_names).encode(), "dstar_matrix.csv", "text/csv"),
+                ("D* (.npy)", lambda: _npy(dstar), "dstar.npy", "application/octet-stream"),
+            ],
+        )
+        st.caption(
+            f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {s.temperature:g}, "
+            f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm."
+            + (
+                f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
+                if view.fallback
+                else ""
+            )
+        )
     with right:
         cm, cm_fig = explore.confusion_figure(run_id, s.tune_fraction, s.seed)
         event = _chart(cm_fig, "confusion", on_select="rerun", selection_mode="points")
         _download_row(cm_fig, "confusion")
-        st.caption("Rows: true class, columns: predicted class (tuning split). Grey: correct predictions. "
-                   "Click a cell to see its samples below.")
+        st.caption(
+            "Rows: true class, columns: predicted class (tuning split). Grey: correct predictions. "
+            "Click a cell to see its samples below."
+        )
     if st.session_state.get("_pair_run") != run_id:  # a new run opens its gallery on its most frequent confusion
         st.session_state["_pair_run"] = run_id
         st.session_state["pair_true"], st.session_state["pair_pred"] = (
-            int(v) for v in np.unravel_index(np.argmax(np.where(np.eye(len(cm), dtype=bool), -1, cm)), cm.shape))
+            int(v) for v in np.unravel_index(np.argmax(np.where(np.eye(len(cm), dtype=bool), -1, cm)), cm.shape)
+        )
     points_selected = (event or {}).get("selection", {}).get("points", []) if event else []
     if points_selected and "customdata" in points_selected[0]:
         pair = tuple(int(v) for v in points_selected[0]["customdata"][:2])
@@ -282,18 +358,29 @@ def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_not
     """The metrics table with the significant Rel-U − Doctor differences coloured, and the paired intervals.
     Returns the table."""
     relu, doctor = (detectors.label(k) for k in protocol.PAIRED)
-    table = comparison.metrics_table({view.detectors[k].name: view.detectors[k].summary for k in s.keys},
-                                     view.accuracy_eval, difference=(relu, doctor))
+    table = comparison.metrics_table(
+        {view.detectors[k].name: view.detectors[k].summary for k in s.keys},
+        view.accuracy_eval,
+        difference=(relu, doctor),
+    )
     _settle_paired(view, paired_job)
     styles = comparison.difference_styles(table, view.paired, comparison.difference_label(relu, doctor))
     st.subheader("Metrics on the evaluation split")
     st.dataframe(table.style.apply(lambda _: styles, axis=None).format("{:.4f}", na_rep=""))
-    st.caption(f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
-               f"Evaluation split: {view.eval_idx.size} samples; "
-               + (f"{eps_note} (Rel-U and Doctor pre-processed)." if perturbed is not None
-                  else f"ε = {s.eps:g}." if s.eps == 0 else "clean scores while the ε pass runs."))
-    st.download_button("metrics (CSV)", table.to_csv, file_name="metrics.csv", mime="text/csv",
-                       on_click="ignore", key="dl_metrics")
+    st.caption(
+        f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
+        f"Evaluation split: {view.eval_idx.size} samples; "
+        + (
+            f"{eps_note} (Rel-U and Doctor pre-processed)."
+            if perturbed is not None
+            else f"ε = {s.eps:g}."
+            if s.eps == 0
+            else "clean scores while the ε pass runs."
+        )
+    )
+    st.download_button(
+        "metrics (CSV)", table.to_csv, file_name="metrics.csv", mime="text/csv", on_click="ignore", key="dl_metrics"
+    )
     return table
 
 
@@ -301,44 +388,56 @@ def _paired_section(view: explore.ExploreView, paired_job) -> None:
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
     if view.paired:
         st.dataframe(explore.paired_rows(view.paired), hide_index=True)
-        st.caption(f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired "
-                   "bootstrap resamples of the evaluation samples (the same resample scores both detectors). The "
-                   "difference row above is coloured only where the interval excludes 0.")
+        st.caption(
+            f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired "
+            "bootstrap resamples of the evaluation samples (the same resample scores both detectors). The "
+            "difference row above is coloured only where the interval excludes 0."
+        )
     elif paired_job is not None and paired_job.running:
         _paired_watch(paired_job.key)
 
 
 def _operating_section(view: explore.ExploreView, points: dict, s: Settings) -> None:
     st.subheader("Operating point")
-    table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys},
-                                       view.correct[view.eval_idx])
-    st.dataframe(table.style.format(
-        {"threshold": "{:.4g}", "TPR": "{:.4f}", "FPR": "{:.4f}", "coverage": "{:.4f}", "risk": "{:.4f}"}))
+    table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, view.correct[view.eval_idx])
+    st.dataframe(
+        table.style.format(
+            {"threshold": "{:.4g}", "TPR": "{:.4f}", "FPR": "{:.4f}", "coverage": "{:.4f}", "risk": "{:.4f}"}
+        )
+    )
     what = f"TPR ≥ {s.op_target:.0%}" if s.op_kind == "tpr" else f"coverage ≥ {s.op_target:.0%}"
-    st.caption(f"Each detector's threshold is the lowest reaching {what} on the evaluation split; it accepts "
-               "the predictions with uncertainty ≤ threshold. Errors caught = misclassified and rejected. "
-               "Marked with × on both curves.")
+    st.caption(
+        f"Each detector's threshold is the lowest reaching {what} on the evaluation split; it accepts "
+        "the predictions with uncertainty ≤ threshold. Errors caught = misclassified and rejected. "
+        "Marked with × on both curves."
+    )
 
 
 def _galleries(run_, view: explore.ExploreView, points: dict, keys: list[str], class_names: list[str]) -> None:
     """A confusion cell's samples, then the errors Rel-U catches that Doctor misses and the reverse."""
     st.subheader("Samples of a confusion-matrix cell")
     g1, g2, g3 = st.columns([2, 2, 3])
-    true_class = g1.selectbox("true class", range(len(class_names)), format_func=class_names.__getitem__,
-                              key="pair_true")
-    pred_class = g2.selectbox("predicted class", range(len(class_names)), format_func=class_names.__getitem__,
-                              key="pair_pred")
-    split_name = g3.radio("from", ["tuning split (as the matrix)", "evaluation split"], horizontal=True,
-                          key="gallery_split")
+    true_class = g1.selectbox(
+        "true class", range(len(class_names)), format_func=class_names.__getitem__, key="pair_true"
+    )
+    pred_class = g2.selectbox(
+        "predicted class", range(len(class_names)), format_func=class_names.__getitem__, key="pair_pred"
+    )
+    split_name = g3.radio(
+        "from", ["tuning split (as the matrix)", "evaluation split"], horizontal=True, key="gallery_split"
+    )
     pool = view.tune_idx if split_name.startswith("tuning") else view.eval_idx
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
-    st.caption(f"{cell.size} samples with true class {class_names[true_class]} predicted as "
-               f"{class_names[pred_class]}; clean uncertainty scores (higher = more likely wrong).")
+    st.caption(
+        f"{cell.size} samples with true class {class_names[true_class]} predicted as "
+        f"{class_names[pred_class]}; clean uncertainty scores (higher = more likely wrong)."
+    )
     _gallery(cell, view, keys, class_names)
 
     st.subheader("Errors one detector catches and the other misses")
-    only_relu, only_doctor = comparison.caught_by_one(view.eval_idx, view.correct[view.eval_idx],
-                                                      points["relu"].accepted, points["doctor"].accepted)
+    only_relu, only_doctor = comparison.caught_by_one(
+        view.eval_idx, view.correct[view.eval_idx], points["relu"].accepted, points["doctor"].accepted
+    )
     a, b = st.columns(2)
     with a:
         st.markdown(f"**Caught by Rel-U, missed by Doctor: {only_relu.size}**")
@@ -350,14 +449,19 @@ def _galleries(run_, view: explore.ExploreView, points: dict, keys: list[str], c
 
 def _report_settings(view: explore.ExploreView, s: Settings, eps_note: str) -> dict:
     """Every setting of the view, in words, for the HTML report."""
-    return {"T (Rel-U, Doctor)": f"{s.temperature:g}", "λ": s.lam if isinstance(s.lam, str) else f"{s.lam:g}",
-            "λ used": f"{view.lam_used:.4g}",
-            "D*": protocol.FALLBACK_LABEL if view.fallback else "learned on the tuning split",
-            "ε (input pre-processing)": eps_note or f"{s.eps:g}", "tuning split fraction": f"{s.tune_fraction:g}",
-            "split seed": s.seed, "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
-            "detectors": ", ".join(view.detectors[k].name for k in s.keys),
-            "operating point": f"{st.session_state['op_kind']} {s.op_target:g}",
-            "selection": "fixed settings (no search)"}
+    return {
+        "T (Rel-U, Doctor)": f"{s.temperature:g}",
+        "λ": s.lam if isinstance(s.lam, str) else f"{s.lam:g}",
+        "λ used": f"{view.lam_used:.4g}",
+        "D*": protocol.FALLBACK_LABEL if view.fallback else "learned on the tuning split",
+        "ε (input pre-processing)": eps_note or f"{s.eps:g}",
+        "tuning split fraction": f"{s.tune_fraction:g}",
+        "split seed": s.seed,
+        "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
+        "detectors": ", ".join(view.detectors[k].name for k in s.keys),
+        "operating point": f"{st.session_state['op_kind']} {s.op_target:g}",
+        "selection": "fixed settings (no search)",
+    }
 
 
 def _eps_section(run_id: str, s: Settings, c_eps):
@@ -365,8 +469,7 @@ def _eps_section(run_id: str, s: Settings, c_eps):
     slider."""
     if s.eps <= 0:
         return None, None, ""
-    perturbed, subset, eps_note, eps_pending = _eps_inputs(run_id, s.temperature, s.lam, s.tune_fraction, s.seed,
-                                                           s.eps)
+    perturbed, subset, eps_note, eps_pending = _eps_inputs(run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.eps)
     with c_eps:
         st.caption(eps_note)
         if eps_pending is not None:
@@ -391,8 +494,10 @@ def explore_panel(run_id: str) -> None:
     # wait for it briefly, else show it when it lands (_paired_watch).
     paired_job = None if view.paired else explore.paired_job(view, s.seed)
     correct_eval = view.correct[view.eval_idx]
-    points = {k: metrics.operating_point(d.eval_uncertainty, correct_eval, s.op_kind, s.op_target)
-              for k, d in view.detectors.items()}
+    points = {
+        k: metrics.operating_point(d.eval_uncertainty, correct_eval, s.op_kind, s.op_target)
+        for k, d in view.detectors.items()
+    }
     heat, roc, rc = explore.view_figures(view, class_names, {k: points[k] for k in s.keys}, s.keys)
 
     heat, cm_fig = _dstar_and_confusion(run_id, view, heat, class_names, s)

@@ -54,19 +54,32 @@ for key, value in DEFAULTS.items():
 # ------------------------------------------------------------------------------------------- controls
 with st.container(border=True):
     c_sev, c_split, c_sub, c_det = st.columns([1.6, 2, 2, 2.4])
-    c_sev.select_slider("severity", options=corruptions.SEVERITIES, key="rob_severity",
-                        help="The paper's radar plots use severity 5.")
-    c_split.select_slider("clean tuning split", options=protocol.TUNE_FRACTION_PRESETS, key="rob_tune_fraction",
-                          format_func=lambda f: f"{f:.0%}")
+    c_sev.select_slider(
+        "severity", options=corruptions.SEVERITIES, key="rob_severity", help="The paper's radar plots use severity 5."
+    )
+    c_split.select_slider(
+        "clean tuning split",
+        options=protocol.TUNE_FRACTION_PRESETS,
+        key="rob_tune_fraction",
+        format_func=lambda f: f"{f:.0%}",
+    )
     c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key="rob_seeds")
-    c_sev.selectbox("selection criterion", list(protocol.CRITERIA), key="rob_criterion",
-                    format_func=lambda c: CRITERION_LABELS.get(c, c),
-                    help="What the cross-validated grid search over T and λ on the clean tuning split optimises.")
-    c_sub.number_input("images per corruption (0 = all)", min_value=0, step=100, key="rob_subsample",
-                       help=f"A seeded subsample keeps CPU runs to minutes; this run has {N_IMAGES:,} images. "
-                            "The default is all images when a GPU is present.")
-    c_det.multiselect("detectors", list(detectors.protocol_keys()), format_func=detectors.label,
-                      key="rob_detectors")
+    c_sev.selectbox(
+        "selection criterion",
+        list(protocol.CRITERIA),
+        key="rob_criterion",
+        format_func=lambda c: CRITERION_LABELS.get(c, c),
+        help="What the cross-validated grid search over T and λ on the clean tuning split optimises.",
+    )
+    c_sub.number_input(
+        "images per corruption (0 = all)",
+        min_value=0,
+        step=100,
+        key="rob_subsample",
+        help=f"A seeded subsample keeps CPU runs to minutes; this run has {N_IMAGES:,} images. "
+        "The default is all images when a GPU is present.",
+    )
+    c_det.multiselect("detectors", list(detectors.protocol_keys()), format_func=detectors.label, key="rob_detectors")
     st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key="rob_corruptions")
 
 subsample = int(st.session_state["rob_subsample"]) or None
@@ -85,11 +98,22 @@ ready = len(names) >= 3 and len(keys) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
 result, current = jobbox.study_result(
-    "corruptions", run.run_id, settings, st.button("Run the study", key="rob_run", type="primary", disabled=not ready),
+    "corruptions",
+    run.run_id,
+    settings,
+    st.button("Run the study", key="rob_run", type="primary", disabled=not ready),
     f"Corruption study: {len(names)} corruptions at severity {severity}, {subsample or N_IMAGES:,} images each",
     lambda progress, cancel: robustness.mismatch_study(
-        run, severity=severity, corruption_names=names, detector_keys=keys, tune_fraction=tune_fraction,
-        seeds=seeds, subsample=subsample, criterion=criterion, progress=progress, cancel=cancel,
+        run,
+        severity=severity,
+        corruption_names=names,
+        detector_keys=keys,
+        tune_fraction=tune_fraction,
+        seeds=seeds,
+        subsample=subsample,
+        criterion=criterion,
+        progress=progress,
+        cancel=cancel,
     ),
 )
 if result is None:
@@ -111,8 +135,11 @@ else:
             "(= Doctor): the clean tuning split left D* empty, so Rel-U ranks exactly like Doctor there."
         )
     searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
-    st.caption("Settings searched by the cross-validated selection on the clean tuning split: "
-               + ", ".join(f"{d} {n}" for d, n in searched.items()) + ".")
+    st.caption(
+        "Settings searched by the cross-validated selection on the clean tuning split: "
+        + ", ".join(f"{d} {n}" for d, n in searched.items())
+        + "."
+    )
 
     # ------------------------------------------------------------------ radar plots
     auroc, fpr = result.pivot("auroc"), result.pivot("fpr95")
@@ -122,14 +149,16 @@ else:
     left, right = st.columns(2)
     with left:
         fig = figures.radar_figure(
-            axes, {d: auroc[d].to_numpy() for d in drawn},
+            axes,
+            {d: auroc[d].to_numpy() for d in drawn},
             title=f"AUROC (higher is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(low, 1.0),
         )
         st.plotly_chart(fig, config=figures.chart_config("radar_auroc"), key="rob_radar_auroc")
     with right:
         fig = figures.radar_figure(
-            axes, {d: fpr[d].to_numpy() for d in drawn},
+            axes,
+            {d: fpr[d].to_numpy() for d in drawn},
             title=f"FPR at 95 % TPR (lower is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(0.0, 1.0),
         )
@@ -150,15 +179,19 @@ else:
                 f"(95 % paired bootstrap interval of the mean over {n_seeds} seed(s))."
             )
         st.dataframe(explore.paired_table(result.paired), hide_index=True)
-        st.caption("Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "
-                   "over seeds, and whether the 95 % interval excludes 0. The radar plots above show the means.")
+        st.caption(
+            "Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "
+            "over seeds, and whether the 95 % interval excludes 0. The radar plots above show the means."
+        )
 
     # ------------------------------------------------------------------ accuracy
     corrupted = result.accuracy[result.accuracy["corruption"] != robustness.CLEAN]
     fig = figures.accuracy_bars(
-        list(corrupted["corruption"]), corrupted["mean"].to_numpy(), clean_accuracy=result.clean_accuracy,
+        list(corrupted["corruption"]),
+        corrupted["mean"].to_numpy(),
+        clean_accuracy=result.clean_accuracy,
         title=f"Accuracy per corruption (severity {result.severity}) and clean accuracy (dashed), "
-              "same evaluation images",
+        "same evaluation images",
     )
     st.plotly_chart(fig, config=figures.chart_config("accuracy_per_corruption"), key="rob_accuracy")
     st.caption(
@@ -171,13 +204,19 @@ else:
     st.dataframe(result.summary_table(), hide_index=True)
     d1, d2 = st.columns(2)
     d1.download_button(
-        "Table (CSV: corruption, severity, detector, metric, mean, std)", result.table.to_csv(index=False),
-        file_name=f"corruptions_severity{result.severity}.csv", mime="text/csv", on_click="ignore",
+        "Table (CSV: corruption, severity, detector, metric, mean, std)",
+        result.table.to_csv(index=False),
+        file_name=f"corruptions_severity{result.severity}.csv",
+        mime="text/csv",
+        on_click="ignore",
         key="rob_dl_table",
     )
     d2.download_button(
-        "Per-seed values (CSV)", result.per_seed.to_csv(index=False),
-        file_name=f"corruptions_severity{result.severity}_per_seed.csv", mime="text/csv", on_click="ignore",
+        "Per-seed values (CSV)",
+        result.per_seed.to_csv(index=False),
+        file_name=f"corruptions_severity{result.severity}_per_seed.csv",
+        mime="text/csv",
+        on_click="ignore",
         key="rob_dl_seeds",
     )
     with st.expander("Hyperparameters selected on each clean tuning split"):
@@ -202,5 +241,7 @@ clean = explore.thumbnail(run.images[index], size=96)
 for k, name in enumerate(corruptions.CORRUPTIONS):
     label, images = st.columns([1, 6])
     label.markdown(f"**{name}**")
-    images.image([clean, *(explore.thumbnail(image, size=96) for image in grid[k])],
-                 caption=["clean", *(f"severity {s}" for s in corruptions.SEVERITIES)])
+    images.image(
+        [clean, *(explore.thumbnail(image, size=96) for image in grid[k])],
+        caption=["clean", *(f"severity {s}" for s in corruptions.SEVERITIES)],
+    )

@@ -28,9 +28,16 @@ st.markdown(
 
 has_model = run.model is not None and run.images is not None
 DEFAULTS = {
-    "study_name": "ablation", "study_seeds": 0, "study_fraction": 0.5, "study_bootstrap": 1000,
-    "study_axes": ["lambda", "temperature"], "study_subsample": 0, "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
-    "study_extra_fractions": "", "study_other": "cifar100-exact", "study_exclude": "",
+    "study_name": "ablation",
+    "study_seeds": 0,
+    "study_fraction": 0.5,
+    "study_bootstrap": 1000,
+    "study_axes": ["lambda", "temperature"],
+    "study_subsample": 0,
+    "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
+    "study_extra_fractions": "",
+    "study_other": "cifar100-exact",
+    "study_exclude": "",
 }
 # A widget's state is dropped on a run that does not draw it (another study, another page): re-assigned every run
 # from a plain copy, so the choices survive both (the browser showed the slider's first option, 10 %, and a visit
@@ -40,8 +47,9 @@ for key, value in DEFAULTS.items():
     st.session_state[key] = st.session_state.get(key, kept.get(key, value))
 AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
 
-name = st.radio("study", list(STUDIES), format_func=lambda n: STUDIES[n].title.split(":")[0], horizontal=True,
-                key="study_name")
+name = st.radio(
+    "study", list(STUDIES), format_func=lambda n: STUDIES[n].title.split(":")[0], horizontal=True, key="study_name"
+)
 study = STUDIES[name]
 st.markdown(f"**{study.title}.** {study.description}.")
 
@@ -51,18 +59,36 @@ def _controls() -> dict:
     options: dict = {}
     with st.container(border=True):
         c1, c2, c3 = st.columns(3)
-        seeds = c1.number_input("seeds (0 = default: 10; the ε axis on a CPU: 3)", min_value=0, max_value=100,
-                                step=1, key="study_seeds")
+        seeds = c1.number_input(
+            "seeds (0 = default: 10; the ε axis on a CPU: 3)", min_value=0, max_value=100, step=1, key="study_seeds"
+        )
         options["seeds"] = int(seeds) or None
-        options["n_resamples"] = int(c2.number_input("bootstrap resamples per point (0 = none)", min_value=0,
-                                                     max_value=10_000, step=100, key="study_bootstrap"))
+        options["n_resamples"] = int(
+            c2.number_input(
+                "bootstrap resamples per point (0 = none)",
+                min_value=0,
+                max_value=10_000,
+                step=100,
+                key="study_bootstrap",
+            )
+        )
         if name in ("ablation", "calibration"):
-            options["tune_fraction"] = c3.select_slider("tuning fraction", options=protocol.TUNE_FRACTION_PRESETS,
-                                                        key="study_fraction", format_func=lambda f: f"{f:.0%}")
+            options["tune_fraction"] = c3.select_slider(
+                "tuning fraction",
+                options=protocol.TUNE_FRACTION_PRESETS,
+                key="study_fraction",
+                format_func=lambda f: f"{f:.0%}",
+            )
         if name in ("tuning-split", "mismatch"):
-            chosen = c3.multiselect("tuning fractions", list(protocol.TUNE_FRACTION_PRESETS), key="study_fractions",
-                                    format_func=lambda f: f"{f:.0%}")
-            extra = st.text_input("more tuning fractions (comma-separated, e.g. 0.05, 0.7)", key="study_extra_fractions")
+            chosen = c3.multiselect(
+                "tuning fractions",
+                list(protocol.TUNE_FRACTION_PRESETS),
+                key="study_fractions",
+                format_func=lambda f: f"{f:.0%}",
+            )
+            extra = st.text_input(
+                "more tuning fractions (comma-separated, e.g. 0.05, 0.7)", key="study_extra_fractions"
+            )
             options["fractions"] = [*chosen, *(float(p) for p in extra.split(",") if p.strip())]
         if name == "ablation":
             axes = list(ablation.AXES) if has_model else ["lambda", "temperature"]
@@ -72,24 +98,38 @@ def _controls() -> dict:
             if not has_model:
                 st.caption("The ε axis perturbs the inputs: it needs a run with its model and images.")
             if "eps" in options["axes"]:
-                subsample = st.number_input("images for the ε axis (0 = automatic: 1,000 on a CPU, all on a GPU)",
-                                            min_value=0, step=100, key="study_subsample",
-                                            help=f"A seeded subsample keeps CPU runs short; this run has {len(run.labels):,}.")
+                subsample = st.number_input(
+                    "images for the ε axis (0 = automatic: 1,000 on a CPU, all on a GPU)",
+                    min_value=0,
+                    step=100,
+                    key="study_subsample",
+                    help=f"A seeded subsample keeps CPU runs short; this run has {len(run.labels):,}.",
+                )
                 options["subsample"] = int(subsample) or "auto"
         if name == "mismatch" and has_model:
             # Only sets the model can take: on this machine, with the run's image shape, other than its own.
             shape = tuple(run.images.shape[1:])
-            fitting = [i.name for i in datasets.list_datasets()
-                       if i.available and i.image_shape == shape and i.name != run.dataset_name]
+            fitting = [
+                i.name
+                for i in datasets.list_datasets()
+                if i.available and i.image_shape == shape and i.name != run.dataset_name
+            ]
             options["other"] = None
             if fitting:
                 if st.session_state["study_other"] not in fitting:
                     st.session_state["study_other"] = fitting[0]
-                options["other"] = st.selectbox("other data set (its images go through this run's model)", fitting,
-                                                key="study_other", help="the data sets on this machine whose images "
-                                                f"have this run's shape ({'x'.join(map(str, shape))})")
-            exclude = st.text_input("classes of the other set to drop (comma-separated; empty: the paper's 13 for "
-                                    "CIFAR-100, none otherwise)", key="study_exclude")
+                options["other"] = st.selectbox(
+                    "other data set (its images go through this run's model)",
+                    fitting,
+                    key="study_other",
+                    help="the data sets on this machine whose images "
+                    f"have this run's shape ({'x'.join(map(str, shape))})",
+                )
+            exclude = st.text_input(
+                "classes of the other set to drop (comma-separated; empty: the paper's 13 for "
+                "CIFAR-100, none otherwise)",
+                key="study_exclude",
+            )
             if exclude.strip():
                 options["exclude"] = [c.strip() for c in exclude.split(",") if c.strip()]
     return options
@@ -103,18 +143,25 @@ except ValueError as exc:
     st.stop()
 
 if study.needs_model and not has_model:
-    st.info("This study runs the model on another data set: choose a run with a model and its images in the sidebar "
-            "(e.g. Fashion-MNIST with the small CNN against MNIST, or CIFAR-10 with a ResNet against CIFAR-100).")
+    st.info(
+        "This study runs the model on another data set: choose a run with a model and its images in the sidebar "
+        "(e.g. Fashion-MNIST with the small CNN against MNIST, or CIFAR-10 with a ResNet against CIFAR-100)."
+    )
     st.stop()
 if name == "mismatch" and options["other"] is None:
-    st.info(f"No other data set on this machine has {'x'.join(map(str, run.images.shape[1:]))} images like this "
-            f"run's ({run.dataset_name or 'its data set'}), so its model cannot take one: choose a run such as "
-            "Fashion-MNIST with the small CNN (against MNIST) or CIFAR-10 with a ResNet (against CIFAR-100).")
+    st.info(
+        f"No other data set on this machine has {'x'.join(map(str, run.images.shape[1:]))} images like this "
+        f"run's ({run.dataset_name or 'its data set'}), so its model cannot take one: choose a run such as "
+        "Fashion-MNIST with the small CNN (against MNIST) or CIFAR-10 with a ResNet (against CIFAR-100)."
+    )
     st.stop()
 
 result, current = jobbox.study_result(
-    "study", (run.run_id, name), repr(sorted(options.items())),
-    st.button("Run the study", key="study_run", type="primary"), f"{study.title.split(':')[0]} study",
+    "study",
+    (run.run_id, name),
+    repr(sorted(options.items())),
+    st.button("Run the study", key="study_run", type="primary"),
+    f"{study.title.split(':')[0]} study",
     lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
 )
 if result is None:
@@ -124,9 +171,15 @@ if not current:
     st.info("The options changed since this study was run: press **Run the study** to update it.")
 
 seeds_used = result.settings.get("seeds", [])
-st.caption(f"{len(seeds_used)} seed(s)" + (f"; ε axis: {len(result.settings['seeds_eps'])} seed(s) on "
-                                          f"{result.settings['subsample']:,} images" if "seeds_eps" in result.settings
-                                          else "") + f"; settings: {study_figures.settings_text(result.settings)}")
+st.caption(
+    f"{len(seeds_used)} seed(s)"
+    + (
+        f"; ε axis: {len(result.settings['seeds_eps'])} seed(s) on {result.settings['subsample']:,} images"
+        if "seeds_eps" in result.settings
+        else ""
+    )
+    + f"; settings: {study_figures.settings_text(result.settings)}"
+)
 for note in result.notes:
     st.caption(f"Note: {note}")
 
@@ -134,18 +187,35 @@ if "summary" in result.tables:
     st.subheader("Before and after temperature scaling (mean and std over seeds)")
     st.dataframe(result.tables["summary"], hide_index=True)
 
-image_format = st.radio("the camera button of each chart saves", ["png", "svg"], horizontal=True,
-                        key="study_image_format", help="Drawn by your browser (no server-side rendering needed).")
+image_format = st.radio(
+    "the camera button of each chart saves",
+    ["png", "svg"],
+    horizontal=True,
+    key="study_image_format",
+    help="Drawn by your browser (no server-side rendering needed).",
+)
 for slug, fig, sentence in study_figures.figures_for(result):
     config = figures.chart_config(f"{name}_{slug}")
     config["toImageButtonOptions"] = {**config["toImageButtonOptions"], "format": image_format}
     st.plotly_chart(fig, config=config, key=f"study_chart_{slug}")
     st.caption(sentence)
     c1, c2 = st.columns(2)
-    c1.download_button("data (CSV)", study_figures.figure_csv(fig), file_name=f"{name}_{slug}.csv", mime="text/csv",
-                       on_click="ignore", key=f"study_dl_csv_{slug}")
-    c2.download_button("interactive figure (HTML)", lambda fig=fig, sentence=sentence: study_figures.figure_html(fig, sentence),
-                       file_name=f"{name}_{slug}.html", mime="text/html", on_click="ignore", key=f"study_dl_html_{slug}")
+    c1.download_button(
+        "data (CSV)",
+        study_figures.figure_csv(fig),
+        file_name=f"{name}_{slug}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key=f"study_dl_csv_{slug}",
+    )
+    c2.download_button(
+        "interactive figure (HTML)",
+        lambda fig=fig, sentence=sentence: study_figures.figure_html(fig, sentence),
+        file_name=f"{name}_{slug}.html",
+        mime="text/html",
+        on_click="ignore",
+        key=f"study_dl_html_{slug}",
+    )
 
 if not result.paired.empty:
     st.subheader("Rel-U − Doctor, paired, per point")
@@ -154,7 +224,15 @@ if not result.paired.empty:
 st.subheader("All numbers")
 columns = st.columns(len(result.csv_files()))
 for col, (file_name, text) in zip(columns, result.csv_files().items()):
-    col.download_button(file_name, text, file_name=f"{name}_{file_name}", mime="text/csv", on_click="ignore",
-                        key=f"study_dl_{file_name}")
-st.caption("PNG or SVG: the camera button of each chart (drawn by the browser). Rendering image files on the server "
-           "would need the kaleido package, which is not installed.")
+    col.download_button(
+        file_name,
+        text,
+        file_name=f"{name}_{file_name}",
+        mime="text/csv",
+        on_click="ignore",
+        key=f"study_dl_{file_name}",
+    )
+st.caption(
+    "PNG or SVG: the camera button of each chart (drawn by the browser). Rendering image files on the server "
+    "would need the kaleido package, which is not installed."
+)

@@ -46,13 +46,19 @@ st.session_state["bl_detectors"] = [k for k in st.session_state["bl_detectors"] 
 # ------------------------------------------------------------------------------------------- controls
 with st.container(border=True):
     c_split, c_seeds, c_cov = st.columns(3)
-    c_split.select_slider("tuning split", options=protocol.TUNE_FRACTION_PRESETS, key="bl_tune_fraction",
-                          format_func=lambda f: f"{f:.0%}")
-    c_seeds.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key="bl_seeds",
-                         help="The paper averages 10 seeds; each seed trains one MLP.")
+    c_split.select_slider(
+        "tuning split", options=protocol.TUNE_FRACTION_PRESETS, key="bl_tune_fraction", format_func=lambda f: f"{f:.0%}"
+    )
+    c_seeds.number_input(
+        "seeds (splits averaged)",
+        min_value=1,
+        max_value=10,
+        step=1,
+        key="bl_seeds",
+        help="The paper averages 10 seeds; each seed trains one MLP.",
+    )
     c_cov.slider("conformal coverage (1 − α)", min_value=0.5, max_value=0.99, step=0.01, key="bl_coverage")
-    st.multiselect("detectors", usable, format_func=detectors.label,
-                   key="bl_detectors")
+    st.multiselect("detectors", usable, format_func=detectors.label, key="bl_detectors")
 kept.update({key: st.session_state[key] for key in DEFAULTS})
 unavailable = {k: reason for k, reason in available.items() if reason is not None and k in baselines.STUDY_KEYS}
 if unavailable:
@@ -69,10 +75,19 @@ tune_fraction, seeds, coverage, keys = settings
 if not keys:
     st.warning("Choose at least one detector.")
 result, current = jobbox.study_result(
-    "baselines", run.run_id, settings, st.button("Run the study", key="bl_run", type="primary", disabled=not keys),
+    "baselines",
+    run.run_id,
+    settings,
+    st.button("Run the study", key="bl_run", type="primary", disabled=not keys),
     f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
     lambda progress, cancel: baselines.baselines_study(
-        run, keys=keys, tune_fraction=tune_fraction, seeds=seeds, coverage=coverage, progress=progress, cancel=cancel,
+        run,
+        keys=keys,
+        tune_fraction=tune_fraction,
+        seeds=seeds,
+        coverage=coverage,
+        progress=progress,
+        cancel=cancel,
     ),
 )
 if result is None:
@@ -80,51 +95,91 @@ if result is None:
     st.stop()
 if not current:
     st.info("The settings changed since this study was run: press **Run the study** to update it.")
-st.caption(f"Tuning split {result.tune_fraction:.0%} · {len(result.seeds)} seed(s) · {result.n_tune:,} tuning / "
-           f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}")
+st.caption(
+    f"Tuning split {result.tune_fraction:.0%} · {len(result.seeds)} seed(s) · {result.n_tune:,} tuning / "
+    f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}"
+)
 
 # ------------------------------------------------------------------------------------------- table
 st.subheader("Mean ± std over seeds")
 table = result.table
 st.dataframe(
-    {"detector": table["detector"], "learned": table["learned"],
-     **{label: [f"{m:.4f} ± {s:.4f}" for m, s in zip(table[f"{key}_mean"], table[f"{key}_std"])]
-        for key, label in (("fpr95", "FPR95 (lower is better)"), ("auroc", "AUROC (higher is better)"),
-                           ("aurc", "AURC (lower is better)"))},
-     "note": table["note"]},
+    {
+        "detector": table["detector"],
+        "learned": table["learned"],
+        **{
+            label: [f"{m:.4f} ± {s:.4f}" for m, s in zip(table[f"{key}_mean"], table[f"{key}_std"])]
+            for key, label in (
+                ("fpr95", "FPR95 (lower is better)"),
+                ("auroc", "AUROC (higher is better)"),
+                ("aurc", "AURC (lower is better)"),
+            )
+        },
+        "note": table["note"],
+    },
     hide_index=True,
 )
-st.caption("Each row: one detector judged on the evaluation splits, mean ± std over the seeds. \"learned\" "
-           "detectors were fitted on the tuning split only.")
+st.caption(
+    'Each row: one detector judged on the evaluation splits, mean ± std over the seeds. "learned" '
+    "detectors were fitted on the tuning split only."
+)
 if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
     st.dataframe(explore.paired_rows(result.paired), hide_index=True)
-    st.caption(f"95 % paired bootstrap interval of the mean over {len(result.seeds)} seed(s); a verdict of "
-               "\"no significant difference\" means the interval covers 0.")
+    st.caption(
+        f"95 % paired bootstrap interval of the mean over {len(result.seeds)} seed(s); a verdict of "
+        '"no significant difference" means the interval covers 0.'
+    )
 
 # ------------------------------------------------------------------------------------------- figures
 roc, rc = baselines.study_figures(result)
 left, right = st.columns(2)
 with left:
     st.plotly_chart(roc, config=figures.chart_config("baselines_roc"), key="bl_roc")
-    st.caption("Each curve shows, for one detector, the share of correct predictions accepted (up) against the "
-               "share of errors wrongly accepted (right) as its threshold moves; higher and further left is better.")
+    st.caption(
+        "Each curve shows, for one detector, the share of correct predictions accepted (up) against the "
+        "share of errors wrongly accepted (right) as its threshold moves; higher and further left is better."
+    )
 with right:
     st.plotly_chart(rc, config=figures.chart_config("baselines_risk_coverage"), key="bl_rc")
-    st.caption("Each curve shows the error rate among the accepted predictions (up) when a detector keeps only its "
-               "most confident fraction of the samples (right); lower is better.")
+    st.caption(
+        "Each curve shows the error rate among the accepted predictions (up) when a detector keeps only its "
+        "most confident fraction of the samples (right); lower is better."
+    )
 
 # ------------------------------------------------------------------------------------------- downloads
 row1, row2 = st.columns(3), st.columns(3)
-row1[0].download_button("Table (CSV)", table.to_csv(index=False), file_name="baselines.csv", mime="text/csv",
-                        on_click="ignore", key="bl_dl_table")
-row1[1].download_button("Per-seed values (CSV)", result.per_seed.to_csv(index=False),
-                        file_name="baselines_per_seed.csv", mime="text/csv", on_click="ignore", key="bl_dl_seeds")
+row1[0].download_button(
+    "Table (CSV)",
+    table.to_csv(index=False),
+    file_name="baselines.csv",
+    mime="text/csv",
+    on_click="ignore",
+    key="bl_dl_table",
+)
+row1[1].download_button(
+    "Per-seed values (CSV)",
+    result.per_seed.to_csv(index=False),
+    file_name="baselines_per_seed.csv",
+    mime="text/csv",
+    on_click="ignore",
+    key="bl_dl_seeds",
+)
 for column, (name, fig) in zip(row2, (("roc", roc), ("risk_coverage", rc))):
-    column.download_button(f"{fig.layout.title.text.split(' (')[0].split(',')[0]} (HTML)",
-                           fig.to_html(include_plotlyjs="cdn"), file_name=f"baselines_{name}.html", mime="text/html",
-                           on_click="ignore", key=f"bl_dl_{name}_html")
-    column.download_button(f"{fig.layout.title.text.split(' (')[0].split(',')[0]} data (CSV)",
-                           figures.figure_csv(fig), file_name=f"baselines_{name}.csv", mime="text/csv",
-                           on_click="ignore", key=f"bl_dl_{name}_csv")
+    column.download_button(
+        f"{fig.layout.title.text.split(' (')[0].split(',')[0]} (HTML)",
+        fig.to_html(include_plotlyjs="cdn"),
+        file_name=f"baselines_{name}.html",
+        mime="text/html",
+        on_click="ignore",
+        key=f"bl_dl_{name}_html",
+    )
+    column.download_button(
+        f"{fig.layout.title.text.split(' (')[0].split(',')[0]} data (CSV)",
+        figures.figure_csv(fig),
+        file_name=f"baselines_{name}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key=f"bl_dl_{name}_csv",
+    )
 st.caption("The HTML figures load plotly.js from its CDN when opened; the camera button on each chart saves a PNG.")

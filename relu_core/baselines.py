@@ -45,13 +45,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from relu_core import cache, detectors, engine, figures, metrics, models, protocol, stats
-from relu_core import validation
+from relu_core import cache, detectors, engine, figures, metrics, models, protocol, stats, validation
 from relu_core.detectors import Detector, register_detector
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
-
 
 MC_PASSES = 10
 MC_DROPOUT = 0.2
@@ -62,8 +60,19 @@ BASELINE_KEYS = ("mlp", "mc_dropout", "deep_ensemble", "conformal")
 #: What the study compares by default: the paired pair, MSP, then the four baselines.
 STUDY_KEYS = (*protocol.PAIRED, "msp", *BASELINE_KEYS)
 METRICS = ("fpr95", "auroc", "aurc")
-TABLE_COLUMNS = ("key", "detector", "learned", "needs_model", "fpr95_mean", "fpr95_std", "auroc_mean", "auroc_std",
-                 "aurc_mean", "aurc_std", "note")
+TABLE_COLUMNS = (
+    "key",
+    "detector",
+    "learned",
+    "needs_model",
+    "fpr95_mean",
+    "fpr95_std",
+    "auroc_mean",
+    "auroc_std",
+    "aurc_mean",
+    "aurc_std",
+    "note",
+)
 
 
 # --------------------------------------------------------------------------- MLP
@@ -83,9 +92,18 @@ class MLPDetector(Detector):
     requires_fit = True
     protocol = False
 
-    def __init__(self, seed: int = 0, temperature: float = 1.0, hidden: int = 128, dropout: float = 0.2,
-                 lr: float = 1e-3, batch_size: int = 128, max_epochs: int = 200, patience: int = 20,
-                 holdout: float = 0.2) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        temperature: float = 1.0,
+        hidden: int = 128,
+        dropout: float = 0.2,
+        lr: float = 1e-3,
+        batch_size: int = 128,
+        max_epochs: int = 200,
+        patience: int = 20,
+        holdout: float = 0.2,
+    ) -> None:
         super().__init__(temperature)
         if not 0.0 <= dropout < 1.0 or not 0.0 < holdout < 1.0 or min(hidden, batch_size, max_epochs, patience) < 1:
             raise InputError("MLP: dropout in [0, 1), holdout in (0, 1) and positive sizes are required")
@@ -97,13 +115,17 @@ class MLPDetector(Detector):
 
     def _network(self, n_inputs: int) -> nn.Sequential:
         return nn.Sequential(
-            nn.Linear(n_inputs, self.hidden), nn.ReLU(), nn.Dropout(self.dropout),
-            nn.Linear(self.hidden, self.hidden), nn.ReLU(), nn.Dropout(self.dropout),
+            nn.Linear(n_inputs, self.hidden),
+            nn.ReLU(),
+            nn.Dropout(self.dropout),
+            nn.Linear(self.hidden, self.hidden),
+            nn.ReLU(),
+            nn.Dropout(self.dropout),
             nn.Linear(self.hidden, 1),
         )
 
     @small_work
-    def fit_probs(self, probs, correct) -> "MLPDetector":
+    def fit_probs(self, probs, correct) -> MLPDetector:
         probs = np.asarray(probs.detach().cpu() if isinstance(probs, torch.Tensor) else probs, dtype=np.float32)
         correct = np.asarray(correct.detach().cpu() if isinstance(correct, torch.Tensor) else correct, dtype=bool)
         if probs.ndim != 2 or correct.shape != (probs.shape[0],):
@@ -160,14 +182,24 @@ class MLPDetector(Detector):
 def _head(net: nn.Module) -> nn.Linear:
     heads = [m for m in net.modules() if isinstance(m, nn.Linear)]
     if not heads:
-        raise InputError("MC-Dropout inserts dropout before the classifier head (the model's last nn.Linear); "
-                         "this model has none (e.g. TorchScript): it cannot be used")
+        raise InputError(
+            "MC-Dropout inserts dropout before the classifier head (the model's last nn.Linear); "
+            "this model has none (e.g. TorchScript): it cannot be used"
+        )
     return heads[-1]
 
 
-def head_features(model: nn.Module, images: np.ndarray, mean: Sequence[float], std: Sequence[float], *,
-                  device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,
-                  cancel: Cancel | None = None) -> tuple[np.ndarray, nn.Linear]:
+def head_features(
+    model: nn.Module,
+    images: np.ndarray,
+    mean: Sequence[float],
+    std: Sequence[float],
+    *,
+    device: str = "auto",
+    batch_size: int | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+) -> tuple[np.ndarray, nn.Linear]:
     """The input of the model's classifier head (its last ``nn.Linear``) for every image, float32 (N, F),
     and that head (float32, on the CPU). One eval-mode pass through the engine's batched loop (fp32).
 
@@ -184,16 +216,27 @@ def head_features(model: nn.Module, images: np.ndarray, mean: Sequence[float], s
     def step(batch: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             out = engine.forward(net, normalise(batch), "fp32")
-        if captured["x"].ndim != 2 or captured["y"].shape != out.shape \
-                or not torch.allclose(captured["y"].float(), out, rtol=1e-4, atol=1e-4):
-            raise InputError("the model's last nn.Linear is not its output layer: MC-Dropout cannot insert "
-                             "dropout before the classifier head of this model")
+        if (
+            captured["x"].ndim != 2
+            or captured["y"].shape != out.shape
+            or not torch.allclose(captured["y"].float(), out, rtol=1e-4, atol=1e-4)
+        ):
+            raise InputError(
+                "the model's last nn.Linear is not its output layer: MC-Dropout cannot insert "
+                "dropout before the classifier head of this model"
+            )
         return captured["x"].float()
 
     try:
-        features = engine.batched_outputs(step, images, device=dev,
-                                          batch_size=batch_size or engine.default_batch_size(dev),
-                                          task="MC-Dropout features", progress=progress, cancel=cancel)
+        features = engine.batched_outputs(
+            step,
+            images,
+            device=dev,
+            batch_size=batch_size or engine.default_batch_size(dev),
+            task="MC-Dropout features",
+            progress=progress,
+            cancel=cancel,
+        )
     finally:
         hook.remove()
     cpu_head = nn.Linear(head.in_features, head.out_features)
@@ -222,8 +265,10 @@ class MCDropout(Detector):
         self.passes, self.p, self.seed = int(passes), float(p), int(seed)
 
     def _refuse(self, *_args) -> None:
-        raise InputError("MC-Dropout scores images through the model (k stochastic passes), not logits: it needs "
-                         "a run with a model and its images (score_inputs)")
+        raise InputError(
+            "MC-Dropout scores images through the model (k stochastic passes), not logits: it needs "
+            "a run with a model and its images (score_inputs)"
+        )
 
     score = score_probs = _refuse
 
@@ -244,12 +289,22 @@ class MCDropout(Detector):
         """Entropy of ``softmax(mean over the k passes of the logits)`` (float64, N)."""
         return detectors.Entropy().score(self.head_logits(features, head).mean(axis=0, dtype=np.float64))
 
-    def score_inputs(self, model: nn.Module, images: np.ndarray, mean: Sequence[float], std: Sequence[float], *,
-                     device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,
-                     cancel: Cancel | None = None) -> np.ndarray:
+    def score_inputs(
+        self,
+        model: nn.Module,
+        images: np.ndarray,
+        mean: Sequence[float],
+        std: Sequence[float],
+        *,
+        device: str = "auto",
+        batch_size: int | None = None,
+        progress: Progress | None = None,
+        cancel: Cancel | None = None,
+    ) -> np.ndarray:
         """The MC-Dropout uncertainty of every image (uint8 NHWC, normalised with ``mean``/``std``)."""
-        features, head = head_features(model, images, mean, std, device=device, batch_size=batch_size,
-                                       progress=progress, cancel=cancel)
+        features, head = head_features(
+            model, images, mean, std, device=device, batch_size=batch_size, progress=progress, cancel=cancel
+        )
         return self.score_features(features, head)
 
     def __repr__(self) -> str:
@@ -306,20 +361,31 @@ def _ensemble_builders(run, cancel: Cancel | None = None) -> list[tuple[str, Cal
         found = [(name, path) for name, path in found if path is not None]
         if len(found) < 2:
             raise InputError("Deep Ensembles needs at least 2 of the pretrained CIFAR ResNets (set RELU_STUDIO_DATA)")
-        return [(name, lambda name=name, path=path: models.load_state_dict_file(models.build_model(name), path))
-                for name, path in found]
+        return [
+            (name, lambda name=name, path=path: models.load_state_dict_file(models.build_model(name), path))
+            for name, path in found
+        ]
     spec = run.dataset_name[:-5] if run.dataset_name.endswith("-test") else ""
     if run.model_name in training.RECIPES and spec in datasets.DATASETS:
-        return [(f"{run.model_name} seed {s}",
-                 lambda s=s: runs.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
-                for s in range(ENSEMBLE_SEEDS)]
-    raise InputError(f"Deep Ensembles has no offline ensemble for {run.model_name or 'this model'} on "
-                     f"{run.dataset_name or 'this data'}: there is one for the CIFAR ResNets and for the small CNNs "
-                     "on registered data sets")
+        return [
+            (f"{run.model_name} seed {s}", lambda s=s: runs.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
+            for s in range(ENSEMBLE_SEEDS)
+        ]
+    raise InputError(
+        f"Deep Ensembles has no offline ensemble for {run.model_name or 'this model'} on "
+        f"{run.dataset_name or 'this data'}: there is one for the CIFAR ResNets and for the small CNNs "
+        "on registered data sets"
+    )
 
 
-def ensemble_logits(run, *, device: str = "auto", batch_size: int | None = None, progress: Progress | None = None,
-                    cancel: Cancel | None = None) -> tuple[tuple[str, ...], np.ndarray]:
+def ensemble_logits(
+    run,
+    *,
+    device: str = "auto",
+    batch_size: int | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+) -> tuple[tuple[str, ...], np.ndarray]:
     """``(member names, (M, N, C) logits)`` of the offline ensemble for ``run`` on its images, cached by content.
 
     A CIFAR ResNet run on 32x32 RGB images with 10 classes: the shared pretrained ResNet-20/32/44/56 found
@@ -335,11 +401,31 @@ def ensemble_logits(run, *, device: str = "auto", batch_size: int | None = None,
         if progress is not None:
             progress(done, len(builders), f"ensemble member {name}")
         model = build().eval()
-        key = {"what": "ensemble member logits", "weights": models.weights_hash(model), "images": images_digest,
-               "mean": list(map(float, run.mean)), "std": list(map(float, run.std))}
-        stack.append(cache.cached("baseline_logits", key, lambda model=model: {"logits": engine.compute_logits(
-            model, run.images, mean=run.mean, std=run.std, device=device, batch_size=batch_size, precision="fp32",
-            cancel=cancel)})["logits"])
+        key = {
+            "what": "ensemble member logits",
+            "weights": models.weights_hash(model),
+            "images": images_digest,
+            "mean": list(map(float, run.mean)),
+            "std": list(map(float, run.std)),
+        }
+        stack.append(
+            cache.cached(
+                "baseline_logits",
+                key,
+                lambda model=model: {
+                    "logits": engine.compute_logits(
+                        model,
+                        run.images,
+                        mean=run.mean,
+                        std=run.std,
+                        device=device,
+                        batch_size=batch_size,
+                        precision="fp32",
+                        cancel=cancel,
+                    )
+                },
+            )["logits"]
+        )
     return tuple(name for name, _ in builders), np.stack(stack)
 
 
@@ -379,8 +465,9 @@ class ConformalAPS(Detector):
     requires_fit = True
     protocol = False
 
-    def __init__(self, coverage: float = DEFAULT_COVERAGE, temperature: float = 1.0, randomized: bool = True,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, coverage: float = DEFAULT_COVERAGE, temperature: float = 1.0, randomized: bool = True, seed: int = 0
+    ) -> None:
         super().__init__(temperature)
         if not 0.0 < float(coverage) < 1.0:
             raise InputError(f"the conformal coverage level must lie strictly between 0 and 1, got {coverage!r}")
@@ -388,19 +475,19 @@ class ConformalAPS(Detector):
         self.qhat_: float | None = None
 
     @small_work
-    def fit(self, logits, labels) -> "ConformalAPS":
+    def fit(self, logits, labels) -> ConformalAPS:
         detectors.validate_logits(logits)
         logits = np.asarray(logits, dtype=np.float64)
         detectors.validate_labels(labels, *logits.shape)
         return self.calibrate(detectors.softmax(logits, self.temperature), np.asarray(labels))
 
-    def fit_probs(self, probs, correct) -> "ConformalAPS":
+    def fit_probs(self, probs, correct) -> ConformalAPS:
         raise InputError("conformal calibration needs the labels, not only the correctness: call fit(logits, labels)")
 
     def _uniforms(self, n: int, stream: int) -> np.ndarray | None:
         return np.random.default_rng([self.seed, stream]).random(n) if self.randomized else None
 
-    def calibrate(self, probs: np.ndarray, labels: np.ndarray) -> "ConformalAPS":
+    def calibrate(self, probs: np.ndarray, labels: np.ndarray) -> ConformalAPS:
         """``qhat_``: the ``ceil((n + 1) coverage)``-th smallest of the n calibration scores; +inf (every set
         holds every label) when n is too small for the level."""
         probs = np.asarray(probs, dtype=np.float64)
@@ -437,8 +524,10 @@ class ConformalAPS(Detector):
         return np.where(self.set_sizes(probs) >= 2, second, 0.0)
 
     def __repr__(self) -> str:
-        return (f"ConformalAPS(coverage={self.coverage:g}, temperature={self.temperature:g}, "
-                f"randomized={self.randomized}, seed={self.seed})")
+        return (
+            f"ConformalAPS(coverage={self.coverage:g}, temperature={self.temperature:g}, "
+            f"randomized={self.randomized}, seed={self.seed})"
+        )
 
 
 for _cls in (MLPDetector, MCDropout, DeepEnsemble, ConformalAPS):
@@ -477,15 +566,24 @@ class BaselinesResult:
         """Rel-U − Doctor per metric: mean ± std over seeds, the interval and the verdict."""
         rows = []
         for metric, diff in self.paired.items():
-            values = self.per_seed[self.per_seed["metric"] == metric].pivot(index="seed", columns="key",
-                                                                              values="value")
+            values = self.per_seed[self.per_seed["metric"] == metric].pivot(index="seed", columns="key", values="value")
             a, b = protocol.PAIRED
             per_seed = (values[a] - values[b]).to_numpy()
-            rows.append({"metric": metric, "mean": float(per_seed.mean()), "std": float(per_seed.std()),
-                         "estimate": diff.estimate, "ci_low": diff.low, "ci_high": diff.high,
-                         "significant": diff.significant, "verdict": diff.verdict()})
-        return pd.DataFrame(rows, columns=["metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant",
-                                           "verdict"])
+            rows.append(
+                {
+                    "metric": metric,
+                    "mean": float(per_seed.mean()),
+                    "std": float(per_seed.std()),
+                    "estimate": diff.estimate,
+                    "ci_low": diff.low,
+                    "ci_high": diff.high,
+                    "significant": diff.significant,
+                    "verdict": diff.verdict(),
+                }
+            )
+        return pd.DataFrame(
+            rows, columns=["metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict"]
+        )
 
 
 def available_keys(run) -> dict[str, str | None]:
@@ -507,8 +605,10 @@ def available_keys(run) -> dict[str, str | None]:
 def _check_options(keys, tune_fraction, seeds, coverage) -> None:
     unknown = [k for k in keys if k not in detectors.REGISTRY]
     if unknown or not keys:
-        raise InputError(f"unknown detector(s) {', '.join(map(str, unknown)) or '(none given)'}: choose from "
-                         f"{', '.join(detectors.REGISTRY)}")
+        raise InputError(
+            f"unknown detector(s) {', '.join(map(str, unknown)) or '(none given)'}: choose from "
+            f"{', '.join(detectors.REGISTRY)}"
+        )
     validation.fraction(tune_fraction, "the tuning fraction")
     if not seeds or len(set(seeds)) != len(seeds):
         raise InputError("give at least one seed, without repeats")
@@ -560,14 +660,25 @@ def baselines_study(
     if "mc_dropout" in keys and "mc_dropout" not in skipped:
         progress(0, total, f"MC-Dropout: {mc_passes} passes with dropout p = {mc_p:g} before the head")
         mc = MCDropout(mc_passes, mc_p, seed=0)
-        cache_key = {"what": "mc-dropout features", "weights": models.weights_hash(run.model),
-                     "images": cache.array_digest(run.images), "mean": list(map(float, run.mean)),
-                     "std": list(map(float, run.std))}
+        cache_key = {
+            "what": "mc-dropout features",
+            "weights": models.weights_hash(run.model),
+            "images": cache.array_digest(run.images),
+            "mean": list(map(float, run.mean)),
+            "std": list(map(float, run.std)),
+        }
 
         def compute() -> dict[str, np.ndarray]:
-            features, head = head_features(run.model, run.images, run.mean, run.std, device=device,
-                                           batch_size=batch_size, cancel=cancel,
-                                           progress=lambda d, t, message: progress(0, total, message))
+            features, head = head_features(
+                run.model,
+                run.images,
+                run.mean,
+                run.std,
+                device=device,
+                batch_size=batch_size,
+                cancel=cancel,
+                progress=lambda d, t, message: progress(0, total, message),
+            )
             return {"features": features, "weight": head.weight.detach().numpy(), "bias": head.bias.detach().numpy()}
 
         stored = cache.cached("baseline_features", cache_key, compute)
@@ -577,8 +688,13 @@ def baselines_study(
     if "deep_ensemble" in keys and "deep_ensemble" not in skipped:
         progress(1, total, "Deep Ensembles: the members' logits")
         if member_logits is None:
-            members, member_logits = ensemble_logits(run, device=device, batch_size=batch_size, cancel=cancel,
-                                                     progress=lambda d, t, message: progress(1, total, message))
+            members, member_logits = ensemble_logits(
+                run,
+                device=device,
+                batch_size=batch_size,
+                cancel=cancel,
+                progress=lambda d, t, message: progress(1, total, message),
+            )
         fixed["deep_ensemble"] = DeepEnsemble().score(member_logits)
         members = members or tuple(f"member {m}" for m in range(len(member_logits)))
     studied = [k for k in keys if k not in skipped]
@@ -609,8 +725,16 @@ def baselines_study(
                 set_sizes.append(float(sets.sum(1).mean()))
         for key, uncertainty in scores.items():
             summary = metrics.summary(uncertainty, correct[ev])
-            records += [{"seed": seed, "key": key, "detector": detectors.REGISTRY[key].name, "metric": m,
-                         "value": float(summary[m])} for m in METRICS]
+            records += [
+                {
+                    "seed": seed,
+                    "key": key,
+                    "detector": detectors.REGISTRY[key].name,
+                    "metric": m,
+                    "value": float(summary[m]),
+                }
+                for m in METRICS
+            ]
             if done == 0:
                 curves[detectors.REGISTRY[key].name] = (uncertainty, correct[ev])
         if all(k in scores for k in protocol.PAIRED):
@@ -618,8 +742,10 @@ def baselines_study(
     per_seed = pd.DataFrame.from_records(records, columns=["seed", "key", "detector", "metric", "value"])
     notes = {}
     if coverage_seen:
-        notes["conformal"] = (f"sets reach {np.mean(coverage_seen):.1%} coverage on the evaluation split (target "
-                              f"{coverage:.0%}), mean set size {np.mean(set_sizes):.2f}")
+        notes["conformal"] = (
+            f"sets reach {np.mean(coverage_seen):.1%} coverage on the evaluation split (target "
+            f"{coverage:.0%}), mean set size {np.mean(set_sizes):.2f}"
+        )
     if "deep_ensemble" in fixed:
         notes["deep_ensemble"] = f"{len(members)} members: {', '.join(members)}"
     if "mc_dropout" in fixed:
@@ -636,9 +762,18 @@ def baselines_study(
     paired = stats.pooled_bootstrap(pairs, n_resamples=n_resamples) if pairs and n_resamples else {}
     progress(total, total, "done")
     return BaselinesResult(
-        table=pd.DataFrame(rows, columns=list(TABLE_COLUMNS)), per_seed=per_seed, paired=paired, skipped=skipped,
-        curves=curves, seeds=seeds, tune_fraction=float(tune_fraction), coverage=float(coverage), n_tune=n_tune,
-        n_eval=n_eval, ensemble_members=members, notes=notes,
+        table=pd.DataFrame(rows, columns=list(TABLE_COLUMNS)),
+        per_seed=per_seed,
+        paired=paired,
+        skipped=skipped,
+        curves=curves,
+        seeds=seeds,
+        tune_fraction=float(tune_fraction),
+        coverage=float(coverage),
+        n_tune=n_tune,
+        n_eval=n_eval,
+        ensemble_members=members,
+        notes=notes,
     )
 
 
@@ -651,8 +786,10 @@ def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tup
         coverage, risk = metrics.risk_coverage_curve(uncertainty, correct)
         rc_curves[name] = (coverage, risk, metrics.aurc(uncertainty, correct))
     seed = result.seeds[0]
-    roc = figures.roc_figure(roc_curves, max_points=max_points,
-                             title=f"ROC, positives = correct predictions (seed {seed}, evaluation split)")
-    rc = figures.risk_coverage_figure(rc_curves, max_points=max_points,
-                                      title=f"Risk-coverage (seed {seed}, evaluation split)")
+    roc = figures.roc_figure(
+        roc_curves, max_points=max_points, title=f"ROC, positives = correct predictions (seed {seed}, evaluation split)"
+    )
+    rc = figures.risk_coverage_figure(
+        rc_curves, max_points=max_points, title=f"Risk-coverage (seed {seed}, evaluation split)"
+    )
     return roc, rc

@@ -29,10 +29,15 @@ def add_parser(sub) -> None:
     p.add_argument("--model", metavar="NAME", help="a model name (see `models`), with --dataset")
     p.add_argument("--weights", metavar="FILE")
     p.add_argument("--dataset", metavar="SPEC")
-    p.add_argument("--methods", default=None,
-                   help="comma-separated detector keys (default: every one this run supports)")
-    p.add_argument("--ensemble", default=None, metavar="FILES",
-                   help="comma-separated logits files of the ensemble members (same samples and labels)")
+    p.add_argument(
+        "--methods", default=None, help="comma-separated detector keys (default: every one this run supports)"
+    )
+    p.add_argument(
+        "--ensemble",
+        default=None,
+        metavar="FILES",
+        help="comma-separated logits files of the ensemble members (same samples and labels)",
+    )
     p.add_argument("--coverage", default="0.9", help="conformal coverage level 1 - α (default 0.9)")
     p.add_argument("--val-fraction", default="0.2", help="tuning fraction (default 0.2)")
     p.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
@@ -58,8 +63,15 @@ def _load_run(args, bar):
     from relu_core import runs
 
     batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
-    run = runs.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
-                          progress=bar, download=args.download)
+    run = runs.logits_for(
+        args.model,
+        args.weights,
+        args.dataset,
+        device=args.device,
+        batch_size=batch_size,
+        progress=bar,
+        download=args.download,
+    )
     bar.close()
     return run, f"Model {args.model} on {args.dataset}: {run.source}"
 
@@ -71,8 +83,10 @@ def _members(text: str, run) -> np.ndarray:
     for name in [t.strip() for t in text.split(",") if t.strip()]:
         member = cli.load_logits_file(name)
         if member.logits.shape != run.logits.shape or not np.array_equal(member.labels, run.labels):
-            raise InputError(f"ensemble member {name} does not hold the run's samples: logits "
-                             f"{member.logits.shape} vs {run.logits.shape}, or other labels")
+            raise InputError(
+                f"ensemble member {name} does not hold the run's samples: logits "
+                f"{member.logits.shape} vs {run.logits.shape}, or other labels"
+            )
         stack.append(member.logits)
     if len(stack) < 2:
         raise InputError("--ensemble needs at least 2 logits files")
@@ -84,15 +98,22 @@ def format_result(result, title: str) -> str:
     from relu_core import protocol
 
     header = ["detector", "FPR95 (lower)", "AUROC (higher)", "AURC (lower)"]
-    rows = [[r.detector, *(f"{getattr(r, m + '_mean'):.4f} ± {getattr(r, m + '_std'):.4f}"
-                           for m in ("fpr95", "auroc", "aurc"))] for r in result.table.itertuples()]
+    rows = [
+        [
+            r.detector,
+            *(f"{getattr(r, m + '_mean'):.4f} ± {getattr(r, m + '_std'):.4f}" for m in ("fpr95", "auroc", "aurc")),
+        ]
+        for r in result.table.itertuples()
+    ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def fmt(row):
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
 
-    conventions = (f"{protocol.FPR_CONVENTION}; mean ± std over {len(result.seeds)} seed(s); split per seed "
-                   f"{result.n_tune} tuning / {result.n_eval} evaluation samples; Rel-U λ = 0.5 and Doctor at T = 1.")
+    conventions = (
+        f"{protocol.FPR_CONVENTION}; mean ± std over {len(result.seeds)} seed(s); split per seed "
+        f"{result.n_tune} tuning / {result.n_eval} evaluation samples; Rel-U λ = 0.5 and Doctor at T = 1."
+    )
     lines = [title, conventions, "", fmt(header), "  ".join("-" * w for w in widths), *map(fmt, rows)]
     notes = [f"  {r.detector}: {r.note}" for r in result.table.itertuples() if r.note]
     if notes:
@@ -107,11 +128,21 @@ def format_result(result, title: str) -> str:
 
 def _json(result) -> dict:
     table = {r["key"]: {k: v for k, v in r.items() if k != "key"} for r in result.table.to_dict("records")}
-    paired = {row["metric"]: {k: row[k] for k in ("mean", "std", "estimate", "ci_low", "ci_high", "significant",
-                                                  "verdict")} for row in result.paired_frame().to_dict("records")}
-    return {"detectors": table, "minus_doctor": paired, "skipped": result.skipped, "fpr95_positives": "correct",
-            "seeds": list(result.seeds), "tune_fraction": result.tune_fraction, "coverage": result.coverage,
-            "n_tune": result.n_tune, "n_eval": result.n_eval}
+    paired = {
+        row["metric"]: {k: row[k] for k in ("mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict")}
+        for row in result.paired_frame().to_dict("records")
+    }
+    return {
+        "detectors": table,
+        "minus_doctor": paired,
+        "skipped": result.skipped,
+        "fpr95_positives": "correct",
+        "seeds": list(result.seeds),
+        "tune_fraction": result.tune_fraction,
+        "coverage": result.coverage,
+        "n_tune": result.n_tune,
+        "n_eval": result.n_eval,
+    }
 
 
 def write_outputs(result, out: Path) -> list[Path]:
@@ -119,8 +150,10 @@ def write_outputs(result, out: Path) -> list[Path]:
     from relu_core import baselines, figures
 
     out.mkdir(parents=True, exist_ok=True)
-    written = {out / "baselines.csv": result.table.to_csv(index=False),
-               out / "baselines_per_seed.csv": result.per_seed.to_csv(index=False)}
+    written = {
+        out / "baselines.csv": result.table.to_csv(index=False),
+        out / "baselines_per_seed.csv": result.per_seed.to_csv(index=False),
+    }
     for name, fig in zip(("roc", "risk_coverage"), baselines.study_figures(result)):
         written[out / f"{name}.html"] = fig.to_html(include_plotlyjs=True, full_html=True)
         written[out / f"{name}.csv"] = figures.figure_csv(fig)
@@ -143,9 +176,18 @@ def run_command(args: argparse.Namespace, bar) -> int:
         raise InputError(f"--out {out} exists and is not a directory")
     run, title = _load_run(args, bar)
     members = None if args.ensemble is None else _members(args.ensemble, run)
-    result = baselines.baselines_study(run, keys=keys, tune_fraction=fraction, seeds=range(seeds), coverage=coverage,
-                                       member_logits=members, n_resamples=n_resamples, device=args.device,
-                                       batch_size=batch_size, progress=bar)
+    result = baselines.baselines_study(
+        run,
+        keys=keys,
+        tune_fraction=fraction,
+        seeds=range(seeds),
+        coverage=coverage,
+        member_logits=members,
+        n_resamples=n_resamples,
+        device=args.device,
+        batch_size=batch_size,
+        progress=bar,
+    )
     bar.close()
     if args.json:
         print(json.dumps(_json(result), indent=2, default=str))

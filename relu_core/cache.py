@@ -80,8 +80,10 @@ def move_aside(path: Path) -> Path:
     try:
         path.rename(aside)
     except OSError as error:
-        raise InputError(f"the cache entry {path} is damaged and cannot be moved aside "
-                         f"({error.strerror or error}): remove it and try again") from None
+        raise InputError(
+            f"the cache entry {path} is damaged and cannot be moved aside "
+            f"({error.strerror or error}): remove it and try again"
+        ) from None
     return aside
 
 
@@ -138,7 +140,8 @@ def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path:
 def _listing(folder: Path) -> dict[str, list]:
     return {
         path.relative_to(folder).as_posix(): [path.stat().st_size, file_digest(path)]
-        for path in sorted(folder.rglob("*")) if path.is_file() and path.name != MANIFEST
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != MANIFEST
     }
 
 
@@ -179,9 +182,7 @@ def _key_lock(digest: str) -> Iterator[None]:
                 _KEY_LOCKS[digest] = (lock, users - 1)
 
 
-def cached(
-    namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]
-) -> dict[str, np.ndarray]:
+def cached(namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """The arrays for ``key`` from the cache, or ``compute()``-d, stored and returned on a miss.
 
     Threads of one process (the app's sessions) asking for the same key wait for one computation instead of

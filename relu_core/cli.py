@@ -141,40 +141,66 @@ def build_parser() -> argparse.ArgumentParser:
         "positives.",
     )
     source = ev.add_mutually_exclusive_group(required=True)
-    source.add_argument("--logits", metavar="FILE.npz",
-                        help="npz with logits (N, C), labels (N,) [, class_names]; or a .csv/.parquet with one "
-                        "column per class and a label column")
+    source.add_argument(
+        "--logits",
+        metavar="FILE.npz",
+        help="npz with logits (N, C), labels (N,) [, class_names]; or a .csv/.parquet with one "
+        "column per class and a label column",
+    )
     source.add_argument("--model", metavar="NAME", help="a registered model (see `models`); needs --dataset")
     ev.add_argument("--weights", metavar="FILE", help="checkpoint for --model (default: its known weights)")
     ev.add_argument("--dataset", metavar="SPEC", help="a registered data set, imagefolder:PATH, npz:PATH or zip:PATH")
-    ev.add_argument("--methods", default=None,
-                    help="comma-separated detector keys or names (default: every detector)")
-    ev.add_argument("--temperature", default=None,
-                    help="T for every detector (MSP uses 1), optionally per method, e.g. 1.5,odin=1000; default: "
-                         "each detector's own, 1 and 1000 for ODIN (at T=1 it would rank exactly like MSP)")
+    ev.add_argument("--methods", default=None, help="comma-separated detector keys or names (default: every detector)")
+    ev.add_argument(
+        "--temperature",
+        default=None,
+        help="T for every detector (MSP uses 1), optionally per method, e.g. 1.5,odin=1000; default: "
+        "each detector's own, 1 and 1000 for ODIN (at T=1 it would rank exactly like MSP)",
+    )
     ev.add_argument("--lambda", dest="lam", default="0.5", help="Rel-U's lam in [0, 1], or auto = N+/(N+ + N-)")
     ev.add_argument("--val-fraction", default="0.5", help="share of each seed's split used for tuning, in (0, 1)")
     ev.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
     pick = ev.add_mutually_exclusive_group()
-    pick.add_argument("--select", action="store_true",
-                      help="select T (and lam) per seed over the paper's grid by k-fold cross-validation on the "
-                      "tuning part (replaces --temperature/--lambda)")
-    pick.add_argument("--oracle", action="store_true",
-                      help="select T (and lam) on the evaluation part (optimistic, labelled oracle; replaces "
-                      "--temperature/--lambda)")
-    ev.add_argument("--criterion", default="fpr95", choices=["fpr95", "auroc", "aurc", "eaurc"],
-                    help="selection criterion for --select/--oracle (default fpr95)")
+    pick.add_argument(
+        "--select",
+        action="store_true",
+        help="select T (and lam) per seed over the paper's grid by k-fold cross-validation on the "
+        "tuning part (replaces --temperature/--lambda)",
+    )
+    pick.add_argument(
+        "--oracle",
+        action="store_true",
+        help="select T (and lam) on the evaluation part (optimistic, labelled oracle; replaces --temperature/--lambda)",
+    )
+    ev.add_argument(
+        "--criterion",
+        default="fpr95",
+        choices=["fpr95", "auroc", "aurc", "eaurc"],
+        help="selection criterion for --select/--oracle (default fpr95)",
+    )
     ev.add_argument("--folds", default="5", help="cross-validation folds for --select (default 5)")
-    ev.add_argument("--eps", type=float, default=0.0,
-                    help="input pre-processing magnitude (needs --model); D* is fitted on clean tuning logits")
+    ev.add_argument(
+        "--eps",
+        type=float,
+        default=0.0,
+        help="input pre-processing magnitude (needs --model); D* is fitted on clean tuning logits",
+    )
     _add_engine_arguments(ev)
-    ev.add_argument("--fpr-positive", choices=["correct", "error"], default="correct",
-                    help="which samples are the positives for FPR at 95%% TPR: correct (the paper's, default) "
-                         "or error; the table and the JSON name the convention")
-    ev.add_argument("--bootstrap", default="1000",
-                    help="paired bootstrap resamples for the Rel-U − Doctor interval (default 1000; 0: none)")
-    ev.add_argument("--json", action="store_true",
-                    help="print one JSON object keyed by method (Rel-U's row holds minus_doctor)")
+    ev.add_argument(
+        "--fpr-positive",
+        choices=["correct", "error"],
+        default="correct",
+        help="which samples are the positives for FPR at 95%% TPR: correct (the paper's, default) "
+        "or error; the table and the JSON name the convention",
+    )
+    ev.add_argument(
+        "--bootstrap",
+        default="1000",
+        help="paired bootstrap resamples for the Rel-U − Doctor interval (default 1000; 0: none)",
+    )
+    ev.add_argument(
+        "--json", action="store_true", help="print one JSON object keyed by method (Rel-U's row holds minus_doctor)"
+    )
     ev.set_defaults(handler=_cmd_evaluate)
 
     demo = sub.add_parser("demo", help="the default run end to end (Fashion-MNIST, else digits), all detectors")
@@ -191,8 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     lg.set_defaults(handler=_cmd_logits)
 
     sub.add_parser("models", help="list the model names the CLI accepts").set_defaults(handler=_cmd_models)
-    sub.add_parser("datasets", help="list the data sets the CLI accepts and whether they are available") \
-        .set_defaults(handler=_cmd_datasets)
+    sub.add_parser("datasets", help="list the data sets the CLI accepts and whether they are available").set_defaults(
+        handler=_cmd_datasets
+    )
     # `report`, `baselines` and `study` register themselves, implemented beside what they run.
     from relu_core import baselines_cli, report_cli
     from relu_core.studies import cli as studies_cli
@@ -229,8 +256,11 @@ def write_logits_npz(path: str | Path, logits: np.ndarray, labels: np.ndarray, c
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {path.parent}")
-    arrays = {"logits": np.asarray(logits, dtype=np.float32), "labels": np.asarray(labels, dtype=np.int64),
-              "class_names": np.asarray(list(class_names), dtype=str)}
+    arrays = {
+        "logits": np.asarray(logits, dtype=np.float32),
+        "labels": np.asarray(labels, dtype=np.int64),
+        "class_names": np.asarray(list(class_names), dtype=str),
+    }
     return cache.atomic_write(path, lambda stream: np.savez(stream, **arrays))
 
 
@@ -247,13 +277,24 @@ def format_table(result, *, title: str = "") -> str:
         text = describe_values([lam for _, lam in result.params[key]])
         n_fallback = sum(result.fallback[key])
         if n_fallback:
-            text += f" ({FALLBACK_LABEL}" + ("" if n_fallback == len(result.seeds) else
-                                             f" on {n_fallback}/{len(result.seeds)} seeds") + ")"
+            text += (
+                f" ({FALLBACK_LABEL}"
+                + ("" if n_fallback == len(result.seeds) else f" on {n_fallback}/{len(result.seeds)} seeds")
+                + ")"
+            )
         return text
 
     searched = any(n > 1 for n in result.n_settings.values())
-    header = ["method", "T", "λ", *(["settings searched"] if searched else []),
-              "FPR95 (lower)", "AUROC (higher)", "AURC (lower)", "E-AURC (lower)"]
+    header = [
+        "method",
+        "T",
+        "λ",
+        *(["settings searched"] if searched else []),
+        "FPR95 (lower)",
+        "AUROC (higher)",
+        "AURC (lower)",
+        "E-AURC (lower)",
+    ]
     n_text = len(header) - 4
     rows = [
         [
@@ -280,7 +321,8 @@ def format_table(result, *, title: str = "") -> str:
         f"Split per seed: {result.n_tune} tuning / {result.n_eval} evaluation samples "
         f"(tuning fraction {result.tune_fraction:g}, stratified by correctness).",
         f"Hyperparameters: {result.selection}; input pre-processing ε = {result.eps:g}"
-        + (" (scores on perturbed inputs)" if result.perturbed else "") + ".",
+        + (" (scores on perturbed inputs)" if result.perturbed else "")
+        + ".",
         f"Classifier accuracy on the evaluation part: {acc.mean():.4f} ± {acc.std():.4f}",
         "",
         fmt(header),
@@ -290,8 +332,11 @@ def format_table(result, *, title: str = "") -> str:
     paired = result.paired_summary()
     if paired is not None:
         n_resamples = next(iter(result.paired.values())).n_resamples
-        lines += ["", f"Rel-U − Doctor on the same splits (mean ± std over seeds; 95 % paired bootstrap interval of "
-                      f"the mean, {n_resamples} resamples of each evaluation part):"]
+        lines += [
+            "",
+            f"Rel-U − Doctor on the same splits (mean ± std over seeds; 95 % paired bootstrap interval of "
+            f"the mean, {n_resamples} resamples of each evaluation part):",
+        ]
         for metric, row in paired.items():
             lines.append(f"  {row['mean']:+.4f} ± {row['std']:.4f}   {row['verdict']}")
     return "\n".join(lines)
@@ -337,8 +382,15 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
             raise InputError("--model needs --dataset")
         from relu_core import distributed, runs
 
-        run = runs.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
-                              progress=bar, download=args.download)
+        run = runs.logits_for(
+            args.model,
+            args.weights,
+            args.dataset,
+            device=args.device,
+            batch_size=batch_size,
+            progress=bar,
+            download=args.download,
+        )
         bar.close()
         if not distributed.is_main_process():  # under torchrun the other ranks only helped with the logits
             return 0
@@ -347,19 +399,39 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
         if args.eps > 0:
             from relu_core import preprocessing
 
-            perturbed_scorer = preprocessing.make_perturbed_scorer(run, args.eps, device=args.device,
-                                                                   batch_size=batch_size)
+            perturbed_scorer = preprocessing.make_perturbed_scorer(
+                run, args.eps, device=args.device, batch_size=batch_size
+            )
             title += f" (input pre-processing eps={args.eps:g})"
     if args.select or args.oracle:
         result = protocol.evaluate_with_selection(
-            logits, labels, methods, selection="oracle" if args.oracle else "tuning", tune_fraction=fraction,
-            seeds=seeds, n_folds=folds, criterion=args.criterion, perturbed_scorer=perturbed_scorer, eps=args.eps,
-            progress=bar, fpr_positive=args.fpr_positive, n_resamples=n_resamples,
+            logits,
+            labels,
+            methods,
+            selection="oracle" if args.oracle else "tuning",
+            tune_fraction=fraction,
+            seeds=seeds,
+            n_folds=folds,
+            criterion=args.criterion,
+            perturbed_scorer=perturbed_scorer,
+            eps=args.eps,
+            progress=bar,
+            fpr_positive=args.fpr_positive,
+            n_resamples=n_resamples,
         )
     else:
         result = protocol.evaluate(
-            logits, labels, methods, temperature=temperature, lam=lam, tune_fraction=fraction, seeds=seeds,
-            perturbed_scorer=perturbed_scorer, eps=args.eps, progress=bar, fpr_positive=args.fpr_positive,
+            logits,
+            labels,
+            methods,
+            temperature=temperature,
+            lam=lam,
+            tune_fraction=fraction,
+            seeds=seeds,
+            perturbed_scorer=perturbed_scorer,
+            eps=args.eps,
+            progress=bar,
+            fpr_positive=args.fpr_positive,
             n_resamples=n_resamples,
         )
     bar.close()
@@ -390,8 +462,15 @@ def _cmd_logits(args: argparse.Namespace, bar: ProgressBar) -> int:
     out = Path(args.out)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {out.parent}")
-    run = runs.logits_for(args.model, args.weights, args.dataset, device=args.device, batch_size=batch_size,
-                          progress=bar if main_process else None, download=args.download)
+    run = runs.logits_for(
+        args.model,
+        args.weights,
+        args.dataset,
+        device=args.device,
+        batch_size=batch_size,
+        progress=bar if main_process else None,
+        download=args.download,
+    )
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them
         return 0

@@ -16,8 +16,12 @@ import pandas as pd
 from relu_core import metrics, stats
 
 #: Columns of the metrics table: (summary key, header with the better direction).
-METRIC_COLUMNS: tuple[tuple[str, str], ...] = (("fpr95", "FPR95 ↓"), ("auroc", "AUROC ↑"), ("aurc", "AURC ↓"),
-                                               ("eaurc", "E-AURC ↓"))
+METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("fpr95", "FPR95 ↓"),
+    ("auroc", "AUROC ↑"),
+    ("aurc", "AURC ↓"),
+    ("eaurc", "E-AURC ↓"),
+)
 #: Colours of a significant difference: the first detector better / worse.
 BETTER_STYLE = "background-color: #c7e9c0; font-weight: bold"
 WORSE_STYLE = "background-color: #fcbba1; font-weight: bold"
@@ -28,13 +32,18 @@ def difference_label(a: str, b: str) -> str:
     return f"{a} − {b}"
 
 
-def metrics_table(summaries: Mapping[str, Mapping[str, float]], accuracy: float,
-                  difference: tuple[str, str] | None = None) -> pd.DataFrame:
+def metrics_table(
+    summaries: Mapping[str, Mapping[str, float]], accuracy: float, difference: tuple[str, str] | None = None
+) -> pd.DataFrame:
     """One row per detector (display name -> ``metrics.summary``): FPR95, AUROC, AURC, E-AURC and the
     classifier's accuracy (shared by every detector). With ``difference = (a, b)`` and both rows present, a last
     row ``a − b`` holds the differences (0 for the accuracy: one classifier) and the table is float."""
-    table = pd.DataFrame({name: {**{header: summary[key] for key, header in METRIC_COLUMNS}, "accuracy": accuracy}
-                          for name, summary in summaries.items()}).T
+    table = pd.DataFrame(
+        {
+            name: {**{header: summary[key] for key, header in METRIC_COLUMNS}, "accuracy": accuracy}
+            for name, summary in summaries.items()
+        }
+    ).T
     if difference is not None and difference[0] in table.index and difference[1] in table.index:
         table.loc[difference_label(*difference)] = table.loc[difference[0]] - table.loc[difference[1]]
         table = table.astype(float)
@@ -43,12 +52,12 @@ def metrics_table(summaries: Mapping[str, Mapping[str, float]], accuracy: float,
 
 def significant_columns(paired: Mapping[str, stats.PairedDifference]) -> dict[str, stats.PairedDifference]:
     """The metrics-table headers whose paired difference is significant (its interval excludes 0)."""
-    return {f"{stats.METRIC_LABELS[m]} {'↑' if d.higher_is_better else '↓'}": d
-            for m, d in paired.items() if d.significant}
+    return {
+        f"{stats.METRIC_LABELS[m]} {'↑' if d.higher_is_better else '↓'}": d for m, d in paired.items() if d.significant
+    }
 
 
-def difference_styles(table: pd.DataFrame, paired: Mapping[str, stats.PairedDifference],
-                      row: str) -> pd.DataFrame:
+def difference_styles(table: pd.DataFrame, paired: Mapping[str, stats.PairedDifference], row: str) -> pd.DataFrame:
     """CSS per cell of ``table``: only the difference ``row``'s cells whose paired interval excludes 0 are
     coloured (green where the first detector is better, red where worse); the rest is noise and stays plain."""
     styles = pd.DataFrame("", index=table.index, columns=table.columns)
@@ -63,12 +72,24 @@ def operating_table(points: Mapping[str, metrics.OperatingPoint], correct: np.nd
     """One row per detector (display name -> its operating point on the evaluation split): threshold, TPR, FPR,
     coverage, risk and the accepted / rejected / errors caught / errors missed counts."""
     return pd.DataFrame.from_dict(
-        {name: {"threshold": p.threshold, "TPR": p.tpr, "FPR": p.fpr, "coverage": p.coverage, "risk": p.risk,
-                **p.counts(correct)} for name, p in points.items()}, orient="index")
+        {
+            name: {
+                "threshold": p.threshold,
+                "TPR": p.tpr,
+                "FPR": p.fpr,
+                "coverage": p.coverage,
+                "risk": p.risk,
+                **p.counts(correct),
+            }
+            for name, p in points.items()
+        },
+        orient="index",
+    )
 
 
-def caught_by_one(indices: np.ndarray, correct: np.ndarray, accepted_a: np.ndarray,
-                  accepted_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def caught_by_one(
+    indices: np.ndarray, correct: np.ndarray, accepted_a: np.ndarray, accepted_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The errors detector a catches (rejects) and b misses (accepts), and the reverse, as entries of
     ``indices`` (the samples that ``correct`` and both acceptance masks describe, in that order)."""
     errors = ~np.asarray(correct, dtype=bool)

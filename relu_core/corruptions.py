@@ -62,15 +62,30 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from relu_core import cache, paths
-from relu_core import validation
+from relu_core import cache, paths, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 
 CORRUPTIONS: tuple[str, ...] = (
-    "gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur",
-    "zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate",
-    "jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate",
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "defocus_blur",
+    "glass_blur",
+    "motion_blur",
+    "zoom_blur",
+    "snow",
+    "frost",
+    "fog",
+    "brightness",
+    "contrast",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
+    "speckle_noise",
+    "gaussian_blur",
+    "spatter",
+    "saturate",
 )
 SEVERITIES = (1, 2, 3, 4, 5)
 CIFAR10C_DIRNAME = "CIFAR-10-C"
@@ -522,8 +537,8 @@ def _elastic_transform(x, severity, rng):
     src_rows = inv[:, 1, 0] * xx + inv[:, 1, 1] * yy + offset_inv[:, 1, None, None]
     x = _bilinear(x, src_rows, src_cols, mode="mirror").astype(np.float32)
     # Smoothed random displacement (skimage gaussian, reflect, truncate 3), then map_coordinates(order=1, reflect).
-    d_col = (_spatial_gaussian(rng.uniform(-1, 1, size=(n, height, width)), sigma, "reflect", 3.0) * alpha)
-    d_row = (_spatial_gaussian(rng.uniform(-1, 1, size=(n, height, width)), sigma, "reflect", 3.0) * alpha)
+    d_col = _spatial_gaussian(rng.uniform(-1, 1, size=(n, height, width)), sigma, "reflect", 3.0) * alpha
+    d_row = _spatial_gaussian(rng.uniform(-1, 1, size=(n, height, width)), sigma, "reflect", 3.0) * alpha
     d_col, d_row = d_col.astype(np.float32), d_row.astype(np.float32)
     out = _bilinear(x, yy + d_row, xx + d_col, mode="reflect")
     return np.clip(out, 0, 1) * 255
@@ -637,23 +652,33 @@ def _chamfer_distance(sources: np.ndarray) -> np.ndarray:
     tmp = np.full((height + 2 * b, width + 2 * b, n), np.finfo(np.float32).max, dtype=np.float32)
     src = np.moveaxis(sources, 0, -1)
     for i in range(b, b + height):
-        above = np.minimum.reduce([
-            tmp[i - 2, b - 1 : b - 1 + width] + long_, tmp[i - 2, b + 1 : b + 1 + width] + long_,
-            tmp[i - 1, b - 2 : b - 2 + width] + long_, tmp[i - 1, b - 1 : b - 1 + width] + diag,
-            tmp[i - 1, b : b + width] + hv, tmp[i - 1, b + 1 : b + 1 + width] + diag,
-            tmp[i - 1, b + 2 : b + 2 + width] + long_,
-        ])
+        above = np.minimum.reduce(
+            [
+                tmp[i - 2, b - 1 : b - 1 + width] + long_,
+                tmp[i - 2, b + 1 : b + 1 + width] + long_,
+                tmp[i - 1, b - 2 : b - 2 + width] + long_,
+                tmp[i - 1, b - 1 : b - 1 + width] + diag,
+                tmp[i - 1, b : b + width] + hv,
+                tmp[i - 1, b + 1 : b + 1 + width] + diag,
+                tmp[i - 1, b + 2 : b + 2 + width] + long_,
+            ]
+        )
         above[src[i - b]] = 0
         for j in range(width):
             tmp[i, b + j] = np.minimum(above[j], tmp[i, b + j - 1] + hv)
     for i in range(b + height - 1, b - 1, -1):
-        below = np.minimum.reduce([
-            tmp[i, b : b + width],
-            tmp[i + 2, b + 1 : b + 1 + width] + long_, tmp[i + 2, b - 1 : b - 1 + width] + long_,
-            tmp[i + 1, b + 2 : b + 2 + width] + long_, tmp[i + 1, b + 1 : b + 1 + width] + diag,
-            tmp[i + 1, b : b + width] + hv, tmp[i + 1, b - 1 : b - 1 + width] + diag,
-            tmp[i + 1, b - 2 : b - 2 + width] + long_,
-        ])
+        below = np.minimum.reduce(
+            [
+                tmp[i, b : b + width],
+                tmp[i + 2, b + 1 : b + 1 + width] + long_,
+                tmp[i + 2, b - 1 : b - 1 + width] + long_,
+                tmp[i + 1, b + 2 : b + 2 + width] + long_,
+                tmp[i + 1, b + 1 : b + 1 + width] + diag,
+                tmp[i + 1, b : b + width] + hv,
+                tmp[i + 1, b - 1 : b - 1 + width] + diag,
+                tmp[i + 1, b - 2 : b - 2 + width] + long_,
+            ]
+        )
         for j in range(width - 1, -1, -1):
             tmp[i, b + j] = np.minimum(below[j], tmp[i, b + j + 1] + hv)
     return np.moveaxis(tmp[b : b + height, b : b + width], -1, 0).copy()
@@ -839,8 +864,16 @@ def subsample_indices(n_images: int, subsample: int | None, seed: int) -> np.nda
 
 def _cache_key(fingerprint: str, name: str, severity: int, seed: int, subsample: int | None) -> dict:
     """What a corrupted set's pixels depend on: its entry in :mod:`relu_core.cache` (namespace ``corruptions``)."""
-    return {"kind": "corrupted-set", "data": fingerprint, "corruption": name, "severity": severity, "seed": seed,
-            "subsample": subsample, "chunk": CHUNK, "algorithm": ALGORITHM_VERSION}
+    return {
+        "kind": "corrupted-set",
+        "data": fingerprint,
+        "corruption": name,
+        "severity": severity,
+        "seed": seed,
+        "subsample": subsample,
+        "chunk": CHUNK,
+        "algorithm": ALGORITHM_VERSION,
+    }
 
 
 def corrupted_set(

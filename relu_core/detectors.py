@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar, Union
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from scipy.linalg import blas
 from relu_core.errors import InputError
 from relu_core.threads import estimated_flops, map_row_blocks, small_work
 
-Array = Union[np.ndarray, torch.Tensor]
+Array = np.ndarray | torch.Tensor
 
 #: The temperature grid of the paper's hyperparameter search, declared by every detector with a temperature
 #: (the authors' code searches 0.5, 0.8, 0.9, 1, 1.1, ..., 1.5, 2 for its own runs; pass ``temperatures=``
@@ -275,8 +275,9 @@ def _second_moment(block: Array) -> np.ndarray:
     """``mean_n p_n p_n^T`` as ``P^T P / N`` (float64 numpy; a tensor is reduced on its own device)."""
     if isinstance(block, torch.Tensor):
         return (block.T @ block / block.shape[0]).cpu().numpy()
-    parts = map_row_blocks(lambda start, stop: block[start:stop].T @ block[start:stop], block.shape[0],
-                           estimated_flops(block))
+    parts = map_row_blocks(
+        lambda start, stop: block[start:stop].T @ block[start:stop], block.shape[0], estimated_flops(block)
+    )
     return sum(parts[1:], parts[0]) / block.shape[0]
 
 
@@ -439,7 +440,7 @@ class Detector:
         return {}
 
     @small_work
-    def fit(self, logits: Array, labels: Array) -> "Detector":
+    def fit(self, logits: Array, labels: Array) -> Detector:
         """Fit on a tuning split (never on the split it is evaluated on).
 
         Parameters
@@ -465,7 +466,7 @@ class Detector:
             self.fit_probs(softmax(logits, self.temperature), _correct_mask(logits, labels))
         return self
 
-    def fit_probs(self, probs: Array, correct: Array) -> "Detector":
+    def fit_probs(self, probs: Array, correct: Array) -> Detector:
         """Fit from ``softmax(logits, self.temperature)`` and the boolean correctness. No-op by default."""
         return self
 
@@ -520,7 +521,7 @@ class RelU(Detector):
         self.lam_: float | None = None
         self.fallback_: bool | None = None
 
-    def fit_probs(self, probs: Array, correct: Array) -> "RelU":
+    def fit_probs(self, probs: Array, correct: Array) -> RelU:
         if isinstance(correct, torch.Tensor):
             correct = correct.detach().cpu().numpy()
         correct = np.asarray(correct, dtype=bool)
@@ -538,9 +539,7 @@ class RelU(Detector):
         if self.matrix_ is None:
             raise InputError("Rel-U is not fitted yet: call fit(logits, labels) on a tuning split first")
         if probs.shape[-1] != self.matrix_.shape[0]:
-            raise InputError(
-                f"Rel-U was fitted on {self.matrix_.shape[0]} classes but got {probs.shape[-1]} columns"
-            )
+            raise InputError(f"Rel-U was fitted on {self.matrix_.shape[0]} classes but got {probs.shape[-1]} columns")
         return quadratic_score(probs, self.matrix_)
 
     def settings(self) -> dict[str, float | str]:
@@ -707,6 +706,7 @@ def detector_key(name: str) -> str:
     InputError
         For a name no registered detector answers to.
     """
+
     def fold(text: str) -> str:
         return str(text).strip().lower().replace("-", "").replace("_", "").replace(" ", "")
 

@@ -59,9 +59,7 @@ def _shutdown() -> None:
         dist.destroy_process_group()
 
 
-def sharded_logits(
-    compute: Callable[[int, int, torch.device], np.ndarray], n: int, device: torch.device
-) -> np.ndarray:
+def sharded_logits(compute: Callable[[int, int, torch.device], np.ndarray], n: int, device: torch.device) -> np.ndarray:
     """Run ``compute(start, stop, device)`` on this rank's shard of ``n`` items and return all shards' rows.
 
     Every rank gets the concatenation in the original item order. With fewer items than ranks every rank

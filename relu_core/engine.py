@@ -222,9 +222,7 @@ def forward(net: nn.Module, x: torch.Tensor, precision: str) -> torch.Tensor:
     except RuntimeError as exc:  # shape errors surface as RuntimeError deep inside the model
         first = str(exc).strip().splitlines()[0][:160]
         channels, height, width = x.shape[1:]
-        raise InputError(
-            f"the model cannot read {height}x{width} images with {channels} channel(s): {first}"
-        ) from None
+        raise InputError(f"the model cannot read {height}x{width} images with {channels} channel(s): {first}") from None
     return check_outputs(out, x.shape[0])
 
 
@@ -232,8 +230,10 @@ def check_outputs(out: object, rows: int) -> torch.Tensor:
     """``out`` as float32 when it is a floating-point (``rows``, classes) tensor; else InputError. (Finiteness
     is checked once over all batches in :func:`batched_outputs`, so a GPU is not synchronised per batch.)"""
     if not isinstance(out, torch.Tensor):
-        raise InputError(f"the model returned a {type(out).__name__}, not a tensor: its forward must return "
-                         "one (N, classes) tensor of logits")
+        raise InputError(
+            f"the model returned a {type(out).__name__}, not a tensor: its forward must return "
+            "one (N, classes) tensor of logits"
+        )
     if out.ndim != 2 or out.shape[0] != rows:
         raise InputError(f"the model must return (N, classes) logits with N = {rows}, got shape {tuple(out.shape)}")
     if not out.is_floating_point():
@@ -307,8 +307,17 @@ def compute_logits(
     if shard and distributed.world_size() > 1:
         return distributed.sharded_logits(
             lambda start, stop, dev: compute_logits(
-                model, images_uint8_nhwc[start:stop], mean=mean, std=std, device=dev, batch_size=batch_size,
-                precision=precision, input_size=input_size, progress=progress, cancel=cancel, shard=False,
+                model,
+                images_uint8_nhwc[start:stop],
+                mean=mean,
+                std=std,
+                device=dev,
+                batch_size=batch_size,
+                precision=precision,
+                input_size=input_size,
+                progress=progress,
+                cancel=cancel,
+                shard=False,
             ),
             images_uint8_nhwc.shape[0],
             select_device(device),
@@ -323,7 +332,11 @@ def compute_logits(
             return forward(net, normalise(batch), precision)
 
     return batched_outputs(
-        logits, images_uint8_nhwc, device=device,
+        logits,
+        images_uint8_nhwc,
+        device=device,
         batch_size=default_batch_size(device) if batch_size is None else int(batch_size),
-        task="logits", progress=progress, cancel=cancel,
+        task="logits",
+        progress=progress,
+        cancel=cancel,
     )

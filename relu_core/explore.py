@@ -55,8 +55,10 @@ def get_run(run_id: str):
     try:
         return RUNS[run_id]
     except KeyError:
-        raise InputError(f"this run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
-                         "used runs): load it again") from None
+        raise InputError(
+            f"this run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+            "used runs): load it again"
+        ) from None
 
 
 def device_name() -> str:
@@ -173,9 +175,16 @@ class ExploreView:
 
 
 @threads.small_work
-def explore(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int,
-            keys: Sequence[str], perturbed: dict[str, np.ndarray] | None = None,
-            eval_subset: np.ndarray | None = None) -> ExploreView:
+def explore(
+    run_id: str,
+    temperature: float,
+    lam: float | str,
+    tune_fraction: float,
+    seed: int,
+    keys: Sequence[str],
+    perturbed: dict[str, np.ndarray] | None = None,
+    eval_subset: np.ndarray | None = None,
+) -> ExploreView:
     """The compute path of one Explore setting: Rel-U fit on the tuning split at T, every detector scored,
     ROC / risk-coverage curves and metrics on the evaluation split.
 
@@ -197,33 +206,52 @@ def explore(run_id: str, temperature: float, lam: float | str, tune_fraction: fl
         if key not in scores:
             scores[key] = fixed_scores(run_id, key)
     correct_eval = correct[eval_idx]
-    view = ExploreView(run_id, tune_idx, eval_idx, predictions, correct, relu.matrix_, float(relu.lam_),
-                       bool(relu.fallback_), float(correct_eval.mean()))
+    view = ExploreView(
+        run_id,
+        tune_idx,
+        eval_idx,
+        predictions,
+        correct,
+        relu.matrix_,
+        float(relu.lam_),
+        bool(relu.fallback_),
+        float(correct_eval.mean()),
+    )
     for key in dict.fromkeys([*keys, "relu", "doctor"]):
         uncertainty = scores[key]
         eval_u = perturbed[key] if perturbed and key in perturbed else uncertainty[eval_idx]
         fpr, tpr, _ = metrics.roc_curve(eval_u, correct_eval)
         coverage, risk = metrics.risk_coverage_curve(eval_u, correct_eval)
-        view.detectors[key] = DetectorView(detectors.label(key), uncertainty, eval_u, fpr, tpr, coverage, risk,
-                                           metrics.summary(eval_u, correct_eval))
+        view.detectors[key] = DetectorView(
+            detectors.label(key), uncertainty, eval_u, fpr, tpr, coverage, risk, metrics.summary(eval_u, correct_eval)
+        )
     return view
 
 
 def paired_for(view: ExploreView, seed: int) -> dict[str, stats.PairedDifference]:
     """Rel-U − Doctor on the view's evaluation split with its paired bootstrap interval (1,000 resamples
     seeded with the split seed; about 100 ms at 10k samples, so Explore runs it as :func:`paired_job`)."""
-    return stats.paired_bootstrap(view.detectors["relu"].eval_uncertainty, view.detectors["doctor"].eval_uncertainty,
-                                  view.correct[view.eval_idx], seed=seed)
+    return stats.paired_bootstrap(
+        view.detectors["relu"].eval_uncertainty,
+        view.detectors["doctor"].eval_uncertainty,
+        view.correct[view.eval_idx],
+        seed=seed,
+    )
 
 
 def paired_job(view: ExploreView, seed: int) -> jobs.Job:
     """:func:`paired_for` as a background job, so that a slider never waits on the bootstrap. Keyed by the
     content it depends on (both detectors' evaluation scores, the correctness, the seed): a setting seen
     again, in any session, reuses its result."""
-    digest = cache.array_digest(view.detectors["relu"].eval_uncertainty, view.detectors["doctor"].eval_uncertainty,
-                                view.correct[view.eval_idx], np.int64(seed))
-    return jobs.MANAGER.submit(f"paired:{digest}", "Rel-U − Doctor paired bootstrap",
-                               lambda progress, cancel: paired_for(view, seed))
+    digest = cache.array_digest(
+        view.detectors["relu"].eval_uncertainty,
+        view.detectors["doctor"].eval_uncertainty,
+        view.correct[view.eval_idx],
+        np.int64(seed),
+    )
+    return jobs.MANAGER.submit(
+        f"paired:{digest}", "Rel-U − Doctor paired bootstrap", lambda progress, cancel: paired_for(view, seed)
+    )
 
 
 #: The default settings the Start page's verdict uses (Explore opens on the same ones).
@@ -244,8 +272,10 @@ def start_verdict(view: ExploreView) -> str:
     s = START_SETTINGS
     settings = f"T = {s['temperature']:g}, λ = {s['lam']:g}, {s['tune_fraction']:.0%} tuning split, seed {s['seed']}"
     n_errors = int((~view.correct[view.eval_idx]).sum())
-    return (f"Rel-U vs Doctor at the default settings ({settings}; {view.eval_idx.size:,} evaluation samples, "
-            f"{n_errors:,} errors): " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95")) + ".")
+    return (
+        f"Rel-U vs Doctor at the default settings ({settings}; {view.eval_idx.size:,} evaluation samples, "
+        f"{n_errors:,} errors): " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95")) + "."
+    )
 
 
 #: On CPU an ε pass first scores this many evaluation images (shown at once), then the whole split.
@@ -261,9 +291,18 @@ def eps_subsample(run_id: str, tune_fraction: float, seed: int) -> np.ndarray | 
     return np.sort(np.random.default_rng(seed).choice(eval_idx, EPS_SUBSAMPLE, replace=False))
 
 
-def perturbed_scores(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int,
-                     eps: float, *, indices: np.ndarray | None = None, progress=None,
-                     cancel=None) -> dict[str, np.ndarray]:
+def perturbed_scores(
+    run_id: str,
+    temperature: float,
+    lam: float | str,
+    tune_fraction: float,
+    seed: int,
+    eps: float,
+    *,
+    indices: np.ndarray | None = None,
+    progress=None,
+    cancel=None,
+) -> dict[str, np.ndarray]:
     """Uncertainty of Rel-U and Doctor on inputs pre-processed with magnitude ``eps``, on the evaluation split
     (or on ``indices``) (``preprocessing.perturbed_scores``; the engine caches it on disk). Rel-U is fitted on
     the clean tuning split, as in the paper."""
@@ -273,17 +312,35 @@ def perturbed_scores(run_id: str, temperature: float, lam: float | str, tune_fra
     _, correct = correctness(run_id)
     tune_idx, eval_idx = split_for(run_id, tune_fraction, seed)
     probs = probs_at(run_id, temperature)
-    fitted = {"relu": detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx]),
-              "doctor": detectors.Doctor(temperature)}
-    return {key: np.asarray(preprocessing.perturbed_scores(run.model, run.images, detector, eps, mean=run.mean,
-                                                           std=run.std, indices=eval_idx if indices is None
-                                                           else indices, progress=progress,
-                                                           cancel=cancel), dtype=np.float64)
-            for key, detector in fitted.items()}
+    fitted = {
+        "relu": detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx]),
+        "doctor": detectors.Doctor(temperature),
+    }
+    return {
+        key: np.asarray(
+            preprocessing.perturbed_scores(
+                run.model,
+                run.images,
+                detector,
+                eps,
+                mean=run.mean,
+                std=run.std,
+                indices=eval_idx if indices is None else indices,
+                progress=progress,
+                cancel=cancel,
+            ),
+            dtype=np.float64,
+        )
+        for key, detector in fitted.items()
+    }
 
 
-def view_figures(view: ExploreView, class_names: Sequence[str], points: dict[str, metrics.OperatingPoint] | None = None,
-                 show_keys: Sequence[str] | None = None):
+def view_figures(
+    view: ExploreView,
+    class_names: Sequence[str],
+    points: dict[str, metrics.OperatingPoint] | None = None,
+    show_keys: Sequence[str] | None = None,
+):
     """(D* heatmap, ROC figure, risk-coverage figure) of a view, operating points marked."""
     keys = list(show_keys) if show_keys is not None else list(view.detectors)
     shown = {k: view.detectors[k] for k in keys}
@@ -291,12 +348,14 @@ def view_figures(view: ExploreView, class_names: Sequence[str], points: dict[str
     roc = figures.roc_figure(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
         {view.detectors[k].name: (p.fpr, p.tpr) for k, p in points.items() if k in shown},
-        max_points=CURVE_POINTS, title="ROC on the evaluation split (positives = correct predictions)",
+        max_points=CURVE_POINTS,
+        title="ROC on the evaluation split (positives = correct predictions)",
     )
     rc = figures.risk_coverage_figure(
         {d.name: (d.coverage, d.risk, d.summary["aurc"]) for d in shown.values()},
         {view.detectors[k].name: (p.coverage, p.risk) for k, p in points.items() if k in shown},
-        max_points=CURVE_POINTS, title="Risk-coverage on the evaluation split",
+        max_points=CURVE_POINTS,
+        title="Risk-coverage on the evaluation split",
     )
     heat = figures.dstar_heatmap(view.dstar, class_names, title=f"D* (Rel-U, λ = {view.lam_used:.3g})")
     return heat, roc, rc
@@ -308,35 +367,49 @@ def view_figures(view: ExploreView, class_names: Sequence[str], points: dict[str
 def paired_rows(paired: dict[str, stats.PairedDifference]) -> pd.DataFrame:
     """One row per metric: the difference Rel-U − Doctor, its 95 % interval and the verdict in words."""
     return pd.DataFrame(
-        [{"metric": stats.METRIC_LABELS[m], "Rel-U − Doctor": f"{d.estimate:+.4f}",
-          "95 % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
-          "verdict": d.verdict().split(": ", 1)[1]} for m, d in paired.items()]
+        [
+            {
+                "metric": stats.METRIC_LABELS[m],
+                "Rel-U − Doctor": f"{d.estimate:+.4f}",
+                "95 % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
+                "verdict": d.verdict().split(": ", 1)[1],
+            }
+            for m, d in paired.items()
+        ]
     )
 
 
 def paired_table(frame: pd.DataFrame) -> pd.DataFrame:
     """``robustness.RobustnessResult.paired`` in words: corruption, metric, mean ± std over seeds, interval,
     verdict."""
-    return pd.DataFrame({
-        "corruption": frame["corruption"],
-        "metric": [stats.METRIC_LABELS[m] for m in frame["metric"]],
-        "Rel-U − Doctor (mean ± std over seeds)": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])],
-        "95 % CI of the mean": [f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(frame["ci_low"], frame["ci_high"])],
-        "verdict": [v.split(": ", 1)[1] for v in frame["verdict"]],
-    })
+    return pd.DataFrame(
+        {
+            "corruption": frame["corruption"],
+            "metric": [stats.METRIC_LABELS[m] for m in frame["metric"]],
+            "Rel-U − Doctor (mean ± std over seeds)": [
+                f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])
+            ],
+            "95 % CI of the mean": [f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(frame["ci_low"], frame["ci_high"])],
+            "verdict": [v.split(": ", 1)[1] for v in frame["verdict"]],
+        }
+    )
 
 
 def readable_hyperparameters(frame: pd.DataFrame) -> pd.DataFrame:
     """The selected hyperparameters with readable headers: T, λ (– where none), the fallback in words."""
-    return pd.DataFrame({
-        "seed": frame["seed"],
-        "detector": frame["detector"],
-        "T": [f"{t:g}" for t in frame["temperature"]],
-        "λ": ["–" if lam is None or pd.isna(lam) else f"{lam:g}" for lam in frame["lam"]],
-        "D*": [protocol.FALLBACK_LABEL if f else ("learned" if d == "Rel-U" else "–")
-               for f, d in zip(frame["hamming_fallback"], frame["detector"])],
-        "settings searched": frame["settings_searched"],
-    })
+    return pd.DataFrame(
+        {
+            "seed": frame["seed"],
+            "detector": frame["detector"],
+            "T": [f"{t:g}" for t in frame["temperature"]],
+            "λ": ["–" if lam is None or pd.isna(lam) else f"{lam:g}" for lam in frame["lam"]],
+            "D*": [
+                protocol.FALLBACK_LABEL if f else ("learned" if d == "Rel-U" else "–")
+                for f, d in zip(frame["hamming_fallback"], frame["detector"])
+            ],
+            "settings searched": frame["settings_searched"],
+        }
+    )
 
 
 def thumbnail(image: np.ndarray, size: int = 72) -> np.ndarray:

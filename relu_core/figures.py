@@ -105,10 +105,20 @@ def _matrix_layout(fig: go.Figure, title: str, x_title: str, y_title: str, names
     n = len(names)
     fig.update_layout(
         title=title,
-        xaxis={"title": x_title, "type": "category", "tickangle": -45 if n > 5 else 0, "constrain": "domain",
-               **_class_ticks(names)},
-        yaxis={"title": y_title, "type": "category", "autorange": "reversed", "scaleanchor": "x",
-               **_class_ticks(names)},
+        xaxis={
+            "title": x_title,
+            "type": "category",
+            "tickangle": -45 if n > 5 else 0,
+            "constrain": "domain",
+            **_class_ticks(names),
+        },
+        yaxis={
+            "title": y_title,
+            "type": "category",
+            "autorange": "reversed",
+            "scaleanchor": "x",
+            **_class_ticks(names),
+        },
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",
     )
@@ -166,29 +176,47 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     fig = go.Figure()
     fig.add_trace(
         go.Heatmap(
-            z=correct, x=names, y=names, text=text, colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
-            showscale=False, hovertemplate=hover, name="correct", texttemplate="%{z:d}" if n <= 20 else None,
+            z=correct,
+            x=names,
+            y=names,
+            text=text,
+            colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
+            showscale=False,
+            hovertemplate=hover,
+            name="correct",
+            texttemplate="%{z:d}" if n <= 20 else None,
         )
     )
     fig.add_trace(
         go.Heatmap(
-            z=errors, x=names, y=names, text=text, colorscale="Reds", zmin=0,
+            z=errors,
+            x=names,
+            y=names,
+            text=text,
+            colorscale="Reds",
+            zmin=0,
             # both ends fixed: with zmin alone plotly rescales, and equal counts would get a 0.6..1.4 bar
             zmax=max(1.0, float(np.nanmax(errors, initial=0.0))),
-            colorbar={"title": {"text": "errors"}}, hovertemplate=hover, name="errors",
+            colorbar={"title": {"text": "errors"}},
+            hovertemplate=hover,
+            name="errors",
             texttemplate="%{z:d}" if n <= 20 else None,
         )
     )
     rows, cols = np.indices((n, n))
     fig.add_trace(
         go.Scatter(
-            x=np.asarray(names, dtype=object)[cols.ravel()], y=np.asarray(names, dtype=object)[rows.ravel()],
+            x=np.asarray(names, dtype=object)[cols.ravel()],
+            y=np.asarray(names, dtype=object)[rows.ravel()],
             mode="markers",
             marker={"size": max(6, 300 // n), "opacity": 0, "symbol": "square"},
             # plain lists, not a numpy array: plotly would send a typed array, and the browser's selection
             # event would then carry each point's pair as an index-keyed object instead of [true, predicted]
-            customdata=np.stack([keep[rows.ravel()], keep[cols.ravel()]], axis=1).tolist(), text=text.ravel(),
-            hovertemplate=hover, name="cells", showlegend=False,
+            customdata=np.stack([keep[rows.ravel()], keep[cols.ravel()]], axis=1).tolist(),
+            text=text.ravel(),
+            hovertemplate=hover,
+            name="cells",
+            showlegend=False,
         )
     )
     _matrix_layout(fig, title, "predicted class", "true class", names)
@@ -231,23 +259,35 @@ def roc_figure(
         if at is not None:
             fig.add_trace(
                 go.Scatter(
-                    x=[fpr[at]], y=[tpr[at]], mode="markers", name=f"{name} @ TPR {tpr_target:.0%}",
-                    legendgroup=name, showlegend=False, marker={"color": detector_color(name), "size": 10,
-                                                                 "symbol": "circle-open", "line": {"width": 2}},
+                    x=[fpr[at]],
+                    y=[tpr[at]],
+                    mode="markers",
+                    name=f"{name} @ TPR {tpr_target:.0%}",
+                    legendgroup=name,
+                    showlegend=False,
+                    marker={"color": detector_color(name), "size": 10, "symbol": "circle-open", "line": {"width": 2}},
                     hovertemplate=f"{name}: FPR at TPR {tpr_target:.0%} = %{{x:.4f}}<extra></extra>",
                 )
             )
     for name, (fpr_op, tpr_op) in (operating_points or {}).items():
         fig.add_trace(_operating_marker(name, fpr_op, tpr_op, "FPR", "TPR"))
     fig.add_trace(
-        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line={"color": "#bbbbbb", "dash": "dash", "width": 1},
-                   name="chance", showlegend=False, hoverinfo="skip")
+        go.Scatter(
+            x=[0, 1],
+            y=[0, 1],
+            mode="lines",
+            line={"color": "#bbbbbb", "dash": "dash", "width": 1},
+            name="chance",
+            showlegend=False,
+            hoverinfo="skip",
+        )
     )
     fig.add_hline(y=tpr_target, line={"color": "#999999", "width": 1, "dash": "dot"})
     fig.update_layout(
-        title=title, xaxis={"title": "FPR (errors accepted)", "range": [0, 1]},
-        yaxis={"title": "TPR (correct accepted)", "range": [0, 1.02]}, legend={"x": 0.98, "y": 0.02,
-                                                                                 "xanchor": "right"},
+        title=title,
+        xaxis={"title": "FPR (errors accepted)", "range": [0, 1]},
+        yaxis={"title": "TPR (correct accepted)", "range": [0, 1.02]},
+        legend={"x": 0.98, "y": 0.02, "xanchor": "right"},
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
     )
     return fig
@@ -259,14 +299,24 @@ def _curve_trace(
     """One detector's curve (thinned to ``max_points`` for drawing), its score in the legend."""
     keep = _thin(x.size, max_points)
     return go.Scatter(
-        x=x[keep], y=y[keep], mode="lines", name=f"{name} ({score})", legendgroup=name, line=_line_style(name),
+        x=x[keep],
+        y=y[keep],
+        mode="lines",
+        name=f"{name} ({score})",
+        legendgroup=name,
+        line=_line_style(name),
         hovertemplate=f"{name}<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
     )
 
 
 def _operating_marker(name: str, x: float, y: float, x_name: str, y_name: str) -> go.Scatter:
     return go.Scatter(
-        x=[x], y=[y], mode="markers", name=f"{name} operating point", legendgroup=name, showlegend=False,
+        x=[x],
+        y=[y],
+        mode="markers",
+        name=f"{name} operating point",
+        legendgroup=name,
+        showlegend=False,
         marker={"color": detector_color(name), "size": 13, "symbol": "x", "line": {"width": 1, "color": "black"}},
         hovertemplate=f"{name} operating point<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
     )
@@ -288,9 +338,11 @@ def risk_coverage_figure(
     for name, (cov_op, risk_op) in (operating_points or {}).items():
         fig.add_trace(_operating_marker(name, cov_op, risk_op, "coverage", "risk"))
     fig.update_layout(
-        title=title, xaxis={"title": "coverage (fraction accepted)", "range": [0, 1]},
+        title=title,
+        xaxis={"title": "coverage (fraction accepted)", "range": [0, 1]},
         yaxis={"title": "risk (error rate among accepted)", "rangemode": "tozero"},
-        legend={"x": 0.02, "y": 0.98}, margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        legend={"x": 0.02, "y": 0.98},
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
     )
     return fig
 
@@ -313,8 +365,12 @@ def radar_figure(
             raise ValueError(f"Series {name!r} has {values.size} values for {len(axes)} axes")
         fig.add_trace(
             go.Scatterpolar(
-                r=np.append(values, values[0]), theta=axes + axes[:1], mode="lines+markers", name=name,
-                line=_line_style(name), marker={"color": detector_color(name)},
+                r=np.append(values, values[0]),
+                theta=axes + axes[:1],
+                mode="lines+markers",
+                name=name,
+                line=_line_style(name),
+                marker={"color": detector_color(name)},
                 customdata=_exact(np.append(values, values[0])),
                 hovertemplate=f"{name}<br>%{{theta}}: %{{customdata}}<extra></extra>",
             )
@@ -325,7 +381,9 @@ def radar_figure(
 
 
 def accuracy_bars(
-    names: Sequence[str], accuracies: Sequence[float], clean_accuracy: float | None = None,
+    names: Sequence[str],
+    accuracies: Sequence[float],
+    clean_accuracy: float | None = None,
     title: str = "Accuracy",
 ) -> go.Figure:
     """Bar chart of accuracies (e.g. one per corruption), with the clean accuracy as a reference line."""
@@ -333,14 +391,25 @@ def accuracy_bars(
     if values.shape != (len(names),):
         raise ValueError(f"{values.size} accuracies for {len(names)} names")
     fig = go.Figure(
-        go.Bar(x=[str(n) for n in names], y=values, marker={"color": "#4c78a8"}, name="accuracy",
-               customdata=_exact(values), hovertemplate="%{x}: %{customdata}<extra></extra>")
+        go.Bar(
+            x=[str(n) for n in names],
+            y=values,
+            marker={"color": "#4c78a8"},
+            name="accuracy",
+            customdata=_exact(values),
+            hovertemplate="%{x}: %{customdata}<extra></extra>",
+        )
     )
     if clean_accuracy is not None:
-        fig.add_hline(y=clean_accuracy, line={"color": "#d62728", "dash": "dash"},
-                      annotation_text=f"clean {clean_accuracy:.4f}", annotation_position="top right")
-    fig.update_layout(title=title, yaxis={"title": "accuracy", "range": [0, 1.05]},
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
+        fig.add_hline(
+            y=clean_accuracy,
+            line={"color": "#d62728", "dash": "dash"},
+            annotation_text=f"clean {clean_accuracy:.4f}",
+            annotation_position="top right",
+        )
+    fig.update_layout(
+        title=title, yaxis={"title": "accuracy", "range": [0, 1.05]}, margin={"l": 10, "r": 10, "t": 50, "b": 10}
+    )
     return fig
 
 

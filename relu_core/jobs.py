@@ -72,8 +72,9 @@ class JobManager:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def submit(self, key: str, label: str, work: Work, *, group: str = "",
-               on_done: Callable[[object], None] | None = None) -> Job:
+    def submit(
+        self, key: str, label: str, work: Work, *, group: str = "", on_done: Callable[[object], None] | None = None
+    ) -> Job:
         """The job for ``key``: the running or finished one when there is one, else a new one running
         ``work(progress, cancel)``. A failed or cancelled job is replaced (asking again retries).
 
@@ -120,7 +121,7 @@ class JobManager:
         """Keep at most :data:`limits.MAX_FINISHED_JOBS` finished jobs (their results hold arrays and runs); the
         oldest finished go first, running jobs always stay. Caller holds the lock."""
         finished = sorted((j for j in self._jobs.values() if not j.running), key=lambda j: j.finished or 0.0)
-        for job in finished[:max(0, len(finished) - limits.MAX_FINISHED_JOBS)]:
+        for job in finished[: max(0, len(finished) - limits.MAX_FINISHED_JOBS)]:
             del self._jobs[job.key]
 
     def get(self, key: str) -> Job | None:

@@ -30,11 +30,15 @@ MAX_FINISHED_JOBS = 32
 def check_logits_shape(n_samples: int, n_classes: int, what: str = "the logits") -> None:
     """InputError naming the limit when ``n_samples`` x ``n_classes`` logits exceed a stated limit."""
     if n_classes > MAX_CLASSES:
-        raise InputError(f"{what} have {n_classes:,} classes, more than the limit of {MAX_CLASSES:,} "
-                         "(relu_core.limits.MAX_CLASSES)")
+        raise InputError(
+            f"{what} have {n_classes:,} classes, more than the limit of {MAX_CLASSES:,} (relu_core.limits.MAX_CLASSES)"
+        )
     if n_samples > MAX_SAMPLES:
-        raise InputError(f"{what} have {n_samples:,} samples, more than the limit of {MAX_SAMPLES:,} "
-                         "(relu_core.limits.MAX_SAMPLES)")
+        raise InputError(
+            f"{what} have {n_samples:,} samples, more than the limit of {MAX_SAMPLES:,} (relu_core.limits.MAX_SAMPLES)"
+        )
     if n_samples * n_classes > MAX_LOGITS_VALUES:
-        raise InputError(f"{what} hold {n_samples:,} x {n_classes:,} values, more than the limit of "
-                         f"{MAX_LOGITS_VALUES:,} (relu_core.limits.MAX_LOGITS_VALUES)")
+        raise InputError(
+            f"{what} hold {n_samples:,} x {n_classes:,} values, more than the limit of "
+            f"{MAX_LOGITS_VALUES:,} (relu_core.limits.MAX_LOGITS_VALUES)"
+        )

@@ -48,9 +48,7 @@ def _validate_scores(uncertainty, correct) -> tuple[np.ndarray, np.ndarray]:
     """``(uncertainty float64, correct bool)`` after checking shapes, lengths, finiteness and 0/1 values."""
     scores, flags = _to_numpy(uncertainty), _to_numpy(correct)
     if scores.ndim != 1 or flags.ndim != 1:
-        raise InputError(
-            f"uncertainty and correct must be 1-D arrays, got shapes {scores.shape} and {flags.shape}"
-        )
+        raise InputError(f"uncertainty and correct must be 1-D arrays, got shapes {scores.shape} and {flags.shape}")
     if scores.shape[0] != flags.shape[0]:
         raise InputError(f"uncertainty and correct differ in length: {scores.shape[0]} vs {flags.shape[0]}")
     if scores.shape[0] == 0:
@@ -112,9 +110,7 @@ def _require_both_classes(ranking: _Ranking, what: str) -> None:
         raise InputError(f"{what} is undefined: every sample is misclassified (no correct samples)")
 
 
-def _roc_points(
-    ranking: _Ranking, positive: str, drop_intermediate: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _roc_points(ranking: _Ranking, positive: str, drop_intermediate: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(fpr, tpr, thresholds)`` exactly as ``sklearn.metrics.roc_curve`` builds them.
 
     ``positive="correct"``: sklearn's ``roc_curve(correct, -uncertainty)`` with thresholds mapped back
@@ -487,10 +483,13 @@ class OperatingPoint:
     def counts(self, correct: np.ndarray) -> dict[str, int]:
         """Accepted, rejected, errors caught (rejected errors), errors missed, correct predictions rejected."""
         errors = ~correct
-        return {"accepted": int(self.accepted.sum()), "rejected": int((~self.accepted).sum()),
-                "errors caught": int((errors & ~self.accepted).sum()),
-                "errors missed": int((errors & self.accepted).sum()),
-                "correct rejected": int((correct & ~self.accepted).sum())}
+        return {
+            "accepted": int(self.accepted.sum()),
+            "rejected": int((~self.accepted).sum()),
+            "errors caught": int((errors & ~self.accepted).sum()),
+            "errors missed": int((errors & self.accepted).sum()),
+            "correct rejected": int((correct & ~self.accepted).sum()),
+        }
 
 
 def operating_point(uncertainty, correct, kind: str, target: float) -> OperatingPoint:

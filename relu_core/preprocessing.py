@@ -38,8 +38,21 @@ from relu_core.progress import Cancel, Progress
 from relu_core.runs import Run
 
 #: The paper's grid of input pre-processing magnitudes ε (0 = none), shared by Explore and the ablation.
-PAPER_EPSILONS: tuple[float, ...] = (0.0, 0.0002, 0.0005, 0.001, 0.0012, 0.0014, 0.0016, 0.0018, 0.002, 0.0025,
-                                     0.003, 0.0035, 0.004)
+PAPER_EPSILONS: tuple[float, ...] = (
+    0.0,
+    0.0002,
+    0.0005,
+    0.001,
+    0.0012,
+    0.0014,
+    0.0016,
+    0.0018,
+    0.002,
+    0.0025,
+    0.003,
+    0.0035,
+    0.004,
+)
 #: The values of ``Detector.perturbation``: s = the detector's uncertainty, or s = max softmax(z / T).
 UNCERTAINTY, CONFIDENCE = "uncertainty", "confidence"
 
@@ -113,14 +126,29 @@ def perturbed_scores(
     from relu_core import models
 
     key = {
-        "kind": "perturbed-scores", "weights": models.weights_hash(model), "images": cache.array_digest(images),
-        "mean": list(mean), "std": list(std), "detector": _detector_key(detector), "eps": eps, "precision": precision,
+        "kind": "perturbed-scores",
+        "weights": models.weights_hash(model),
+        "images": cache.array_digest(images),
+        "mean": list(mean),
+        "std": list(std),
+        "detector": _detector_key(detector),
+        "eps": eps,
+        "precision": precision,
     }
 
     def compute() -> dict[str, np.ndarray]:
         logits = _perturbed_logits(
-            model, images, detector, eps, mean=mean, std=std, device=device, batch_size=batch_size,
-            precision=precision, progress=progress, cancel=cancel,
+            model,
+            images,
+            detector,
+            eps,
+            mean=mean,
+            std=std,
+            device=device,
+            batch_size=batch_size,
+            precision=precision,
+            progress=progress,
+            cancel=cancel,
         )
         return {"uncertainty": np.asarray(detector.score(logits), dtype=np.float64)}
 
@@ -161,8 +189,13 @@ def _perturbed_logits(
             return engine.forward(net, x, precision)
 
     return engine.batched_outputs(
-        perturbed, images, device=device, batch_size=batch_size, task=f"input pre-processing (eps={eps:g})",
-        progress=progress, cancel=cancel,
+        perturbed,
+        images,
+        device=device,
+        batch_size=batch_size,
+        task=f"input pre-processing (eps={eps:g})",
+        progress=progress,
+        cancel=cancel,
     )
 
 

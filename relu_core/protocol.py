@@ -34,8 +34,7 @@ from typing import Literal
 
 import numpy as np
 
-from relu_core import detectors, metrics, stats
-from relu_core import validation
+from relu_core import detectors, metrics, stats, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
@@ -204,8 +203,10 @@ def resolve_methods(methods: Sequence[str] | str | None) -> tuple[str, ...]:
         raise InputError("give at least one method")
     other = [detectors.REGISTRY[k].name for k in keys if not detectors.REGISTRY[k].protocol]
     if other:
-        raise InputError(f"{', '.join(other)} cannot be evaluated from logits here: choose from "
-                         f"{', '.join(detectors.protocol_keys())}")
+        raise InputError(
+            f"{', '.join(other)} cannot be evaluated from logits here: choose from "
+            f"{', '.join(detectors.protocol_keys())}"
+        )
     return keys
 
 
@@ -314,10 +315,15 @@ class EvaluationResult:
         for metric, diff in self.paired.items():
             per_seed = self.difference_per_seed(metric)
             out[metric] = {
-                "mean": float(np.mean(per_seed)), "std": float(np.std(per_seed)),
+                "mean": float(np.mean(per_seed)),
+                "std": float(np.std(per_seed)),
                 "per_seed": [float(v) for v in per_seed],
-                "ci_low": diff.low, "ci_high": diff.high, "confidence": diff.confidence,
-                "n_resamples": diff.n_resamples, "significant": diff.significant, "verdict": diff.verdict(),
+                "ci_low": diff.low,
+                "ci_high": diff.high,
+                "confidence": diff.confidence,
+                "n_resamples": diff.n_resamples,
+                "significant": diff.significant,
+                "verdict": diff.verdict(),
             }
         return out
 
@@ -411,8 +417,9 @@ def _score(detector, cache: _ProbsCache, idx: np.ndarray) -> np.ndarray:
     return np.asarray(detector.score(cache.logits[idx]), dtype=np.float64)
 
 
-def _fit(detector: detectors.Detector, cache: _ProbsCache, correct: np.ndarray,
-         tune_idx: np.ndarray) -> detectors.Detector:
+def _fit(
+    detector: detectors.Detector, cache: _ProbsCache, correct: np.ndarray, tune_idx: np.ndarray
+) -> detectors.Detector:
     """``detector`` fitted on the tuning rows (from the cached softmax at its temperature) when it learns."""
     if detector.requires_fit:
         detector.fit_probs(cache(detector.temperature)[tune_idx], correct[tune_idx])
@@ -484,15 +491,18 @@ def _prepare(logits, labels, tune_fraction, seeds):
 
 # ---------------------------------------------------------------------------------------- evaluate
 
-def _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_settings, n_resamples,
-            **extra) -> EvaluationResult:
+
+def _result(
+    methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_settings, n_resamples, **extra
+) -> EvaluationResult:
     """The :class:`EvaluationResult` of :func:`_evaluate_splits`' outputs (shared by both protocols), with
     the paired Rel-U − Doctor bootstrap when both were evaluated and ``n_resamples`` > 0."""
     per_seed, accuracy, params, fallback, paired_scores = outputs
     paired = None
     if paired_scores and n_resamples:
-        paired = stats.pooled_bootstrap(paired_scores, n_resamples=n_resamples,
-                                        fpr_positive=extra.get("fpr_positive", "correct"))
+        paired = stats.pooled_bootstrap(
+            paired_scores, n_resamples=n_resamples, fpr_positive=extra.get("fpr_positive", "correct")
+        )
     return EvaluationResult(
         methods=methods,
         names={k: detectors.label(k) for k in methods},
@@ -600,10 +610,21 @@ def evaluate(
     def fitted_for(s: int, key: str) -> detectors.Detector:
         return _fit(detectors.make_detector(key, temperature=temps[key], lam=lam), cache, correct, splits[s][0])
 
-    outputs = _evaluate_splits(correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel,
-                               fpr_positive)
-    return _result(methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, dict.fromkeys(methods, 1),
-                   n_resamples, fpr_positive=fpr_positive, eps=float(eps))
+    outputs = _evaluate_splits(
+        correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel, fpr_positive
+    )
+    return _result(
+        methods,
+        seeds,
+        tune_fraction,
+        splits,
+        outputs,
+        perturbed_scorer,
+        dict.fromkeys(methods, 1),
+        n_resamples,
+        fpr_positive=fpr_positive,
+        eps=float(eps),
+    )
 
 
 def _check_fpr_positive(fpr_positive: str) -> None:
@@ -612,9 +633,7 @@ def _check_fpr_positive(fpr_positive: str) -> None:
 
 
 # ------------------------------------------------------------------------------------- grid search
-def _relu_matrix_from_sums(
-    s_pos: np.ndarray, s_neg: np.ndarray, n_pos: int, n_neg: int, lam: float
-) -> np.ndarray:
+def _relu_matrix_from_sums(s_pos: np.ndarray, s_neg: np.ndarray, n_pos: int, n_neg: int, lam: float) -> np.ndarray:
     """Rel-U's D* from the sums ``sum p p^T`` of correct (pos) and wrong (neg) fitting samples."""
     if n_pos == 0 or n_neg == 0:
         return detectors.hamming_matrix(s_pos.shape[0])
@@ -691,8 +710,9 @@ def _grid_table(
     return table / len(score_groups)
 
 
-def _grids(method: str, temperatures: Sequence[float] | None,
-           lambdas: Sequence[float] | None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def _grids(
+    method: str, temperatures: Sequence[float] | None, lambdas: Sequence[float] | None
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The (T, lam) grids searched for ``method``: the given ones, else the detector's own (``grids``);
     lam only for detectors that have one (empty otherwise)."""
     cls = detectors.REGISTRY[method]
@@ -841,9 +861,20 @@ def select_and_fit(
     logits = np.asarray(logits)
     cache = _cache if _cache is not None else _ProbsCache(logits)
     if detectors.REGISTRY[method].grids:
-        grid = grid_search(logits, labels, tune_idx=tune_idx, eval_idx=eval_idx, temperatures=temperatures,
-                           lambdas=lambdas, n_folds=n_folds, criterion=criterion, selection=selection, method=method,
-                           fold_seed=fold_seed, _cache=cache)
+        grid = grid_search(
+            logits,
+            labels,
+            tune_idx=tune_idx,
+            eval_idx=eval_idx,
+            temperatures=temperatures,
+            lambdas=lambdas,
+            n_folds=n_folds,
+            criterion=criterion,
+            selection=selection,
+            method=method,
+            fold_seed=fold_seed,
+            _cache=cache,
+        )
         lam = grid.best_lam if grid.best_lam is not None else 0.5
         detector = detectors.make_detector(method, temperature=grid.best_temperature, lam=lam)
     else:
@@ -901,16 +932,37 @@ def evaluate_with_selection(
 
     def fitted_for(s: int, key: str) -> detectors.Detector:
         tune_idx, eval_idx = splits[s]
-        return select_and_fit(logits, labels, key, tune_idx=tune_idx, eval_idx=eval_idx, selection=selection,
-                              temperatures=temperatures, lambdas=lambdas, n_folds=n_folds, criterion=criterion,
-                              fold_seed=seeds[s], _cache=cache)
+        return select_and_fit(
+            logits,
+            labels,
+            key,
+            tune_idx=tune_idx,
+            eval_idx=eval_idx,
+            selection=selection,
+            temperatures=temperatures,
+            lambdas=lambdas,
+            n_folds=n_folds,
+            criterion=criterion,
+            fold_seed=seeds[s],
+            _cache=cache,
+        )
 
-    outputs = _evaluate_splits(correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel,
-                               fpr_positive)
+    outputs = _evaluate_splits(
+        correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel, fpr_positive
+    )
     n_settings = {k: grid_size(k, temperatures, lambdas) for k in methods}
     return _result(
-        methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_settings, n_resamples,
-        selection=ORACLE_LABEL if selection == "oracle" else TUNING_LABEL, fpr_positive=fpr_positive, eps=float(eps),
+        methods,
+        seeds,
+        tune_fraction,
+        splits,
+        outputs,
+        perturbed_scorer,
+        n_settings,
+        n_resamples,
+        selection=ORACLE_LABEL if selection == "oracle" else TUNING_LABEL,
+        fpr_positive=fpr_positive,
+        eps=float(eps),
     )
 
 

@@ -56,9 +56,14 @@ def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
     logits file's SHA-256 (when given), the package versions, the platform and the time of the report."""
     from relu_core import models  # torch: only needed for a run with a model
 
-    info = {"run id": run.run_id, "source": run.source or "—", "model": run.model_name or "— (logits only)",
-            "weights SHA-256": models.weights_hash(run.model) if run.model is not None else "— (logits only)",
-            "data set": run.dataset_name or "—", "samples × classes": f"{len(run):,} × {run.n_classes}"}
+    info = {
+        "run id": run.run_id,
+        "source": run.source or "—",
+        "model": run.model_name or "— (logits only)",
+        "weights SHA-256": models.weights_hash(run.model) if run.model is not None else "— (logits only)",
+        "data set": run.dataset_name or "—",
+        "samples × classes": f"{len(run):,} × {run.n_classes}",
+    }
     if logits_file is not None:
         info["logits file"] = str(logits_file)
         info["logits file SHA-256"] = hashlib.sha256(Path(logits_file).read_bytes()).hexdigest()
@@ -68,8 +73,9 @@ def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
     return info
 
 
-def _table_html(frame: pd.DataFrame, *, index: bool = True, classes: Mapping[tuple[int, int], str] | None = None,
-                digits: int = 4) -> str:
+def _table_html(
+    frame: pd.DataFrame, *, index: bool = True, classes: Mapping[tuple[int, int], str] | None = None, digits: int = 4
+) -> str:
     """A small escaped HTML table; ``classes`` maps (row, column) positions to a CSS class."""
     classes = classes or {}
 
@@ -82,8 +88,10 @@ def _table_html(frame: pd.DataFrame, *, index: bool = True, classes: Mapping[tup
     rows = []
     for r, (name, row) in enumerate(frame.iterrows()):
         cells = [f"<th>{html.escape(str(name))}</th>"] if index else []
-        cells += [f'<td class="{classes[(r, c)]}">{cell(v)}</td>' if (r, c) in classes else f"<td>{cell(v)}</td>"
-                  for c, v in enumerate(row.tolist())]
+        cells += [
+            f'<td class="{classes[(r, c)]}">{cell(v)}</td>' if (r, c) in classes else f"<td>{cell(v)}</td>"
+            for c, v in enumerate(row.tolist())
+        ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
 
@@ -92,13 +100,29 @@ def paired_frame(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
     """One row per metric: Rel-U − Doctor, its interval and the verdict in words."""
     import pandas as pd
 
-    return pd.DataFrame([{"metric": stats.METRIC_LABELS[m], "Rel-U − Doctor": f"{d.estimate:+.4f}",
-                          f"{100 * d.confidence:g} % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
-                          "verdict": d.verdict().split(": ", 1)[1]} for m, d in paired.items()]).set_index("metric")
+    return pd.DataFrame(
+        [
+            {
+                "metric": stats.METRIC_LABELS[m],
+                "Rel-U − Doctor": f"{d.estimate:+.4f}",
+                f"{100 * d.confidence:g} % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
+                "verdict": d.verdict().split(": ", 1)[1],
+            }
+            for m, d in paired.items()
+        ]
+    ).set_index("metric")
 
 
-def render_html(*, title: str, verdict: str, settings: Mapping[str, object], provenance_info: Mapping[str, str],
-                figs: Sequence, metrics_table: pd.DataFrame, paired: Mapping[str, stats.PairedDifference]) -> str:
+def render_html(
+    *,
+    title: str,
+    verdict: str,
+    settings: Mapping[str, object],
+    provenance_info: Mapping[str, str],
+    figs: Sequence,
+    metrics_table: pd.DataFrame,
+    paired: Mapping[str, stats.PairedDifference],
+) -> str:
     """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline."""
     import pandas as pd
 
@@ -110,8 +134,16 @@ def render_html(*, title: str, verdict: str, settings: Mapping[str, object], pro
             d = significant.get(str(column).split(" ")[0])
             if d is not None:
                 classes[(r, c)] = "good" if d.a_is_better() else "bad"
-    charts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False},
-                          default_width="100%", default_height="460px") for i, fig in enumerate(figs)]
+    charts = [
+        fig.to_html(
+            full_html=False,
+            include_plotlyjs=(i == 0),
+            config={"displaylogo": False},
+            default_width="100%",
+            default_height="460px",
+        )
+        for i, fig in enumerate(figs)
+    ]
     n_resamples = next(iter(paired.values())).n_resamples if paired else 0
     settings_frame = pd.DataFrame({"value": [str(v) for v in settings.values()]}, index=list(settings))
     prov_frame = pd.DataFrame({"value": list(provenance_info.values())}, index=list(provenance_info))
@@ -129,8 +161,10 @@ interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
 <h2>Provenance</h2>{_table_html(prov_frame)}
 <p class="note">Made with Rel-U Studio. Rel-U: Dadalto et al., A Data-Driven Measure of Relative Uncertainty for
 Misclassification Detection, ICLR 2024.</p>"""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{_STYLE}</style></head><body>{body}</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_STYLE}</style></head><body>{body}</body></html>\n"
+    )
 
 
 def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float) -> pd.DataFrame:
@@ -138,8 +172,18 @@ def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float)
     Rel-U − Doctor row when both are present."""
     import pandas as pd
 
-    table = pd.DataFrame({name: {"FPR95 ↓": s["fpr95"], "AUROC ↑": s["auroc"], "AURC ↓": s["aurc"],
-                                 "E-AURC ↓": s["eaurc"], "accuracy": accuracy} for name, s in summaries.items()}).T
+    table = pd.DataFrame(
+        {
+            name: {
+                "FPR95 ↓": s["fpr95"],
+                "AUROC ↑": s["auroc"],
+                "AURC ↓": s["aurc"],
+                "E-AURC ↓": s["eaurc"],
+                "accuracy": accuracy,
+            }
+            for name, s in summaries.items()
+        }
+    ).T
     a, b = (detectors.label(key) for key in protocol.PAIRED)
     if {a, b} <= set(table.index):
         table.loc[f"{a} − {b}"] = table.loc[a] - table.loc[b]
@@ -147,9 +191,16 @@ def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float)
 
 
 @threads.small_work
-def report_for_run(run, *, temperature: float = 1.0, lam: float | str = 0.5, tune_fraction: float = 0.5,
-                   seed: int = 0, keys: Sequence[str] = protocol.PAIRED,
-                   logits_file: str | Path | None = None) -> str:
+def report_for_run(
+    run,
+    *,
+    temperature: float = 1.0,
+    lam: float | str = 0.5,
+    tune_fraction: float = 0.5,
+    seed: int = 0,
+    keys: Sequence[str] = protocol.PAIRED,
+    logits_file: str | Path | None = None,
+) -> str:
     """The report of ``run`` at fixed settings, computed headlessly: Rel-U fitted on the seeded tuning split
     at ``temperature`` and ``lam``, every detector scored on the evaluation split (ε = 0)."""
     from relu_core import figures
@@ -162,8 +213,11 @@ def report_for_run(run, *, temperature: float = 1.0, lam: float | str = 0.5, tun
     correct_eval = correct[eval_idx]
     scores = {}
     for key in keys:  # the paired detectors at the report's T (Rel-U fitted above), the others at their default
-        detector = relu if key == relu.key else detectors.make_detector(
-            key, temperature=temperature if key in protocol.PAIRED else None)
+        detector = (
+            relu
+            if key == relu.key
+            else detectors.make_detector(key, temperature=temperature if key in protocol.PAIRED else None)
+        )
         if detector.accepts_probs and detector.temperature == temperature:
             scores[key] = detector.score_probs(probs[eval_idx])
         else:
@@ -181,22 +235,40 @@ def report_for_run(run, *, temperature: float = 1.0, lam: float | str = 0.5, tun
     figs = [
         figures.dstar_heatmap(relu.matrix_, run.class_names, title=f"D* (Rel-U, λ = {float(relu.lam_):.3g})"),
         figures.confusion_heatmap(cm, run.class_names, title="Confusion matrix (tuning split)"),
-        figures.roc_figure({n: (c[0], c[1], summaries[n]["auroc"]) for n, c in curves.items()},
-                           max_points=CURVE_POINTS, title="ROC on the evaluation split (positives = correct)"),
-        figures.risk_coverage_figure({n: (c[2], c[3], summaries[n]["aurc"]) for n, c in curves.items()},
-                                     max_points=CURVE_POINTS, title="Risk-coverage on the evaluation split"),
+        figures.roc_figure(
+            {n: (c[0], c[1], summaries[n]["auroc"]) for n, c in curves.items()},
+            max_points=CURVE_POINTS,
+            title="ROC on the evaluation split (positives = correct)",
+        ),
+        figures.risk_coverage_figure(
+            {n: (c[2], c[3], summaries[n]["aurc"]) for n, c in curves.items()},
+            max_points=CURVE_POINTS,
+            title="Risk-coverage on the evaluation split",
+        ),
     ]
-    settings = {"T (Rel-U, Doctor)": f"{temperature:g}", "λ": f"{lam}" if isinstance(lam, str) else f"{lam:g}",
-                "λ used": f"{float(relu.lam_):.4g}",
-                "D*": protocol.FALLBACK_LABEL if relu.fallback_ else "learned on the tuning split",
-                "ε (input pre-processing)": "0", "tuning split fraction": f"{tune_fraction:g}",
-                "split seed": seed, "tuning / evaluation samples": f"{tune_idx.size:,} / {eval_idx.size:,}",
-                "errors in the evaluation split": f"{int((~correct_eval).sum()):,}",
-                "detectors": ", ".join(names.values()), "selection": "fixed settings (no search)"}
-    verdict = ("Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + ".")
-    return render_html(title=f"Rel-U Studio report: {run.source or run.run_id}", verdict=verdict,
-                       settings=settings, provenance_info=provenance(run, logits_file=logits_file), figs=figs,
-                       metrics_table=metrics_frame(summaries, float(correct_eval.mean())), paired=paired)
+    settings = {
+        "T (Rel-U, Doctor)": f"{temperature:g}",
+        "λ": f"{lam}" if isinstance(lam, str) else f"{lam:g}",
+        "λ used": f"{float(relu.lam_):.4g}",
+        "D*": protocol.FALLBACK_LABEL if relu.fallback_ else "learned on the tuning split",
+        "ε (input pre-processing)": "0",
+        "tuning split fraction": f"{tune_fraction:g}",
+        "split seed": seed,
+        "tuning / evaluation samples": f"{tune_idx.size:,} / {eval_idx.size:,}",
+        "errors in the evaluation split": f"{int((~correct_eval).sum()):,}",
+        "detectors": ", ".join(names.values()),
+        "selection": "fixed settings (no search)",
+    }
+    verdict = "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
+    return render_html(
+        title=f"Rel-U Studio report: {run.source or run.run_id}",
+        verdict=verdict,
+        settings=settings,
+        provenance_info=provenance(run, logits_file=logits_file),
+        figs=figs,
+        metrics_table=metrics_frame(summaries, float(correct_eval.mean())),
+        paired=paired,
+    )
 
 
 def write_report(path: str | Path, text: str) -> Path:

@@ -24,8 +24,9 @@ def cmd_report(args) -> int:
     lam = _parse_lambda(args.lam)
     run = load_logits_file(args.logits)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    text = report_for_run(run, temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, keys=methods,
-                          logits_file=args.logits)
+    text = report_for_run(
+        run, temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, keys=methods, logits_file=args.logits
+    )
     out = write_report(args.out, text)
     print(f"wrote {out} ({len(text.encode()) / 1e6:.1f} MB, self-contained: opens offline)")
     return 0

@@ -39,7 +39,6 @@ from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
 
-
 METRIC_NAMES = ("auroc", "fpr95", "aurc", "accuracy")
 CPU_SUBSAMPLE = 1000
 TABLE_COLUMNS = ("corruption", "severity", "detector", "metric", "mean", "std")
@@ -191,20 +190,43 @@ def mismatch_study(
         .reset_index()
     )
     acc = pd.DataFrame(
-        [{"corruption": n, "severity": 0 if n == CLEAN else severity, "mean": float(np.mean(v)),
-          "std": float(np.std(v))} for n, v in accuracy.items()]
+        [
+            {
+                "corruption": n,
+                "severity": 0 if n == CLEAN else severity,
+                "mean": float(np.mean(v)),
+                "std": float(np.std(v)),
+            }
+            for n, v in accuracy.items()
+        ]
     )
     hyper = pd.DataFrame(
-        [{"seed": seed, "detector": d.name, "temperature": d.temperature, "lam": d.settings().get("lam"),
-          "hamming_fallback": bool(d.fallback_), "settings_searched": protocol.grid_size(key)}
-         for seed in seeds for key, d in fitted[seed].items()]
+        [
+            {
+                "seed": seed,
+                "detector": d.name,
+                "temperature": d.temperature,
+                "lam": d.settings().get("lam"),
+                "hamming_fallback": bool(d.fallback_),
+                "settings_searched": protocol.grid_size(key),
+            }
+            for seed in seeds
+            for key, d in fitted[seed].items()
+        ]
     )
     paired = _paired_frame(per_seed, paired_scores)
     progress(total, total, "done")
     return RobustnessResult(
-        table=table[list(TABLE_COLUMNS)], per_seed=per_seed, accuracy=acc, hyperparameters=hyper, paired=paired,
+        table=table[list(TABLE_COLUMNS)],
+        per_seed=per_seed,
+        accuracy=acc,
+        hyperparameters=hyper,
+        paired=paired,
         sources=sources,
-        n_eval=tuple(len(eval_rows[s]) for s in seeds), severity=severity, seeds=seeds, tune_fraction=tune_fraction,
+        n_eval=tuple(len(eval_rows[s]) for s in seeds),
+        severity=severity,
+        seeds=seeds,
+        tune_fraction=tune_fraction,
     )
 
 
@@ -228,8 +250,9 @@ def corrupted_logits(
     corruption, severity, seed, subsample, source): a repeated call neither corrupts nor runs the model.
     """
     check_run(run)
-    return _corrupted_logits(run, _run_identity(run, device), name, severity, subsample, corruption_seed,
-                             device, batch_size, cancel)
+    return _corrupted_logits(
+        run, _run_identity(run, device), name, severity, subsample, corruption_seed, device, batch_size, cancel
+    )
 
 
 def _run_identity(run, device: str) -> dict:
@@ -248,8 +271,13 @@ def _corrupted_logits(run, identity, name, severity, subsample, corruption_seed,
     published = _published_images(run, name, severity)
     source = PUBLISHED if published is not None else GENERATED
     key = {
-        **identity, "what": "corrupted logits", "corruption": name, "severity": int(severity),
-        "seed": int(corruption_seed), "subsample": None if subsample is None else int(subsample), "source": source,
+        **identity,
+        "what": "corrupted logits",
+        "corruption": name,
+        "severity": int(severity),
+        "seed": int(corruption_seed),
+        "subsample": None if subsample is None else int(subsample),
+        "source": source,
     }
 
     def compute() -> dict[str, np.ndarray]:
@@ -259,9 +287,11 @@ def _corrupted_logits(run, identity, name, severity, subsample, corruption_seed,
             images = corruptions.corrupted_set(
                 run.images, run.labels, identity["images"], name, severity, corruption_seed, subsample, cancel=cancel
             ).images
-        return {"logits": engine.compute_logits(
-            run.model, images, mean=run.mean, std=run.std, device=device, batch_size=batch_size, cancel=cancel
-        )}
+        return {
+            "logits": engine.compute_logits(
+                run.model, images, mean=run.mean, std=run.std, device=device, batch_size=batch_size, cancel=cancel
+            )
+        }
 
     return cache.cached(LOGITS_NAMESPACE, key, compute)["logits"], sample, source
 
@@ -297,9 +327,7 @@ def corruption_gallery(
     if image.dtype != np.uint8 or image.ndim != 3:
         raise RobustnessError(f"the gallery needs one uint8 (H, W, C) image, got {image.dtype} {image.shape}")
     names = tuple(corruptions.CORRUPTIONS if corruption_names is None else corruption_names)
-    return np.stack(
-        [np.stack([corruptions.corrupt(image[None], n, s, seed)[0] for s in severities]) for n in names]
-    )
+    return np.stack([np.stack([corruptions.corrupt(image[None], n, s, seed)[0] for s in severities]) for n in names])
 
 
 def _check_options(names, keys, severity, tune_fraction, seeds, subsample) -> None:
@@ -315,8 +343,9 @@ def _check_options(names, keys, severity, tune_fraction, seeds, subsample) -> No
         raise RobustnessError(f"the tuning fraction must lie strictly between 0 and 1, got {tune_fraction}")
     if not seeds or len(set(seeds)) != len(seeds):
         raise RobustnessError("give at least one seed, without repeats")
-    if subsample is not None and (isinstance(subsample, bool) or not isinstance(subsample, (int, np.integer))
-                                  or subsample < 2):
+    if subsample is not None and (
+        isinstance(subsample, bool) or not isinstance(subsample, (int, np.integer)) or subsample < 2
+    ):
         raise RobustnessError(
             f"the subsample must be an integer of at least 2 images (or None for all), got {subsample!r}"
         )
@@ -354,19 +383,32 @@ def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
         for k, name in enumerate((CLEAN, *names)):
             if all(p in scores for p in pair) and correct[k].any() and not correct[k].all():
                 shape = correct.shape
-                paired_scores[name].append((scores[pair[0]].reshape(shape)[k], scores[pair[1]].reshape(shape)[k],
-                                            correct[k]))
+                paired_scores[name].append(
+                    (scores[pair[0]].reshape(shape)[k], scores[pair[1]].reshape(shape)[k], correct[k])
+                )
         for detector_name, uncertainty in scores.items():
             uncertainty = uncertainty.reshape(correct.shape)
             for k, name in enumerate((CLEAN, *names)):
                 summary = _summary(uncertainty[k], correct[k])
                 records += [
-                    {"corruption": name, "detector": detector_name, "metric": m, "seed": seed,
-                     "value": float(summary[m])}
+                    {
+                        "corruption": name,
+                        "detector": detector_name,
+                        "metric": m,
+                        "seed": seed,
+                        "value": float(summary[m]),
+                    }
                     for m in ("auroc", "fpr95", "aurc")
                 ]
-                records.append({"corruption": name, "detector": detector_name, "metric": "accuracy", "seed": seed,
-                                "value": accuracy[name][-1]})
+                records.append(
+                    {
+                        "corruption": name,
+                        "detector": detector_name,
+                        "metric": "accuracy",
+                        "seed": seed,
+                        "value": accuracy[name][-1],
+                    }
+                )
     return records, accuracy, paired_scores
 
 
@@ -382,9 +424,19 @@ def _paired_frame(per_seed: pd.DataFrame, paired_scores: dict[str, list]) -> pd.
             values = per_seed[(per_seed["corruption"] == name) & (per_seed["metric"] == metric)]
             by_detector = values.pivot(index="seed", columns="detector", values="value")
             per_seed_diff = (by_detector[relu] - by_detector[doctor]).dropna().to_numpy()
-            rows.append({"corruption": name, "metric": metric, "mean": float(np.mean(per_seed_diff)),
-                         "std": float(np.std(per_seed_diff)), "estimate": diff.estimate, "ci_low": diff.low,
-                         "ci_high": diff.high, "significant": diff.significant, "verdict": diff.verdict()})
+            rows.append(
+                {
+                    "corruption": name,
+                    "metric": metric,
+                    "mean": float(np.mean(per_seed_diff)),
+                    "std": float(np.std(per_seed_diff)),
+                    "estimate": diff.estimate,
+                    "ci_low": diff.low,
+                    "ci_high": diff.high,
+                    "significant": diff.significant,
+                    "verdict": diff.verdict(),
+                }
+            )
     return pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
 
 
@@ -398,8 +450,12 @@ def _fit_on_clean(
     fit): the clean evaluation rows and every corrupted image stay out of reach by construction.
     """
     z, y = np.asarray(logits)[tune_idx], labels[tune_idx]
-    return {key: protocol.select_and_fit(z, y, key, tune_idx=np.arange(len(y)), selection="tuning",
-                                         criterion=criterion, fold_seed=seed) for key in keys}
+    return {
+        key: protocol.select_and_fit(
+            z, y, key, tune_idx=np.arange(len(y)), selection="tuning", criterion=criterion, fold_seed=seed
+        )
+        for key in keys
+    }
 
 
 @small_work

@@ -82,7 +82,11 @@ class Run:
 
 def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...]) -> str:
     """16 hex digits of the SHA-256 of the logits, labels and class names (:func:`cache.array_digest`)."""
-    arrays = (np.asarray(logits, dtype=np.float32), np.asarray(labels, dtype=np.int64), np.asarray(class_names, dtype=str))
+    arrays = (
+        np.asarray(logits, dtype=np.float32),
+        np.asarray(labels, dtype=np.int64),
+        np.asarray(class_names, dtype=str),
+    )
     return cache.array_digest(*arrays)[:16]
 
 
@@ -234,15 +238,26 @@ def small_cnn(
     epochs = recipe.epochs if epochs is None else epochs
     train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)
     key = {
-        "kind": "small-cnn", "arch": arch, "data": train.fingerprint, "seed": seed, "epochs": epochs,
+        "kind": "small-cnn",
+        "arch": arch,
+        "data": train.fingerprint,
+        "seed": seed,
+        "epochs": epochs,
         "batch_size": recipe.batch_size,
         "code": _source_digest(models.small_cnn, models.registry, models.normalization, training),
     }
 
     def fit() -> dict[str, np.ndarray]:
         model = training.train_small_cnn(
-            train.images, train.labels, len(train.class_names), arch=arch, epochs=epochs, seed=seed,
-            batch_size=recipe.batch_size, progress=progress, cancel=cancel,
+            train.images,
+            train.labels,
+            len(train.class_names),
+            arch=arch,
+            epochs=epochs,
+            seed=seed,
+            batch_size=recipe.batch_size,
+            progress=progress,
+            cancel=cancel,
         )
         return {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
 
@@ -275,8 +290,11 @@ def logits_for(
     """
     spec = models.get_spec(model_name)
     registered = isinstance(dataset_spec, str) and dataset_spec in datasets.DATASETS
-    data = (dataset_spec if isinstance(dataset_spec, datasets.ImageSet)
-            else datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress))
+    data = (
+        dataset_spec
+        if isinstance(dataset_spec, datasets.ImageSet)
+        else datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
+    )
     n_classes = len(data.class_names)
     limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
     if weights is not None:
@@ -286,8 +304,7 @@ def logits_for(
         model = models.load_state_dict_file(models.build_model(model_name, n_classes), pretrained)
         source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
     elif model_name in training.RECIPES and isinstance(dataset_spec, str):
-        model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel,
-                          download=download)
+        model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel, download=download)
         trained = "" if epochs is None else f", {epochs} epochs"
         source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}{trained}) on {data.name}"
     else:
@@ -295,14 +312,27 @@ def logits_for(
     model.eval()
     resolved = engine.resolve_precision(precision, engine.select_device(device))
     key = {
-        "kind": "logits", "weights": models.weights_hash(model), "data": data.fingerprint,
-        "mean": list(spec.mean), "std": list(spec.std), "input_size": spec.input_size, "precision": resolved,
+        "kind": "logits",
+        "weights": models.weights_hash(model),
+        "data": data.fingerprint,
+        "mean": list(spec.mean),
+        "std": list(spec.std),
+        "input_size": spec.input_size,
+        "precision": resolved,
     }
 
     def compute() -> dict[str, np.ndarray]:
         logits = engine.compute_logits(
-            model, data.images, mean=spec.mean, std=spec.std, device=device, batch_size=batch_size,
-            precision=resolved, input_size=spec.input_size, progress=progress, cancel=cancel,
+            model,
+            data.images,
+            mean=spec.mean,
+            std=spec.std,
+            device=device,
+            batch_size=batch_size,
+            precision=resolved,
+            input_size=spec.input_size,
+            progress=progress,
+            cancel=cancel,
         )
         if logits.shape[1] != n_classes:
             raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")
@@ -322,8 +352,15 @@ def logits_for(
         dataset_name=data.name,
         source=source,
         # a registered set with known weights can be recomputed from these arguments (:func:`reopen`)
-        recipe=(("model_name", model_name), ("weights", None), ("dataset_spec", dataset_spec), ("device", device),
-                ("epochs", epochs)) if weights is None and registered else (),
+        recipe=(
+            ("model_name", model_name),
+            ("weights", None),
+            ("dataset_spec", dataset_spec),
+            ("device", device),
+            ("epochs", epochs),
+        )
+        if weights is None and registered
+        else (),
     )
 
 
@@ -353,8 +390,9 @@ def default_run(progress: Progress | None = None, cancel: Cancel | None = None) 
     galleries and input pre-processing.
     """
     choice = default_choice()
-    return logits_for(choice.model, None, choice.dataset, device="cpu", epochs=choice.epochs,
-                             progress=progress, cancel=cancel)
+    return logits_for(
+        choice.model, None, choice.dataset, device="cpu", epochs=choice.epochs, progress=progress, cancel=cancel
+    )
 
 
 # --------------------------------------------------------------------------- reopening a run by its id
@@ -394,9 +432,14 @@ def reopen(run_id: str, progress: Progress | None = None, cancel: Cancel | None 
         run = logits_for(**record["recipe"], progress=progress, cancel=cancel)
     else:
         names = tuple(str(name) for name in stored["class_names"].tolist())
-        run = Run(run_id=content_id(stored["logits"], stored["labels"], names), logits=stored["logits"],
-                  labels=stored["labels"], class_names=names, dataset_name=record.get("dataset_name", ""),
-                  source=record["source"])
+        run = Run(
+            run_id=content_id(stored["logits"], stored["labels"], names),
+            logits=stored["logits"],
+            labels=stored["labels"],
+            class_names=names,
+            dataset_name=record.get("dataset_name", ""),
+            source=record["source"],
+        )
     if run.run_id != run_id:
         raise InputError(f"run {run_id} ({record['source']}) cannot be reproduced here: its inputs changed")
     return run

@@ -68,8 +68,7 @@ class PairedDifference:
         """One line: "no significant difference ..." or who is better, by how much, with the interval."""
         label = METRIC_LABELS.get(self.metric, self.metric)
         if not self.significant:
-            return (f"{label}: no significant difference ({a} − {b} = {self.estimate:+.4f}, "
-                    f"{self.interval_text()})")
+            return f"{label}: no significant difference ({a} − {b} = {self.estimate:+.4f}, {self.interval_text()})"
         winner, loser = (a, b) if self.a_is_better() else (b, a)
         return f"{label}: {winner} better than {loser} by {abs(self.estimate):.4f} ({a} − {b} {self.interval_text()})"
 
@@ -143,8 +142,11 @@ class _SortedDetector:
                 out["auroc"] = doubled / (2.0 * total_correct * total_errors)
             if "fpr95" in keys and fpr_positive == "correct":
                 first = np.minimum(np.count_nonzero(n_correct < 0.95 * total_correct, axis=0), len(n_correct) - 1)
-                errors_before = np.where(self.errors_before_correct[first] > 0,
-                                         n_errors[np.maximum(self.errors_before_correct[first] - 1, 0), columns], 0)
+                errors_before = np.where(
+                    self.errors_before_correct[first] > 0,
+                    n_errors[np.maximum(self.errors_before_correct[first] - 1, 0), columns],
+                    0,
+                )
                 out["fpr95"] = errors_before / total_errors
             elif "fpr95" in keys:
                 flagged_errors = total_errors - (n_errors - drawn_errors)
@@ -246,7 +248,7 @@ def bootstrap_differences(
         values_a = detectors[0].metrics(counts, keys, harmonic, tail, fpr_positive)
         values_b = detectors[1].metrics(counts, keys, harmonic, tail, fpr_positive)
         for k in keys:
-            out[k][first:first + rows] = values_a[k] - values_b[k]
+            out[k][first : first + rows] = values_a[k] - values_b[k]
     return out
 
 
@@ -284,8 +286,14 @@ def paired_bootstrap(
     dict
         ``{metric: PairedDifference}`` with the difference A - B on the samples and its interval.
     """
-    return pooled_bootstrap([(uncertainty_a, uncertainty_b, correct)], metrics=metrics, n_resamples=n_resamples,
-                            seed=seed, confidence=confidence, fpr_positive=fpr_positive)
+    return pooled_bootstrap(
+        [(uncertainty_a, uncertainty_b, correct)],
+        metrics=metrics,
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        fpr_positive=fpr_positive,
+    )
 
 
 def pooled_bootstrap(
@@ -314,8 +322,9 @@ def pooled_bootstrap(
     for s, (a, b, flags) in enumerate(pairs):
         a, b, flags = _check_inputs(a, b, flags)
         point_a, point_b = _metrics.summary(a, flags, fpr_positive), _metrics.summary(b, flags, fpr_positive)
-        draws = bootstrap_differences(a, b, flags, metrics=keys, n_resamples=n_resamples, seed=seed + s,
-                                      fpr_positive=fpr_positive)
+        draws = bootstrap_differences(
+            a, b, flags, metrics=keys, n_resamples=n_resamples, seed=seed + s, fpr_positive=fpr_positive
+        )
         for k in keys:
             sums[k] += draws[k]
             estimates[k] += point_a[k] - point_b[k]
@@ -327,6 +336,13 @@ def pooled_bootstrap(
         if valid.size == 0:
             raise InputError("no bootstrap resample held both correct and misclassified samples")
         low, high = np.quantile(valid, [tail, 1.0 - tail])
-        out[k] = PairedDifference(k, float(estimates[k] / len(pairs)), float(low), float(high),
-                                  HIGHER_IS_BETTER[k], int(valid.size), float(confidence))
+        out[k] = PairedDifference(
+            k,
+            float(estimates[k] / len(pairs)),
+            float(low),
+            float(high),
+            HIGHER_IS_BETTER[k],
+            int(valid.size),
+            float(confidence),
+        )
     return out

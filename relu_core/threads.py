@@ -64,8 +64,9 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def configure(*, enabled: bool | None = None, small_work_threads: int | None = None,
-              large_work_flops: float | None = None) -> None:
+def configure(
+    *, enabled: bool | None = None, small_work_threads: int | None = None, large_work_flops: float | None = None
+) -> None:
     """Change the policy for the whole process: switch it off (``enabled=False``: the process's own
     settings everywhere), or set the thread count for small work and the size from which work is large."""
     global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS
@@ -133,7 +134,7 @@ def _exit() -> None:
             per_thread, process_wide, previous = _saved
             for setter, n in zip(per_thread, previous):
                 setter(n)
-            for lib, n in zip(process_wide, previous[len(per_thread):]):
+            for lib, n in zip(process_wide, previous[len(per_thread) :]):
                 lib.set_num_threads(n)
             _saved = None
 
@@ -147,8 +148,9 @@ def _block_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="relu_core-blocks",
-                                       initializer=_mark_block_worker)
+            _pool = ThreadPoolExecutor(
+                max_workers=_workers(), thread_name_prefix="relu_core-blocks", initializer=_mark_block_worker
+            )
         return _pool
 
 

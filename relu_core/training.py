@@ -107,7 +107,9 @@ def train_small_cnn(
     """
     targets = torch.from_numpy(_validate(images_uint8_nhwc, labels, num_classes, arch, epochs, batch_size))
     spec = get_spec(arch)
-    pixels = torch.from_numpy(np.require(images_uint8_nhwc, requirements=["C", "W"]))  # (N, H, W, C) uint8, sliced per batch
+    pixels = torch.from_numpy(
+        np.require(images_uint8_nhwc, requirements=["C", "W"])
+    )  # (N, H, W, C) uint8, sliced per batch
     normalise = spec.normalization.on(torch.device("cpu"))
     n = len(targets)
     batch_size = min(batch_size, n)

@@ -26,12 +26,10 @@ def _integer_kind(minimum: int | None, maximum: int | None) -> str:
     return "an integer" if minimum is None else f"an integer >= {minimum}"
 
 
-def integer(value: object, what: str, *, minimum: int | None = None, maximum: int | None = None,
-            hint: str = "") -> int:
+def integer(value: object, what: str, *, minimum: int | None = None, maximum: int | None = None, hint: str = "") -> int:
     """``value`` as an ``int`` when it is an integer (not a bool) in ``[minimum, maximum]`` (either bound may be
     None); else InputError ``"<what> must be <kind><hint>, got <value>"``."""
-    if (not is_integer(value) or (minimum is not None and value < minimum)
-            or (maximum is not None and value > maximum)):
+    if not is_integer(value) or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise InputError(f"{what} must be {_integer_kind(minimum, maximum)}{hint}, got {value!r}")
     return int(value)  # type: ignore[call-overload]
 

@@ -50,8 +50,10 @@ def wait_for(job: jobs.Job) -> bool:
             st.markdown(f"**{job.label}** on {explore.device_name()}")
             bar = st.progress(job.fraction, text=job.message)
             st.button("Cancel", key=f"cancel_{job.key}", on_click=_cancel_from_box, args=(job,))
-            st.caption("Runs in the background: it goes on if you leave this page, and the jobs panel in the "
-                       "sidebar follows it.")
+            st.caption(
+                "Runs in the background: it goes on if you leave this page, and the jobs panel in the "
+                "sidebar follows it."
+            )
         while not job.wait(0.25):
             bar.progress(job.fraction, text=job.message)
         box.empty()
@@ -68,8 +70,9 @@ def _say_cancelled(job: jobs.Job) -> None:
     st.warning(f"Cancelled: {job.label}; the previous results are still shown.")
 
 
-def start_job(key: str, label: str, work: Callable[[Callable, Callable], object], *, select: bool = True,
-              group: str = "") -> jobs.Job:
+def start_job(
+    key: str, label: str, work: Callable[[Callable, Callable], object], *, select: bool = True, group: str = ""
+) -> jobs.Job:
     """Start (or join: same ``key``, same job) a background job; a run it returns joins this session's run list
     (and becomes current with ``select``) when it is done, whatever page the session is on then."""
     job = jobs.MANAGER.submit(key, label, work, group=group, on_done=runs.register_if_run)
@@ -188,8 +191,15 @@ def study_result(page: str, scope, settings, pressed: bool, label: str, work: Ca
     return results[(scope, shown)], shown == settings
 
 
-def eps_job(run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int, eps: float,
-            subset: np.ndarray | None) -> jobs.Job:
+def eps_job(
+    run_id: str,
+    temperature: float,
+    lam: float | str,
+    tune_fraction: float,
+    seed: int,
+    eps: float,
+    subset: np.ndarray | None,
+) -> jobs.Job:
     """The background ε pass of one setting (on ``subset``, or on the whole evaluation split when None).
 
     Jobs are shared by every session asking for the same setting; a new setting asked by this session cancels
@@ -199,7 +209,10 @@ def eps_job(run_id: str, temperature: float, lam: float | str, tune_fraction: fl
     group = f"eps:{session.session_id()}:{part}"
     what = "the whole evaluation split" if subset is None else f"{subset.size:,} evaluation images"
     return jobs.MANAGER.submit(
-        key, f"Input pre-processing ε = {eps:g} on {what}",
-        lambda progress, cancel: explore.perturbed_scores(run_id, temperature, lam, tune_fraction, seed, eps,
-                                                          indices=subset, progress=progress, cancel=cancel),
-        group=group)
+        key,
+        f"Input pre-processing ε = {eps:g} on {what}",
+        lambda progress, cancel: explore.perturbed_scores(
+            run_id, temperature, lam, tune_fraction, seed, eps, indices=subset, progress=progress, cancel=cancel
+        ),
+        group=group,
+    )

@@ -71,15 +71,22 @@ def open_run_from_query() -> None:
         st.session_state[session.QUERY_RUN_NOTICE] = (
             f"This link is for run {run_id[:16]}" + (f" ({name[:200]})" if name else "") + ", which is not on this "
             "machine. Showing the current run instead; to see the linked one, compute or upload the same model and "
-            "data set (or logits) here: the run id is a hash of them.")
+            "data set (or logits) here: the run id is a hash of them."
+        )
         return
-    job = jobs.MANAGER.submit(f"reopen:{run_id}", f"Reopening the linked run: {known}",
-                              lambda progress, cancel: runs.reopen(run_id, progress, cancel), on_done=register_if_run)
+    job = jobs.MANAGER.submit(
+        f"reopen:{run_id}",
+        f"Reopening the linked run: {known}",
+        lambda progress, cancel: runs.reopen(run_id, progress, cancel),
+        on_done=register_if_run,
+    )
     wait_for(job)
     if job.state == jobs.DONE:
         select_run(job.result)
     else:
-        st.session_state[session.QUERY_RUN_NOTICE] = f"The linked run {run_id} ({known}) could not be reopened: {job.error}"
+        st.session_state[session.QUERY_RUN_NOTICE] = (
+            f"The linked run {run_id} ({known}) could not be reopened: {job.error}"
+        )
         jobs.MANAGER.forget(job.key)
 
 
@@ -89,11 +96,17 @@ def query_run_notice() -> None:
         st.warning(st.session_state[session.QUERY_RUN_NOTICE])
 
 
-def write_query_params(lam: float | str, temperature: float, eps: float, tune_fraction: float, seed: int,
-                       run=None) -> None:
+def write_query_params(
+    lam: float | str, temperature: float, eps: float, tune_fraction: float, seed: int, run=None
+) -> None:
     """Keep the view in the URL so it can be shared: the settings and, with ``run``, its id and name."""
-    wanted = {"lam": lam if isinstance(lam, str) else f"{lam:g}", "T": f"{temperature:g}", "eps": f"{eps:g}",
-              "tune": f"{tune_fraction:g}", "seed": str(seed)}
+    wanted = {
+        "lam": lam if isinstance(lam, str) else f"{lam:g}",
+        "T": f"{temperature:g}",
+        "eps": f"{eps:g}",
+        "tune": f"{tune_fraction:g}",
+        "seed": str(seed),
+    }
     if run is not None:
         wanted.update(run=run.run_id, run_name=run.source[:200])
     if any(st.query_params.get(k) != v for k, v in wanted.items()):

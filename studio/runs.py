@@ -33,7 +33,7 @@ def select_run(run) -> None:
     ids = session_runs()
     if run_id not in ids:
         ids.append(run_id)
-        del ids[:-limits.MAX_SESSION_RUNS]
+        del ids[: -limits.MAX_SESSION_RUNS]
     st.session_state[session.RUN_ID] = run_id
 
 

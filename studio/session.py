@@ -52,4 +52,3 @@ def last_key(page: str) -> str:
 def session_id() -> str:
     """This session's random id (made on first use)."""
     return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
-

@@ -27,15 +27,21 @@ def current_run():
     if run_id in explore.RUNS:
         return explore.RUNS[run_id]
     if run_id is not None:
-        st.warning(f"The selected run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
-                   "used runs): load it again; showing the default run.")
+        st.warning(
+            f"The selected run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+            "used runs): load it again; showing the default run."
+        )
     try:
         choice = runs.default_choice()
     except InputError as exc:
         show_error(exc)
         st.stop()
-    job = jobs.MANAGER.submit(f"default:{choice.dataset}", f"Preparing the default run: {choice.description}",
-                              _default_run, on_done=register_if_run)
+    job = jobs.MANAGER.submit(
+        f"default:{choice.dataset}",
+        f"Preparing the default run: {choice.description}",
+        _default_run,
+        on_done=register_if_run,
+    )
     wait_for(job)
     if job.state != jobs.DONE:
         show_error(InputError(job.error or "the default run was cancelled; reload the page to prepare it again"))
@@ -57,15 +63,23 @@ def compute_registered(dataset_name: str, model_name: str, download: bool = Fals
     def job(progress, cancel):
         from relu_core import runs
 
-        return runs.logits_for(model_name, None, dataset_name, progress=progress, cancel=cancel,
-                               download=download)
+        return runs.logits_for(model_name, None, dataset_name, progress=progress, cancel=cancel, download=download)
 
     return job
 
 
-def load_upload(kind: str, data: bytes, filename: str, *, model_data: bytes | None = None,
-                model_filename: str | None = None, arch: str | None = None, dataset_spec: str | None = None,
-                progress=None, cancel=None):
+def load_upload(
+    kind: str,
+    data: bytes,
+    filename: str,
+    *,
+    model_data: bytes | None = None,
+    model_filename: str | None = None,
+    arch: str | None = None,
+    dataset_spec: str | None = None,
+    progress=None,
+    cancel=None,
+):
     """Turn uploaded bytes into a run (every malformed file raises an ``InputError`` with one line).
 
     ``kind="logits"``: ``data`` is an npz / csv / parquet of precomputed logits (``runs.load_logits_upload``).
@@ -112,8 +126,13 @@ def sidebar_run_picker():
         if ids:
             # the picker follows the current run (set by a job or another page) before it is drawn
             st.session_state[session.RUN_PICKER] = st.session_state.get(session.RUN_ID, ids[0])
-            st.selectbox("Current run", ids, format_func=lambda rid: run_label(explore.RUNS[rid]), key=session.RUN_PICKER,
-                         on_change=lambda: st.session_state.update({session.RUN_ID: st.session_state[session.RUN_PICKER]}))
+            st.selectbox(
+                "Current run",
+                ids,
+                format_func=lambda rid: run_label(explore.RUNS[rid]),
+                key=session.RUN_PICKER,
+                on_change=lambda: st.session_state.update({session.RUN_ID: st.session_state[session.RUN_PICKER]}),
+            )
         _sidebar_registered()
         _sidebar_upload_logits()
         _sidebar_upload_model()
@@ -157,55 +176,81 @@ def _sidebar_registered() -> None:
             st.caption("No registered data sets are available.")
             return
         by_name = {info.name: info for info in infos}
-        name = st.selectbox("Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]),
-                            key="pick_dataset")
+        name = st.selectbox(
+            "Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]), key="pick_dataset"
+        )
         info = by_name[name]
         choices = models.fitting_models(name)
-        model_name = st.selectbox("Model", choices, key="pick_model",
-                                  help="CIFAR ResNets appear when their pretrained weights are found; small CNNs "
-                                       "are trained on demand and cached.")
+        model_name = st.selectbox(
+            "Model",
+            choices,
+            key="pick_model",
+            help="CIFAR ResNets appear when their pretrained weights are found; small CNNs "
+            "are trained on demand and cached.",
+        )
         if info.available:
             if st.button("Compute logits", key="compute_registered", disabled=not choices):
-                start_job(f"logits:{model_name}:{name}", f"Logits of {model_name} on {name}",
-                          compute_registered(name, model_name))
+                start_job(
+                    f"logits:{model_name}:{name}",
+                    f"Logits of {model_name} on {name}",
+                    compute_registered(name, model_name),
+                )
                 st.rerun()
         else:
             st.caption(f"{name} is not in the data directories. Downloading needs internet access.")
             if st.button(f"Download {name} and compute", key="download_registered", disabled=not choices):
-                start_job(f"logits:{model_name}:{name}:download", f"Downloading {name}, logits of {model_name}",
-                          compute_registered(name, model_name, download=True))
+                start_job(
+                    f"logits:{model_name}:{name}:download",
+                    f"Downloading {name}, logits of {model_name}",
+                    compute_registered(name, model_name, download=True),
+                )
                 st.rerun()
 
 
 def _sidebar_upload_logits() -> None:
     with st.expander("Upload logits"):
-        st.caption("npz with `logits` and `labels` (optional `class_names`), or csv / parquet with one column "
-                   "per class and a `label` column.")
+        st.caption(
+            "npz with `logits` and `labels` (optional `class_names`), or csv / parquet with one column "
+            "per class and a `label` column."
+        )
         upload = st.file_uploader("Logits file", type=["npz", "csv", "parquet"], key="upload_logits")
         if upload is not None and st.button("Load logits", key="load_logits"):
             data, name = upload.getvalue(), upload.name  # a background job: it goes on when the page is left
-            start_job(f"upload-logits:{hashlib.sha256(data).hexdigest()[:16]}:{name}", f"Loading {name}",
-                      lambda progress, cancel: load_upload("logits", data, name))
+            start_job(
+                f"upload-logits:{hashlib.sha256(data).hexdigest()[:16]}:{name}",
+                f"Loading {name}",
+                lambda progress, cancel: load_upload("logits", data, name),
+            )
             st.rerun()
 
 
 def _sidebar_upload_model() -> None:
     with st.expander("Upload model + data set"):
-        model_file = st.file_uploader("Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th",
-                                                                                    "safetensors"],
-                                      key="upload_model")
-        arch = st.selectbox("Architecture (for state dicts; gives the input normalisation)", list(models.MODELS),
-                            key="upload_arch")
-        data_file = st.file_uploader("Data set (image-folder zip or npz with x, y)", type=["zip", "npz"],
-                                     key="upload_data")
+        model_file = st.file_uploader(
+            "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key="upload_model"
+        )
+        arch = st.selectbox(
+            "Architecture (for state dicts; gives the input normalisation)", list(models.MODELS), key="upload_arch"
+        )
+        data_file = st.file_uploader(
+            "Data set (image-folder zip or npz with x, y)", type=["zip", "npz"], key="upload_data"
+        )
         infos = [info.name for info in _dataset_infos() if info.available]
         registered = st.selectbox("…or a registered data set", ["(uploaded)", *infos], key="upload_registered")
         if model_file is not None and st.button("Compute logits", key="compute_upload"):
+
             def job(progress, cancel):
                 return load_upload(
-                    "model", data_file.getvalue() if data_file else b"", data_file.name if data_file else "",
-                    model_data=model_file.getvalue(), model_filename=model_file.name, arch=arch,
-                    dataset_spec=None if registered == "(uploaded)" else registered, progress=progress, cancel=cancel)
+                    "model",
+                    data_file.getvalue() if data_file else b"",
+                    data_file.name if data_file else "",
+                    model_data=model_file.getvalue(),
+                    model_filename=model_file.name,
+                    arch=arch,
+                    dataset_spec=None if registered == "(uploaded)" else registered,
+                    progress=progress,
+                    cancel=cancel,
+                )
 
             digest = hashlib.sha256(model_file.getvalue() + (data_file.getvalue() if data_file else b"")).hexdigest()
             start_job(f"upload:{digest[:16]}:{arch}:{registered}", f"Logits of {model_file.name}", job)

@@ -78,8 +78,16 @@ def digits_run():
     logits = engine.compute_logits(model, test.images, mean=(0.5,), std=(0.5,), device="cpu")
     assert np.mean(logits.argmax(1) == test.labels) > 0.9  # the stand-in is a sensible classifier
     return Run(
-        run_id="tiny-digits-linear", logits=logits, labels=test.labels, class_names=tuple(test.class_names),
-        images=test.images, model=model, model_name="linear", mean=(0.5,), std=(0.5,), dataset_name="digits",
+        run_id="tiny-digits-linear",
+        logits=logits,
+        labels=test.labels,
+        class_names=tuple(test.class_names),
+        images=test.images,
+        model=model,
+        model_name="linear",
+        mean=(0.5,),
+        std=(0.5,),
+        dataset_name="digits",
         source="linear classifier on digits (test fixture)",
     )
 
@@ -126,8 +134,16 @@ def pages() -> Pages:
 # -------------------------------------------------------------------------- the app served, in real Chromium
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's chromium, never a browser downloaded by ``playwright install``
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _skip_browser_tests(items: list[pytest.Item]) -> None:
@@ -154,13 +170,31 @@ def app_url(tmp_path_factory):
     """``streamlit run Start.py`` headless on a free port (one server per test module); the cache is this test
     session's temporary one."""
     port = _free_port()
-    env = {**os.environ, "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE")
-           or str(tmp_path_factory.mktemp("browser_cache"))}
+    env = {
+        **os.environ,
+        "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE") or str(tmp_path_factory.mktemp("browser_cache")),
+    }
     log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "Start.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "Start.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -103,8 +103,12 @@ def test_start_page_opens_on_dstar_confusion_and_verdict():
     tune, evaluation = protocol.split_indices(len(correct), 0.5, 0, stratify=correct)
     probs = detectors.softmax(run.logits, 1.0)
     relu = detectors.RelU(lam=0.5, temperature=1.0).fit_probs(probs[tune], correct[tune])
-    paired = stats.paired_bootstrap(relu.score_probs(probs[evaluation]),
-                                    detectors.Doctor(1.0).score_probs(probs[evaluation]), correct[evaluation], seed=0)
+    paired = stats.paired_bootstrap(
+        relu.score_probs(probs[evaluation]),
+        detectors.Doctor(1.0).score_probs(probs[evaluation]),
+        correct[evaluation],
+        seed=0,
+    )
     assert paired["auroc"].verdict() in verdict
     errors = next(m for m in at.metric if m.label == "errors")
     assert errors.value.endswith(f"of {len(run.labels):,}")
@@ -123,14 +127,16 @@ def test_explore_shows_every_panel_on_the_default(explore):
     assert any(n.startswith("Rel-U (AUROC") for n in names) and any(n.startswith("Doctor (AUROC") for n in names)
     table = _metrics(explore)
     assert {"Rel-U", "Doctor", "Rel-U − Doctor"} <= set(table.index)
-    assert np.isclose(table.loc["Rel-U − Doctor", "AUROC ↑"],
-                      table.loc["Rel-U", "AUROC ↑"] - table.loc["Doctor", "AUROC ↑"])
+    assert np.isclose(
+        table.loc["Rel-U − Doctor", "AUROC ↑"], table.loc["Rel-U", "AUROC ↑"] - table.loc["Doctor", "AUROC ↑"]
+    )
     assert table.loc["Rel-U − Doctor", "accuracy"] == 0  # one classifier: a number, never a blank "None" cell
     # Rel-U − Doctor with its paired interval and a verdict in words, consistent with the metrics table
     paired = _table_with(explore, "95 % CI (paired bootstrap)").set_index("metric")
     assert list(paired.index) == ["FPR95", "AUROC", "AURC"]
     assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(
-        table.loc["Rel-U − Doctor", "AUROC ↑"], abs=1e-4)
+        table.loc["Rel-U − Doctor", "AUROC ↑"], abs=1e-4
+    )
     for verdict in paired["verdict"]:
         assert verdict.startswith(("no significant difference", "Rel-U better", "Doctor better"))
     # the default operating point (TPR >= 95 %) is the metrics table's FPR-at-95 %-TPR point
@@ -243,8 +249,7 @@ def test_good_logits_upload_becomes_the_current_run(start):
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(4), 50)
     logits = rng.normal(size=(200, 4)) + 3 * np.eye(4)[labels] * rng.random((200, 1))
-    _upload_logits(start, "mine.npz", _npz(logits=logits, labels=labels,
-                                           class_names=np.array(["a", "b", "c", "d"])))
+    _upload_logits(start, "mine.npz", _npz(logits=logits, labels=labels, class_names=np.array(["a", "b", "c", "d"])))
     _no_exceptions(start)
     assert not start.error, [e.value for e in start.error]
     errors = next(m for m in start.metric if m.label == "errors")
@@ -529,8 +534,9 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     _settle(at)  # the watch reruns the page once the job has landed
     _no_exceptions(at)
     paired = _table_with(at, "95 % CI (paired bootstrap)").set_index("metric")
-    expected = real_paired_for(core_explore.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0,
-                                                    list(protocol.PAIRED)), 0)
+    expected = real_paired_for(
+        core_explore.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0, list(protocol.PAIRED)), 0
+    )
     assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(expected["auroc"].estimate, abs=1e-4)
 
 
@@ -563,4 +569,3 @@ def test_a_job_started_before_the_page_was_left_is_picked_up_on_return():
     assert "shown: the study's result" in [m.value for m in at.markdown]
     jobs.MANAGER.forget(key)
     assert "shown: None" in [m.value for m in at.run().markdown]  # nothing to pick up
-

@@ -28,9 +28,13 @@ def _imported_modules(source: str) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module))
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and ast.unparse(node.func) in ("importlib.import_module", "import_module", "__import__")):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and ast.unparse(node.func) in ("importlib.import_module", "import_module", "__import__")
+        ):
             found.append((node.lineno, node.args[0].value))
     return found
 
@@ -59,6 +63,9 @@ def test_relu_core_never_imports_streamlit_nor_the_dashboard() -> None:
     forbidden = _forbidden_top_levels()
     files = sorted(LIBRARY.rglob("*.py"))
     assert len(files) > 20  # the whole library is scanned
-    violations = [f"{path.relative_to(REPO)}:{line} imports {module}"
-                  for path in files for line, module in _violations(path.read_text(encoding="utf-8"), forbidden)]
+    violations = [
+        f"{path.relative_to(REPO)}:{line} imports {module}"
+        for path in files
+        for line, module in _violations(path.read_text(encoding="utf-8"), forbidden)
+    ]
     assert not violations, violations

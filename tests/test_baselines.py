@@ -117,8 +117,9 @@ def test_deep_ensemble_is_msp_of_the_manual_average() -> None:
 
 # ------------------------------------------------------------------------------------------ MC-Dropout
 def test_mc_dropout_features_are_the_heads_input(digits_run) -> None:
-    features, head = baselines.head_features(digits_run.model, digits_run.images, digits_run.mean, digits_run.std,
-                                             device="cpu")
+    features, head = baselines.head_features(
+        digits_run.model, digits_run.images, digits_run.mean, digits_run.std, device="cpu"
+    )
     flat = (digits_run.images.reshape(len(digits_run.images), -1) / 255.0 - 0.5) / 0.5  # Flatten -> Linear
     np.testing.assert_allclose(features, flat, rtol=1e-5, atol=1e-6)
     with torch.no_grad():
@@ -136,8 +137,9 @@ def test_mc_dropout_seeded_differs_from_plain_and_is_unbiased(digits_run) -> Non
     plain = detectors.Entropy().score(run.logits)
     assert not np.allclose(a, plain, rtol=1e-3)
     # p = 0 is the plain model; entropy of its softmax
-    np.testing.assert_allclose(baselines.MCDropout(p=0.0).score_inputs(*args, device="cpu"), plain,
-                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        baselines.MCDropout(p=0.0).score_inputs(*args, device="cpu"), plain, rtol=1e-4, atol=1e-6
+    )
     # inverted dropout keeps the head's expectation: the mean of many passes approaches the plain logits
     features, head = baselines.head_features(*args, device="cpu")
     many = baselines.MCDropout(passes=400, seed=0).head_logits(features[:100], head)
@@ -180,8 +182,9 @@ def test_conformal_sets_reach_their_coverage_on_held_out_data(coverage: float, r
     seen = []
     for _ in range(repeats):
         logits, labels = _calibrated(n_cal + n_test, 10, rng)
-        detector = baselines.ConformalAPS(coverage, randomized=randomized, seed=len(seen)).fit(logits[:n_cal],
-                                                                                            labels[:n_cal])
+        detector = baselines.ConformalAPS(coverage, randomized=randomized, seed=len(seen)).fit(
+            logits[:n_cal], labels[:n_cal]
+        )
         sets = detector.prediction_sets(detectors.softmax(logits[n_cal:]))
         seen.append(sets[np.arange(n_test), labels[n_cal:]].mean())
     # The mean over calibration draws of the coverage lies in [1 - α, 1 - α + 1/(n + 1)] for the randomised
@@ -189,7 +192,8 @@ def test_conformal_sets_reach_their_coverage_on_held_out_data(coverage: float, r
     # here is about sqrt(α (1 - α) / n_cal / repeats) <= 0.003, so 3 standard errors of tolerance.
     mean = float(np.mean(seen))
     tolerance = 3 * math.sqrt(coverage * (1 - coverage) / n_cal / repeats) + 3 * math.sqrt(
-        coverage * (1 - coverage) / n_test / repeats)
+        coverage * (1 - coverage) / n_test / repeats
+    )
     assert coverage - tolerance <= mean, (mean, tolerance)
     if randomized:
         assert mean <= coverage + 1 / (n_cal + 1) + tolerance, (mean, tolerance)
@@ -280,8 +284,9 @@ def test_study_with_given_members_and_on_logits_only_runs(digits_run) -> None:
     logits_only = dataclasses.replace(digits_run, images=None, model=None, run_id="logits-only")
     rng = np.random.default_rng(0)
     members = np.stack([digits_run.logits + rng.normal(0, 1, digits_run.logits.shape) for _ in range(3)])
-    result = baselines.baselines_study(logits_only, keys=["doctor", "deep_ensemble"], seeds=(0,), n_resamples=0,
-                                       member_logits=members)
+    result = baselines.baselines_study(
+        logits_only, keys=["doctor", "deep_ensemble"], seeds=(0,), n_resamples=0, member_logits=members
+    )
     correct = protocol.correctness(digits_run.logits, digits_run.labels)
     _, ev = protocol.split_indices(len(correct), 0.2, 0, stratify=correct)
     expected = -scipy_softmax(members.mean(0)[ev], axis=1).max(1)
@@ -309,29 +314,39 @@ def logits_file(tmp_path, digits_run):
 
 def test_cli_writes_table_json_and_figures(logits_file, tmp_path, capsys) -> None:
     out = tmp_path / "out"
-    status = cli.main(["baselines", "--logits", str(logits_file), "--seeds", "2", "--bootstrap", "100", "--json",
-                       "--out", str(out)])
+    status = cli.main(
+        ["baselines", "--logits", str(logits_file), "--seeds", "2", "--bootstrap", "100", "--json", "--out", str(out)]
+    )
     captured = capsys.readouterr()
     assert status == 0, captured.err
     data = json.loads(captured.out)
     assert set(data["detectors"]) == {"relu", "doctor", "msp", "mlp", "conformal"}
     assert set(data["skipped"]) == {"mc_dropout", "deep_ensemble"} and data["fpr95_positives"] == "correct"
     assert set(data["minus_doctor"]) == {"fpr95", "auroc", "aurc"}
-    assert sorted(p.name for p in out.iterdir()) == ["baselines.csv", "baselines_per_seed.csv", "risk_coverage.csv",
-                                                     "risk_coverage.html", "roc.csv", "roc.html"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "baselines.csv",
+        "baselines_per_seed.csv",
+        "risk_coverage.csv",
+        "risk_coverage.html",
+        "roc.csv",
+        "roc.html",
+    ]
     status = cli.main(["baselines", "--logits", str(logits_file), "--seeds", "1", "--methods", "relu,doctor"])
     text = capsys.readouterr().out
     assert status == 0 and "Rel-U − Doctor" in text and "positives = correctly classified" in text
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--methods", "mc_dropout"], "model"),
-    (["--methods", "nope"], "unknown detector"),
-    (["--coverage", "1.5"], "--coverage"),
-    (["--seeds", "0"], "--seeds"),
-    (["--ensemble", "missing.npz,other.npz"], "no such file"),
-    (["--dataset", "digits"], "--dataset goes with --model"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--methods", "mc_dropout"], "model"),
+        (["--methods", "nope"], "unknown detector"),
+        (["--coverage", "1.5"], "--coverage"),
+        (["--seeds", "0"], "--seeds"),
+        (["--ensemble", "missing.npz,other.npz"], "no such file"),
+        (["--dataset", "digits"], "--dataset goes with --model"),
+    ],
+)
 def test_cli_bad_input_exits_2_with_one_line(logits_file, capsys, argv, message) -> None:
     status = cli.main(["baselines", "--logits", str(logits_file), *argv])
     err = capsys.readouterr().err
@@ -354,15 +369,26 @@ def test_offline_ensemble_of_the_shared_cifar_resnets(shared_data) -> None:
     spec = models.get_spec("resnet20")
     model = models.load_state_dict_file(models.build_model("resnet20"), models.pretrained_weights("resnet20"))
     logits = engine.compute_logits(model, images, mean=spec.mean, std=spec.std, device="cpu")
-    run = Run("cifar-prefix-96", logits, labels, tuple(map(str, range(10))), images=images, model=model.eval(),
-              model_name="resnet20", mean=spec.mean, std=spec.std, dataset_name="cifar10-exact-test")
+    run = Run(
+        "cifar-prefix-96",
+        logits,
+        labels,
+        tuple(map(str, range(10))),
+        images=images,
+        model=model.eval(),
+        model_name="resnet20",
+        mean=spec.mean,
+        std=spec.std,
+        dataset_name="cifar10-exact-test",
+    )
     assert baselines.available_keys(run)["deep_ensemble"] is None
     names, stack = baselines.ensemble_logits(run, device="cpu")
     assert names == baselines.CIFAR_RESNETS and stack.shape == (4, 96, 10)
     np.testing.assert_allclose(stack[0], logits, rtol=1e-4, atol=1e-4)  # the run's own model is a member
     assert (stack.mean(0).argmax(1) == labels).mean() > 0.85
-    result = baselines.baselines_study(run, keys=["doctor", "deep_ensemble"], seeds=(0,), n_resamples=0,
-                                       device="cpu", tune_fraction=0.5)
+    result = baselines.baselines_study(
+        run, keys=["doctor", "deep_ensemble"], seeds=(0,), n_resamples=0, device="cpu", tune_fraction=0.5
+    )
     assert "resnet56" in result.table.set_index("key").loc["deep_ensemble", "note"]
 
 

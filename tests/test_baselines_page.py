@@ -27,14 +27,21 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
     titles = [spec["layout"]["title"]["text"] for spec in specs]
     assert titles[0].startswith("ROC") and titles[1].startswith("Risk-coverage")
     for spec in specs:
-        assert {"Rel-U", "Doctor", "MLP", "MC-Dropout", "Conformal (APS)"} <= {t.get("legendgroup") for t in
-                                                                              spec["data"]}
+        assert {"Rel-U", "Doctor", "MLP", "MC-Dropout", "Conformal (APS)"} <= {
+            t.get("legendgroup") for t in spec["data"]
+        }
     captions = [c.value for c in at.caption]
     assert any(c.startswith("Each curve shows, for one detector") for c in captions)
     assert any(c.startswith("Each curve shows the error rate") for c in captions)
     labels = {b.proto.label for b in at.get("download_button")}
-    assert {"Table (CSV)", "Per-seed values (CSV)", "ROC (HTML)", "ROC data (CSV)", "Risk-coverage (HTML)",
-            "Risk-coverage data (CSV)"} <= labels
+    assert {
+        "Table (CSV)",
+        "Per-seed values (CSV)",
+        "ROC (HTML)",
+        "ROC data (CSV)",
+        "Risk-coverage (HTML)",
+        "Risk-coverage data (CSV)",
+    } <= labels
     # a changed setting keeps the last study on screen and says so
     at.slider(key="bl_coverage").set_value(0.8).run()
     assert any("settings changed" in info.value for info in at.info)

@@ -40,7 +40,8 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     page.wait_for_function(  # Explore's figures, not the start page's leaving the screen
         """() => { const p = document.querySelectorAll('.js-plotly-plot');
                    return p.length >= 4 && p[2].layout && p[2].layout.title.text.includes('ROC'); }""",
-        timeout=60_000)
+        timeout=60_000,
+    )
     heatmap_before, roc_before = _plot_data(page, 0), _plot_data(page, 2)
     assert heatmap_before and roc_before
     assert "Rel-U (AUROC" in roc_before
@@ -54,13 +55,15 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[0];
                            return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
                                   !== before; }""",
-        arg=[heatmap_before], timeout=30_000,
+        arg=[heatmap_before],
+        timeout=30_000,
     )
     page.wait_for_function(
         """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[2];
                            return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
                                   !== before; }""",
-        arg=[roc_before], timeout=30_000,
+        arg=[roc_before],
+        timeout=30_000,
     )
     page.wait_for_function(  # the last key press wins: D* is refitted at λ = 0.40
         "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.4)')",
@@ -90,8 +93,7 @@ def test_start_page_first_viewport(app_url, chromium):
     page.goto(app_url)
     verdict = page.get_by_text("Rel-U vs Doctor at the default settings")
     verdict.wait_for(timeout=150_000)
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
-                           timeout=60_000)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=60_000)
     page.wait_for_timeout(500)
     boxes = page.evaluate(
         """() => [...document.querySelectorAll('.js-plotly-plot')].slice(0, 2).map(p => {

@@ -15,8 +15,23 @@ from relu_core import cli, protocol
 from relu_core.detectors import LAMBDA_GRID, protocol_keys
 
 REPO = Path(__file__).resolve().parent.parent
-JSON_KEYS = {"fpr95", "fpr95_std", "auroc", "auroc_std", "aurc", "aurc_std", "eaurc", "eaurc_std", "accuracy",
-             "fpr95_positives", "selection", "temperature", "lambda", "eps", "settings_searched"}
+JSON_KEYS = {
+    "fpr95",
+    "fpr95_std",
+    "auroc",
+    "auroc_std",
+    "aurc",
+    "aurc_std",
+    "eaurc",
+    "eaurc_std",
+    "accuracy",
+    "fpr95_positives",
+    "selection",
+    "temperature",
+    "lambda",
+    "eps",
+    "settings_searched",
+}
 
 
 def _run_module(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -52,20 +67,39 @@ def _assert_one_error_line(rc: int, stdout: str, stderr: str) -> None:
 # ---------------------------------------------------------------------------------------- evaluate
 @pytest.mark.slow
 def test_evaluate_json_equals_protocol_evaluate(npz_file):
-    proc = _run_module("evaluate", "--logits", str(npz_file), "--seeds", "3", "--val-fraction", "0.33",
-                       "--lambda", "auto", "--temperature", "1.5,odin=1000", "--json")
+    proc = _run_module(
+        "evaluate",
+        "--logits",
+        str(npz_file),
+        "--seeds",
+        "3",
+        "--val-fraction",
+        "0.33",
+        "--lambda",
+        "auto",
+        "--temperature",
+        "1.5,odin=1000",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     got = json.loads(proc.stdout)
     with np.load(npz_file) as data:
         expected = protocol.evaluate(
-            data["logits"], data["labels"], protocol_keys(), temperature={**{k: 1.5 for k in protocol_keys()}, "odin": 1000},
-            lam="auto", tune_fraction=0.33, seeds=3,
+            data["logits"],
+            data["labels"],
+            protocol_keys(),
+            temperature={**{k: 1.5 for k in protocol_keys()}, "odin": 1000},
+            lam="auto",
+            tune_fraction=0.33,
+            seeds=3,
         ).to_dict()
     assert list(got) == list(protocol_keys())
     assert set(got["relu"]) - JSON_KEYS == {"hamming_fallback", "minus_doctor"}
     assert set(got["relu"]["minus_doctor"]) == {"fpr95", "auroc", "aurc"}
-    assert got["odin"]["temperature"] == 1000 and got["relu"]["temperature"] == 1.5 and got["msp"]["temperature"] is None
+    assert (
+        got["odin"]["temperature"] == 1000 and got["relu"]["temperature"] == 1.5 and got["msp"]["temperature"] is None
+    )
     assert got["doctor"]["lambda"] is None and got["relu"]["eps"] == 0
     for key in protocol_keys():
         assert set(got[key]) - {"hamming_fallback", "minus_doctor"} == JSON_KEYS
@@ -95,12 +129,15 @@ def test_evaluate_select_and_oracle_are_labelled(npz_file, capsys):
     out = capsys.readouterr().out
     assert protocol.TUNING_LABEL in out
     assert "settings searched" in out and any(line.startswith("Rel-U") and " 50 " in line for line in out.splitlines())
-    assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu", "--seeds", "2", "--oracle",
-                     "--json"]) == 0
+    assert (
+        cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu", "--seeds", "2", "--oracle", "--json"])
+        == 0
+    )
     oracle = json.loads(capsys.readouterr().out)
     with np.load(npz_file) as data:
-        expected = protocol.evaluate_with_selection(data["logits"], data["labels"], ["relu"], selection="oracle",
-                                                    seeds=2).to_dict()
+        expected = protocol.evaluate_with_selection(
+            data["logits"], data["labels"], ["relu"], selection="oracle", seeds=2
+        ).to_dict()
     assert oracle["relu"].pop("selection") == protocol.ORACLE_LABEL and oracle["relu"].pop("fpr95_positives")
     assert oracle == expected
     assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu", "--seeds", "2", "--oracle"]) == 0
@@ -147,8 +184,25 @@ def _bad_files(tmp: Path) -> dict[str, str]:
     }
 
 
-BAD_FILES = ["missing", "no_labels", "nan", "one_d", "length", "range", "float_labels", "pickle", "garbage", "npy",
-             "one_class", "strings", "empty", "directory", "overflow", "one_sample", "one_column"]
+BAD_FILES = [
+    "missing",
+    "no_labels",
+    "nan",
+    "one_d",
+    "length",
+    "range",
+    "float_labels",
+    "pickle",
+    "garbage",
+    "npy",
+    "one_class",
+    "strings",
+    "empty",
+    "directory",
+    "overflow",
+    "one_sample",
+    "one_column",
+]
 
 
 @pytest.mark.parametrize("case", BAD_FILES)
@@ -211,8 +265,10 @@ def test_bad_input_through_the_real_entry_point(tmp_path):
 
 
 def test_a_tiny_tuning_fraction_keeps_one_sample_of_each_kind(npz_file, capsys):
-    assert cli.main(["evaluate", "--logits", str(npz_file), "--val-fraction", "1e-9", "--seeds", "1",
-                     "--methods", "relu"]) == 0
+    assert (
+        cli.main(["evaluate", "--logits", str(npz_file), "--val-fraction", "1e-9", "--seeds", "1", "--methods", "relu"])
+        == 0
+    )
     assert "Split per seed: 2 tuning / 398 evaluation samples" in capsys.readouterr().out
 
 
@@ -322,8 +378,21 @@ def test_logits_on_digits_feeds_evaluate(tmp_path, capsys):
     model = models.build_model("cnn8", 10)
     torch.save(model.state_dict(), weights)  # untrained weights: no training in this test
     out = tmp_path / "digits_cnn8.npz"
-    argv = ["logits", "--model", "cnn8", "--weights", str(weights), "--dataset", "digits", "--out", str(out),
-            "--device", "cpu", "--batch-size", "64"]
+    argv = [
+        "logits",
+        "--model",
+        "cnn8",
+        "--weights",
+        str(weights),
+        "--dataset",
+        "digits",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--batch-size",
+        "64",
+    ]
     assert cli.main(argv) == 0
     assert str(out) in capsys.readouterr().out
     test = datasets.load_dataset("digits")
@@ -360,8 +429,21 @@ def test_evaluate_with_model_and_eps_uses_the_perturbed_scorer(tmp_path, capsys,
         return wrapped
 
     monkeypatch.setattr(preprocessing, "make_perturbed_scorer", spy)
-    argv = ["evaluate", "--model", "cnn8", "--weights", str(weights), "--dataset", "digits", "--methods",
-            "relu,odin", "--seeds", "1", "--device", "cpu"]
+    argv = [
+        "evaluate",
+        "--model",
+        "cnn8",
+        "--weights",
+        str(weights),
+        "--dataset",
+        "digits",
+        "--methods",
+        "relu,odin",
+        "--seeds",
+        "1",
+        "--device",
+        "cpu",
+    ]
     assert cli.main([*argv, "--eps", "0.002", "--json"]) == 0
     perturbed = json.loads(capsys.readouterr().out)
     assert seen == [(0.002, "RelU", True), (0.002, "ODIN", False)]  # D* fitted before perturbing
@@ -414,8 +496,9 @@ def test_fpr_convention_for_errors_as_positives_is_labelled(npz_file, capsys):
     paper = json.loads(run("--json"))
     errors = json.loads(run("--json", "--fpr-positive", "error"))
     with np.load(npz_file) as data:
-        expected = protocol.evaluate(data["logits"], data["labels"], ["doctor", "relu"], seeds=2,
-                                     fpr_positive="error").to_dict()
+        expected = protocol.evaluate(
+            data["logits"], data["labels"], ["doctor", "relu"], seeds=2, fpr_positive="error"
+        ).to_dict()
     for key in ("doctor", "relu"):
         assert paper[key]["fpr95_positives"] == "correct" and errors[key]["fpr95_positives"] == "error"
         assert errors[key]["fpr95"] == pytest.approx(expected[key]["fpr95"], abs=1e-12)
@@ -425,24 +508,60 @@ def test_fpr_convention_for_errors_as_positives_is_labelled(npz_file, capsys):
 
 
 def test_lambda_zero_is_labelled_as_doctor_in_the_table_and_the_json(npz_file, capsys):
-    assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu,doctor", "--seeds", "2",
-                     "--lambda", "0"]) == 0
+    assert (
+        cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu,doctor", "--seeds", "2", "--lambda", "0"])
+        == 0
+    )
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Rel-U "))
     assert "Hamming fallback (= Doctor)" in row
-    assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu,doctor", "--seeds", "2",
-                     "--lambda", "0", "--json", "--bootstrap", "0"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--logits",
+                str(npz_file),
+                "--methods",
+                "relu,doctor",
+                "--seeds",
+                "2",
+                "--lambda",
+                "0",
+                "--json",
+                "--bootstrap",
+                "0",
+            ]
+        )
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)
     assert got["relu"]["hamming_fallback"] is True and got["relu"]["lambda"] == 0
     assert "minus_doctor" not in got["relu"]  # --bootstrap 0: no interval
 
 
 def test_select_reports_the_values_chosen_per_seed(npz_file, capsys):
-    assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu,doctor,msp", "--seeds", "3",
-                     "--select", "--json", "--bootstrap", "200"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--logits",
+                str(npz_file),
+                "--methods",
+                "relu,doctor,msp",
+                "--seeds",
+                "3",
+                "--select",
+                "--json",
+                "--bootstrap",
+                "200",
+            ]
+        )
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)
     with np.load(npz_file) as data:
-        result = protocol.evaluate_with_selection(data["logits"], data["labels"], ["relu", "doctor", "msp"], seeds=3,
-                                                  n_resamples=200)
+        result = protocol.evaluate_with_selection(
+            data["logits"], data["labels"], ["relu", "doctor", "msp"], seeds=3, n_resamples=200
+        )
     for key in ("relu", "doctor"):
         temperatures = [t for t, _ in result.params[key]]
         assert got[key]["temperature"] == (temperatures[0] if len(set(temperatures)) == 1 else temperatures)

@@ -46,11 +46,16 @@ def _paired(metric: str, estimate: float, low: float, high: float, higher: bool)
 
 def test_difference_styles_colour_only_significant_cells_of_the_difference_row(scored):
     correct, a, b = scored
-    table = comparison.metrics_table({"Rel-U": metrics.summary(a, correct), "Doctor": metrics.summary(b, correct)},
-                                     0.8, difference=("Rel-U", "Doctor"))
-    paired = {"fpr95": _paired("fpr95", -0.1, -0.2, -0.05, False),  # significant, Rel-U better (lower)
-              "auroc": _paired("auroc", -0.02, -0.03, -0.01, True),  # significant, Rel-U worse (lower)
-              "aurc": _paired("aurc", 0.001, -0.001, 0.003, False)}  # covers 0: plain
+    table = comparison.metrics_table(
+        {"Rel-U": metrics.summary(a, correct), "Doctor": metrics.summary(b, correct)},
+        0.8,
+        difference=("Rel-U", "Doctor"),
+    )
+    paired = {
+        "fpr95": _paired("fpr95", -0.1, -0.2, -0.05, False),  # significant, Rel-U better (lower)
+        "auroc": _paired("auroc", -0.02, -0.03, -0.01, True),  # significant, Rel-U worse (lower)
+        "aurc": _paired("aurc", 0.001, -0.001, 0.003, False),
+    }  # covers 0: plain
     styles = comparison.difference_styles(table, paired, "Rel-U − Doctor")
     assert styles.shape == table.shape
     assert styles.loc["Rel-U − Doctor", "FPR95 ↓"] == comparison.BETTER_STYLE
@@ -64,8 +69,10 @@ def test_difference_styles_colour_only_significant_cells_of_the_difference_row(s
 
 def test_operating_table_counts_match_direct_computation(scored):
     correct, a, b = scored
-    points = {"Rel-U": metrics.operating_point(a, correct, "tpr", 0.9),
-              "Doctor": metrics.operating_point(b, correct, "coverage", 0.7)}
+    points = {
+        "Rel-U": metrics.operating_point(a, correct, "tpr", 0.9),
+        "Doctor": metrics.operating_point(b, correct, "coverage", 0.7),
+    }
     table = comparison.operating_table(points, correct)
     assert list(table.index) == ["Rel-U", "Doctor"]
     for name, scores in (("Rel-U", a), ("Doctor", b)):

@@ -21,8 +21,16 @@ from relu_core.corruptions import CORRUPTIONS, corrupt, corrupted_set, load_cifa
 from relu_core.errors import Cancelled, InputError
 
 # Corruptions without any random draw: the seed cannot change them.
-DETERMINISTIC = {"defocus_blur", "zoom_blur", "brightness", "contrast", "pixelate", "jpeg_compression",
-                 "gaussian_blur", "saturate"}
+DETERMINISTIC = {
+    "defocus_blur",
+    "zoom_blur",
+    "brightness",
+    "contrast",
+    "pixelate",
+    "jpeg_compression",
+    "gaussian_blur",
+    "saturate",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +41,15 @@ def cifar(shared_data: Path) -> np.ndarray:
 
 def test_names_in_reference_order() -> None:
     assert CORRUPTIONS[:3] == ("gaussian_noise", "shot_noise", "impulse_noise")
-    assert CORRUPTIONS[12:] == ("elastic_transform", "pixelate", "jpeg_compression", "speckle_noise",
-                                "gaussian_blur", "spatter", "saturate")
+    assert CORRUPTIONS[12:] == (
+        "elastic_transform",
+        "pixelate",
+        "jpeg_compression",
+        "speckle_noise",
+        "gaussian_blur",
+        "spatter",
+        "saturate",
+    )
     assert len(CORRUPTIONS) == len(set(CORRUPTIONS)) == 19
 
 
@@ -102,8 +117,9 @@ def test_spatter_splashes_as_often_on_large_images(cifar: np.ndarray) -> None:
     """Scaling spatter's filter alone averages the liquid noise below the threshold on large images."""
     small, large = cifar, _resized(cifar, 64)
     for severity in C.SEVERITIES:
-        d_small, d_large = (float(np.abs(corrupt(x, "spatter", severity, 0).astype(float) - x).mean())
-                            for x in (small, large))
+        d_small, d_large = (
+            float(np.abs(corrupt(x, "spatter", severity, 0).astype(float) - x).mean()) for x in (small, large)
+        )
         assert 0.25 < d_large / d_small < 4, (severity, d_small, d_large)
     noise = np.random.default_rng(0).normal(size=(4, 256, 256))
     for sigma in (0.5, 0.7, 1.4, 3.0):
@@ -238,7 +254,7 @@ def test_motion_kernel_is_one_sided_gaussian_line() -> None:
     impulse = np.zeros((1, 32, 32, 1))
     impulse[0, 16, 20] = 1.0
     out = C._motion_blur(impulse, 6, 2, np.array([0.0]))[0, :, :, 0]
-    weights = np.exp(-np.arange(13) ** 2 / 8.0)
+    weights = np.exp(-(np.arange(13) ** 2) / 8.0)
     # Tap i reads the pixel i to the right, so the impulse spreads i pixels to the left.
     np.testing.assert_allclose(out[16, 20 - np.arange(13)], weights / weights.sum())
     assert out.sum() == pytest.approx(1.0) and np.count_nonzero(out) == 13
@@ -295,8 +311,9 @@ def test_elastic_transform_matches_opencv_and_scipy(severity: int, cifar: np.nda
     with the same draws: equal up to the uint8 truncation of values that differ by ~1e-6."""
     cv2 = pytest.importorskip("cv2")
     filters = pytest.importorskip("skimage.filters")
-    alpha, sigma, affine = 32 * np.array(((0, 0, .08), (.05, .2, .07), (.08, .06, .06), (.1, .04, .05),
-                                          (.1, .03, .03))[severity - 1])
+    alpha, sigma, affine = 32 * np.array(
+        ((0, 0, 0.08), (0.05, 0.2, 0.07), (0.08, 0.06, 0.06), (0.1, 0.04, 0.05), (0.1, 0.03, 0.03))[severity - 1]
+    )
     n = len(cifar)
     rng = np.random.default_rng(5)
     jitter = rng.uniform(-affine, affine, size=(n, 3, 2)).astype(np.float32)
@@ -306,8 +323,12 @@ def test_elastic_transform_matches_opencv_and_scipy(severity: int, cifar: np.nda
     cols, rows, channels = np.meshgrid(np.arange(32), np.arange(32), np.arange(3))
     expected = []
     for image, shift, fx, fy in zip(cifar, jitter, field_x, field_y):
-        warped = cv2.warpAffine(image.astype(np.float32) / 255.0, cv2.getAffineTransform(src, src + shift), (32, 32),
-                                borderMode=cv2.BORDER_REFLECT_101)
+        warped = cv2.warpAffine(
+            image.astype(np.float32) / 255.0,
+            cv2.getAffineTransform(src, src + shift),
+            (32, 32),
+            borderMode=cv2.BORDER_REFLECT_101,
+        )
         dx = (filters.gaussian(fx, sigma, mode="reflect", truncate=3) * alpha).astype(np.float32)[..., None]
         dy = (filters.gaussian(fy, sigma, mode="reflect", truncate=3) * alpha).astype(np.float32)[..., None]
         coords = [(rows + dy).ravel(), (cols + dx).ravel(), channels.ravel()]
@@ -405,8 +426,16 @@ def test_load_cifar10c_searches_data_dirs_and_rejects_bad_files(tmp_path: Path, 
 def test_corrupted_set_caches_and_recovers(cifar: np.ndarray, monkeypatch) -> None:
     labels = np.arange(16)
     calls = []
-    first = corrupted_set(cifar, labels, "fp-test", "shot_noise", 2, seed=1, subsample=10,
-                          progress=lambda done, total, msg: calls.append((done, total)))
+    first = corrupted_set(
+        cifar,
+        labels,
+        "fp-test",
+        "shot_noise",
+        2,
+        seed=1,
+        subsample=10,
+        progress=lambda done, total, msg: calls.append((done, total)),
+    )
     assert first.images.shape == (10, 32, 32, 3) and calls[-1] == (10, 10)
     np.testing.assert_array_equal(first.labels, labels[first.indices])
     np.testing.assert_array_equal(first.indices, np.unique(first.indices))
@@ -418,8 +447,9 @@ def test_corrupted_set_caches_and_recovers(cifar: np.ndarray, monkeypatch) -> No
 
     with monkeypatch.context() as patch:
         patch.setattr(C, "_apply", forbidden)
-        np.testing.assert_array_equal(corrupted_set(cifar, labels, "fp-test", "shot_noise", 2, 1, 10).images,
-                                      first.images)
+        np.testing.assert_array_equal(
+            corrupted_set(cifar, labels, "fp-test", "shot_noise", 2, 1, 10).images, first.images
+        )
     path.write_bytes(b"not a numpy file")
     np.testing.assert_array_equal(corrupted_set(cifar, labels, "fp-test", "shot_noise", 2, 1, 10).images, first.images)
     other = corrupted_set(cifar, labels, "fp-test", "shot_noise", 2, seed=2, subsample=10)

@@ -18,8 +18,7 @@ from PIL import Image
 
 import relu_core.datasets as ds
 from relu_core import paths
-from relu_core.datasets import DATASETS, DatasetError, ImageSet, load_dataset, load_uploaded_dataset
-from relu_core.datasets import registry, userdata
+from relu_core.datasets import DATASETS, DatasetError, ImageSet, load_dataset, load_uploaded_dataset, registry, userdata
 from relu_core.datasets.formats import read_plain_pickle
 from relu_core.errors import InputError
 
@@ -27,6 +26,7 @@ CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog",
 
 
 # ------------------------------------------------------------------------------------------------- helpers
+
 
 def write_folder(root: Path, grey: bool = False, size: tuple[int, int] = (5, 4)) -> dict[str, list[np.ndarray]]:
     """Two classes ('cat', 'dog') of PNG images with known pixels; returns the pixels per class in file order."""
@@ -70,6 +70,7 @@ def npz_bytes(**arrays: np.ndarray) -> bytes:
 
 # ---------------------------------------------------------------------------------------------------- ImageSet
 
+
 def test_imageset_fingerprint_tracks_content_and_arrays_are_read_only():
     images = np.zeros((4, 2, 2, 3), np.uint8)
     labels = np.array([0, 1, 0, 1])
@@ -88,18 +89,22 @@ def test_imageset_fingerprint_tracks_content_and_arrays_are_read_only():
         base.name = "b"  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("images, labels, names, message", [
-    (np.zeros((2, 2, 2, 3), np.float32), [0, 1], ("a", "b"), "uint8"),
-    (np.zeros((2, 2, 2, 4), np.uint8), [0, 1], ("a", "b"), "1 or 3 channels"),
-    (np.zeros((2, 2, 2, 3), np.uint8), [0], ("a", "b"), "labels must be integers"),
-    (np.zeros((2, 2, 2, 3), np.uint8), [0, 2], ("a", "b"), "0..1"),
-])
+@pytest.mark.parametrize(
+    "images, labels, names, message",
+    [
+        (np.zeros((2, 2, 2, 3), np.float32), [0, 1], ("a", "b"), "uint8"),
+        (np.zeros((2, 2, 2, 4), np.uint8), [0, 1], ("a", "b"), "1 or 3 channels"),
+        (np.zeros((2, 2, 2, 3), np.uint8), [0], ("a", "b"), "labels must be integers"),
+        (np.zeros((2, 2, 2, 3), np.uint8), [0, 2], ("a", "b"), "0..1"),
+    ],
+)
 def test_imageset_validates(images, labels, names, message):
     with pytest.raises(DatasetError, match=message):
         ImageSet("bad", images, np.asarray(labels), names)
 
 
 # ------------------------------------------------------------------------------------------------- registry
+
 
 def test_digits_split_is_seeded_stratified_and_rescaled():
     from sklearn.datasets import load_digits
@@ -119,11 +124,17 @@ def test_digits_split_is_seeded_stratified_and_rescaled():
     np.testing.assert_array_equal(order(got), order(expected))
 
 
-@pytest.mark.parametrize("name, first_labels, names", [
-    ("mnist", [7, 2, 1, 0, 4, 1, 4, 9], tuple("0123456789")),
-    ("fashion-mnist", [9, 2, 1, 1, 6, 1, 4, 6], ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                                 "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")),
-])
+@pytest.mark.parametrize(
+    "name, first_labels, names",
+    [
+        ("mnist", [7, 2, 1, 0, 4, 1, 4, 9], tuple("0123456789")),
+        (
+            "fashion-mnist",
+            [9, 2, 1, 1, 6, 1, 4, 6],
+            ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
+        ),
+    ],
+)
 def test_mnist_family_test_split(shared_data, name, first_labels, names):
     data = load_dataset(name)
     assert data.images.shape == (10000, 28, 28, 1) and data.images.dtype == np.uint8
@@ -154,6 +165,7 @@ def test_cifar10_jpeg_folder_matches_the_exact_images(shared_data, monkeypatch):
     np.testing.assert_array_equal(data.labels[position], exact.labels)
     difference = np.abs(data.images[position].astype(int) - exact.images).mean()
     assert 1 < difference < 12  # JPEG quality 75: close but not exact
+
     def must_not_decode(*args, **kwargs):
         raise AssertionError("the decoded npz cache should have been used")
 
@@ -169,13 +181,17 @@ def test_cifar100_exact(shared_data):
     assert data.images.shape == (916, 32, 32, 3) and len(data.class_names) == 100
     assert data.class_names[:3] == ("apple", "aquarium_fish", "baby") and data.class_names[-1] == "worm"
     np.testing.assert_array_equal(
-        data.labels, np.load(shared_data / "cifar100" / "cifar100_test_lossless_prefix916.npz")["y"])
+        data.labels, np.load(shared_data / "cifar100" / "cifar100_test_lossless_prefix916.npz")["y"]
+    )
 
 
 def test_list_datasets_reports_local_copies(shared_data):
     infos = {info.name: info for info in ds.list_datasets()}
-    assert list(infos) == list(DATASETS) == ["digits", "mnist", "fashion-mnist", "cifar10", "cifar10-exact",
-                                             "cifar100", "cifar100-exact", "svhn"]
+    assert (
+        list(infos)
+        == list(DATASETS)
+        == ["digits", "mnist", "fashion-mnist", "cifar10", "cifar10-exact", "cifar100", "cifar100-exact", "svhn"]
+    )
     assert infos["digits"].available and not infos["digits"].downloadable
     assert infos["mnist"].available and Path(infos["mnist"].location) == shared_data / "mnist"
     assert infos["cifar10"].location == str(shared_data / "cifar10" / "test_jpeg_q75")
@@ -195,8 +211,11 @@ def test_missing_set_names_places_searched(tmp_path, monkeypatch):
     monkeypatch.setenv("RELU_STUDIO_DATA", str(tmp_path))
     # Debian's dataset-fashion-mnist may be installed on this machine: the search must still miss it here.
     real_idx_file = registry._idx_file
-    monkeypatch.setattr(registry, "_idx_file", lambda folder, stem: None if str(folder).startswith("/usr/share")
-                        else real_idx_file(folder, stem))
+    monkeypatch.setattr(
+        registry,
+        "_idx_file",
+        lambda folder, stem: None if str(folder).startswith("/usr/share") else real_idx_file(folder, stem),
+    )
     with pytest.raises(DatasetError) as error:
         load_dataset("fashion-mnist", split="train")
     message = str(error.value)
@@ -258,7 +277,8 @@ def test_hostile_metadata_pickle_is_refused(tmp_path, monkeypatch):
     folder = tmp_path / "cifar100"
     folder.mkdir()
     (folder / "cifar100_test_lossless_prefix916.npz").write_bytes(
-        npz_bytes(x=np.zeros((2, 32, 32, 3), np.uint8), y=np.array([0, 1])))
+        npz_bytes(x=np.zeros((2, 32, 32, 3), np.uint8), y=np.array([0, 1]))
+    )
     monkeypatch.setenv("RELU_STUDIO_DATA", str(tmp_path))
     (folder / "meta").write_bytes(pickle.dumps({"fine_label_names": ["a", "b"]}, protocol=2))  # as the official
     assert load_dataset("cifar100-exact").class_names == ("a", "b")
@@ -273,6 +293,7 @@ def test_hostile_metadata_pickle_is_refused(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- image folders
+
 
 def test_image_folder_sorts_classes_and_files(tmp_path):
     pixels = write_folder(tmp_path / "pets")
@@ -309,12 +330,17 @@ def test_damaged_folder_cache_is_rebuilt(tmp_path):
     assert load_dataset(f"imagefolder:{tmp_path / 'pets'}").fingerprint == first.fingerprint
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda root: Image.fromarray(np.zeros((9, 9, 3), np.uint8)).save(root / "dog" / "img7.png"),
-     r"same size: .*img7.png is 9x9"),
-    (lambda root: (root / "dog" / "img8.png").write_bytes(b"\x89PNG broken"), r"cannot read image .*img8.png"),
-    (lambda root: (root / "empty").mkdir(), r"class folder .*empty holds no images"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (
+            lambda root: Image.fromarray(np.zeros((9, 9, 3), np.uint8)).save(root / "dog" / "img7.png"),
+            r"same size: .*img7.png is 9x9",
+        ),
+        (lambda root: (root / "dog" / "img8.png").write_bytes(b"\x89PNG broken"), r"cannot read image .*img8.png"),
+        (lambda root: (root / "empty").mkdir(), r"class folder .*empty holds no images"),
+    ],
+)
 def test_bad_image_folders(tmp_path, damage, message):
     write_folder(tmp_path / "pets")
     damage(tmp_path / "pets")
@@ -330,6 +356,7 @@ def test_folder_without_classes_or_missing(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------ zips
+
 
 @pytest.mark.parametrize("prefix", ["", "wrapped/"])
 def test_zip_of_image_folder(tmp_path, prefix):
@@ -349,15 +376,18 @@ def _symlink_entry() -> zipfile.ZipInfo:
     return info
 
 
-@pytest.mark.parametrize("entries, message", [
-    ([("/etc/cat/evil.png", b"x")], "absolute path"),
-    ([("cat/../../evil.png", b"x")], r"'\.\.' entry"),
-    ([("..\\evil.png", b"x")], r"'\.\.' entry"),
-    ([("C:/cat/evil.png", b"x")], "absolute path"),
-    ([(_symlink_entry(), b"/etc/passwd")], "symbolic link"),
-    ([("cat/bomb.png", bytes(20_000))], "more than the limit of 10000 bytes"),
-    ([(f"cat/{k}.png", b"x") for k in range(6)], "more than the limit of 5"),
-])
+@pytest.mark.parametrize(
+    "entries, message",
+    [
+        ([("/etc/cat/evil.png", b"x")], "absolute path"),
+        ([("cat/../../evil.png", b"x")], r"'\.\.' entry"),
+        ([("..\\evil.png", b"x")], r"'\.\.' entry"),
+        ([("C:/cat/evil.png", b"x")], "absolute path"),
+        ([(_symlink_entry(), b"/etc/passwd")], "symbolic link"),
+        ([("cat/bomb.png", bytes(20_000))], "more than the limit of 10000 bytes"),
+        ([(f"cat/{k}.png", b"x") for k in range(6)], "more than the limit of 5"),
+    ],
+)
 def test_hostile_zips_are_refused(entries, message):
     before = set(paths.cache_dir("datasets/zip").iterdir())
     with pytest.raises(DatasetError, match=message):
@@ -369,7 +399,7 @@ def test_default_zip_limit_refuses_a_declared_bomb():
     """A 2 GiB entry (its central-directory size forged, so the test stays fast) is refused before extraction."""
     archive = bytearray(zip_with([("cat/huge.png", bytes(1000))]))
     central = archive.index(b"PK\x01\x02")
-    archive[central + 24:central + 28] = (2 << 30).to_bytes(4, "little")  # uncompressed size
+    archive[central + 24 : central + 28] = (2 << 30).to_bytes(4, "little")  # uncompressed size
     assert zipfile.ZipFile(io.BytesIO(bytes(archive))).infolist()[0].file_size == 2 << 30
     with pytest.raises(DatasetError, match="expands to 2147483648 bytes, more than the limit of 1073741824"):
         load_uploaded_dataset(bytes(archive), "bomb.zip")
@@ -382,7 +412,7 @@ def test_entry_larger_than_declared_is_cut_at_its_declared_size(tmp_path):
     Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(png, format="PNG")
     archive = bytearray(zip_with([("cat/a.png", png.getvalue())]))
     central = archive.index(b"PK\x01\x02")
-    archive[central + 24:central + 28] = (10).to_bytes(4, "little")
+    archive[central + 24 : central + 28] = (10).to_bytes(4, "little")
     with pytest.raises(DatasetError, match="cannot (extract|read image)"):
         load_uploaded_dataset(bytes(archive), "liar.zip")
 
@@ -395,6 +425,7 @@ def test_not_a_zip_or_unknown_upload():
 
 
 # ------------------------------------------------------------------------------------------------------- npz
+
 
 def test_npz_uint8_float_and_class_names(tmp_path):
     x = np.random.default_rng(1).integers(0, 256, (4, 6, 6), dtype=np.uint8)
@@ -409,19 +440,22 @@ def test_npz_uint8_float_and_class_names(tmp_path):
     assert data.images[0, 0, :, 0].tolist() == [0, 128, 255, 0, 2] and data.class_names == ("cat", "dog")
 
 
-@pytest.mark.parametrize("arrays, message", [
-    ({"x": np.zeros((2, 4, 4), np.uint8)}, "lacks the array.*y"),
-    ({"x": np.zeros((2, 3, 4, 4), np.uint8), "y": np.zeros(2, int)}, "channels must be last"),
-    ({"x": np.zeros((2, 4), np.uint8), "y": np.zeros(2, int)}, r"shape \(N, H, W\)"),
-    ({"x": np.full((2, 4, 4), np.nan), "y": np.zeros(2, int)}, "NaN"),
-    ({"x": np.full((2, 4, 4), 2.0), "y": np.zeros(2, int)}, r"float pixels must lie in \[0, 1\]"),
-    ({"x": np.full((2, 4, 4), 300), "y": np.zeros(2, int)}, "0..255"),
-    ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.zeros(3, int)}, "3 labels but x has 2"),
-    ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0.0, 1.0])}, "integer array"),
-    ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0, -1])}, "non-negative"),
-    ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0, 2]), "class_names": np.array(["a", "b"])}, "0..1"),
-    ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0, 1], dtype=object)}, "pickled object array"),
-])
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        ({"x": np.zeros((2, 4, 4), np.uint8)}, "lacks the array.*y"),
+        ({"x": np.zeros((2, 3, 4, 4), np.uint8), "y": np.zeros(2, int)}, "channels must be last"),
+        ({"x": np.zeros((2, 4), np.uint8), "y": np.zeros(2, int)}, r"shape \(N, H, W\)"),
+        ({"x": np.full((2, 4, 4), np.nan), "y": np.zeros(2, int)}, "NaN"),
+        ({"x": np.full((2, 4, 4), 2.0), "y": np.zeros(2, int)}, r"float pixels must lie in \[0, 1\]"),
+        ({"x": np.full((2, 4, 4), 300), "y": np.zeros(2, int)}, "0..255"),
+        ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.zeros(3, int)}, "3 labels but x has 2"),
+        ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0.0, 1.0])}, "integer array"),
+        ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0, -1])}, "non-negative"),
+        ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0, 2]), "class_names": np.array(["a", "b"])}, "0..1"),
+        ({"x": np.zeros((2, 4, 4), np.uint8), "y": np.array([0, 1], dtype=object)}, "pickled object array"),
+    ],
+)
 def test_bad_npz_files(arrays, message):
     with pytest.raises(DatasetError, match=message):
         load_uploaded_dataset(npz_bytes(**arrays), "bad.npz")

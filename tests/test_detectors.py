@@ -308,7 +308,11 @@ def test_names_defaults_and_factory() -> None:
     with pytest.raises(InputError, match="unknown detector"):
         make_detector("mahalanobis")
     assert [detectors.detector_key(n) for n in ("Rel-U", " REL_U ", "Doctor", "energy")] == [
-        "relu", "relu", "doctor", "energy"]
+        "relu",
+        "relu",
+        "doctor",
+        "energy",
+    ]
 
 
 def test_relu_requires_fit_and_matching_classes() -> None:

@@ -57,8 +57,17 @@ def test_torchrun_two_processes_gather_single_process_logits(tmp_path: Path):
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script), str(tmp_path),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        str(script),
+        str(tmp_path),
     ]
     result = subprocess.run(command, env=env, cwd=repo, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -66,9 +66,7 @@ def test_logits_match_plain_pytorch_forward(small_model, rgb_images):
 
 def test_bf16_is_opt_in_and_close(small_model, rgb_images):
     exact = engine.compute_logits(small_model, rgb_images, mean=SPEC.mean, std=SPEC.std, device="cpu")
-    bf16 = engine.compute_logits(
-        small_model, rgb_images, mean=SPEC.mean, std=SPEC.std, device="cpu", precision="bf16"
-    )
+    bf16 = engine.compute_logits(small_model, rgb_images, mean=SPEC.mean, std=SPEC.std, device="cpu", precision="bf16")
     assert bf16.dtype == np.float32
     assert not np.array_equal(exact, bf16)
     np.testing.assert_allclose(bf16, exact, atol=0.05 * np.abs(exact).max())
@@ -101,8 +99,9 @@ def test_channel_and_size_mismatch_raise_input_error(small_model, rgb_images):
     with pytest.raises(InputError, match="RGB"):
         engine.compute_logits(small_model, np.zeros((4, 32, 32, 1), np.uint8), mean=(0.5,), std=(0.5,), device="cpu")
     with pytest.raises(InputError, match="32x32"):
-        engine.compute_logits(small_model, rgb_images[:, :16, :16], mean=SPEC.mean, std=SPEC.std, device="cpu",
-                              input_size=32)
+        engine.compute_logits(
+            small_model, rgb_images[:, :16, :16], mean=SPEC.mean, std=SPEC.std, device="cpu", input_size=32
+        )
     # without input_size, the model's own shape error becomes an InputError too
     with pytest.raises(InputError, match="cannot read"):
         engine.compute_logits(grey_model, np.zeros((4, 16, 16, 1), np.uint8), mean=(0.5,), std=(0.5,), device="cpu")
@@ -115,7 +114,12 @@ def test_channel_and_size_mismatch_raise_input_error(small_model, rgb_images):
 def test_progress_and_cancel(small_model, rgb_images):
     calls: list[tuple[int, int]] = []
     engine.compute_logits(
-        small_model, rgb_images, mean=SPEC.mean, std=SPEC.std, device="cpu", batch_size=64,
+        small_model,
+        rgb_images,
+        mean=SPEC.mean,
+        std=SPEC.std,
+        device="cpu",
+        batch_size=64,
         progress=lambda done, total, message: calls.append((done, total)),
     )
     assert calls == [(64, 150), (128, 150), (150, 150)]
@@ -126,8 +130,9 @@ def test_progress_and_cancel(small_model, rgb_images):
         return len(seen) > 1
 
     with pytest.raises(Cancelled):
-        engine.compute_logits(small_model, rgb_images, mean=SPEC.mean, std=SPEC.std, device="cpu",
-                              batch_size=64, cancel=cancel)
+        engine.compute_logits(
+            small_model, rgb_images, mean=SPEC.mean, std=SPEC.std, device="cpu", batch_size=64, cancel=cancel
+        )
     assert len(seen) == 2
 
 

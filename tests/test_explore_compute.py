@@ -18,8 +18,13 @@ def _run(seed: int, n: int = 300, n_classes: int = 5) -> Run:
     labels = rng.integers(0, n_classes, n)
     logits = (rng.normal(size=(n, n_classes)) + 2.0 * np.eye(n_classes)[labels]).astype(np.float32)
     names = tuple(f"c{k}" for k in range(n_classes))
-    return Run(run_id=content_id(logits, labels, names), logits=logits, labels=labels, class_names=names,
-               source=f"synthetic {seed}")
+    return Run(
+        run_id=content_id(logits, labels, names),
+        logits=logits,
+        labels=labels,
+        class_names=names,
+        source=f"synthetic {seed}",
+    )
 
 
 def test_the_library_side_imports_no_streamlit():

@@ -132,10 +132,15 @@ def test_figure_csv_round_trips_heatmap_and_curves():
     matrix = np.array([[0.0, 0.1], [0.2, 0.0]])
     rows = list(csv.DictReader(io.StringIO(figures.figure_csv(figures.dstar_heatmap(matrix, ["a", "b"])))))
     assert len(rows) == 4
-    assert {(r["x"], r["y"], float(r["z"])) for r in rows} == {("a", "a", 0.0), ("b", "a", 0.1),
-                                                              ("a", "b", 0.2), ("b", "b", 0.0)}
-    cm_rows = list(csv.DictReader(io.StringIO(figures.figure_csv(figures.confusion_heatmap(np.eye(2) * 3,
-                                                                                             ["a", "b"])))))
+    assert {(r["x"], r["y"], float(r["z"])) for r in rows} == {
+        ("a", "a", 0.0),
+        ("b", "a", 0.1),
+        ("a", "b", 0.2),
+        ("b", "b", 0.0),
+    }
+    cm_rows = list(
+        csv.DictReader(io.StringIO(figures.figure_csv(figures.confusion_heatmap(np.eye(2) * 3, ["a", "b"]))))
+    )
     assert len(cm_rows) == 4  # diagonal and errors traces together cover each cell once, no click markers
     fpr = np.array([0.0, 0.5, 1.0])
     text = figures.figure_csv(figures.roc_figure({"Rel-U": (fpr, fpr, 0.5)}))

@@ -61,8 +61,11 @@ def test_failure_is_one_line_and_not_raised():
     job = manager.submit("bad", "bad", bad)
     assert job.wait(5) and job.state == jobs.FAILED and job.error == "the file is broken"
     other = manager.submit("crash", "crash", crash)
-    assert other.wait(5) and other.state == jobs.FAILED and re.fullmatch(
-        r"unexpected error in crash \(reference [0-9a-f]{8}\): RuntimeError: boom", other.error)
+    assert (
+        other.wait(5)
+        and other.state == jobs.FAILED
+        and re.fullmatch(r"unexpected error in crash \(reference [0-9a-f]{8}\): RuntimeError: boom", other.error)
+    )
     assert [j.key for j in manager.jobs()] == ["bad", "crash"]
     manager.forget("bad")
     assert manager.get("bad") is None
@@ -85,8 +88,9 @@ def test_an_unexpected_failure_is_logged_with_a_reference(caplog):
 
     job = jobs.JobManager().submit("bug", "Broken job", broken)
     assert job.wait(5) and job.state == jobs.FAILED
-    assert re.fullmatch(r"unexpected error in Broken job \(reference [0-9a-f]{8}\): ZeroDivisionError: a bug",
-                        job.error)
+    assert re.fullmatch(
+        r"unexpected error in Broken job \(reference [0-9a-f]{8}\): ZeroDivisionError: a bug", job.error
+    )
     reference = re.search(r"reference ([0-9a-f]{8})", job.error).group(1)
     logged = [r for r in caplog.records if reference in r.getMessage()]
     assert logged and logged[0].exc_info is not None  # the traceback is on the server, not in the message

@@ -45,8 +45,11 @@ def direct_imports(name: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             targets = [node.module]
             # ``from relu_core import engine`` / ``from relu_core.models import registry`` name submodules
-            targets += [f"{node.module}.{alias.name}" for alias in node.names
-                        if _module_file(f"{node.module}.{alias.name}") is not None]
+            targets += [
+                f"{node.module}.{alias.name}"
+                for alias in node.names
+                if _module_file(f"{node.module}.{alias.name}") is not None
+            ]
         else:
             continue
         for target in targets:
@@ -77,9 +80,18 @@ def test_the_engine_imports_no_runs_datasets_or_training() -> None:
     assert not any(module.startswith("relu_core.datasets.") for module in reached), sorted(reached)
 
 
-@pytest.mark.parametrize("name", ["relu_core.engine", "relu_core.runs", "relu_core.preprocessing",
-                                  "relu_core.training", "relu_core.models", "relu_core.progress",
-                                  "relu_core.validation"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "relu_core.engine",
+        "relu_core.runs",
+        "relu_core.preprocessing",
+        "relu_core.training",
+        "relu_core.models",
+        "relu_core.progress",
+        "relu_core.validation",
+    ],
+)
 def test_no_import_cycle_through(name: str) -> None:
     assert name not in reachable(name), f"{name} imports itself through {sorted(reachable(name))}"
 
@@ -93,11 +105,14 @@ def test_the_scan_sees_lazy_imports() -> None:
 
 @pytest.mark.slow
 def test_importing_the_engine_loads_no_runs_datasets_or_training() -> None:
-    code = ("import sys, relu_core.engine; "
-            "print(sorted(m for m in sys.modules if m.startswith('relu_core')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=ROOT.parent).stdout
+    code = "import sys, relu_core.engine; print(sorted(m for m in sys.modules if m.startswith('relu_core')))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT.parent
+    ).stdout
     loaded = set(ast.literal_eval(out.strip()))
     assert "relu_core.engine" in loaded
-    assert not {m for m in loaded if m.split(".")[:2] in (["relu_core", "runs"], ["relu_core", "datasets"],
-                                                           ["relu_core", "training"])}, sorted(loaded)
+    assert not {
+        m
+        for m in loaded
+        if m.split(".")[:2] in (["relu_core", "runs"], ["relu_core", "datasets"], ["relu_core", "training"])
+    }, sorted(loaded)

@@ -172,7 +172,9 @@ def test_many_missing_keys_are_summarised(tmp_path: Path) -> None:
 def test_shape_mismatch_is_named(tmp_path: Path) -> None:
     path = tmp_path / "hundred.th"
     torch.save(build_model("resnet20", num_classes=100).state_dict(), path)
-    with pytest.raises(CheckpointError, match=r"shape mismatches \(2\): linear.weight \(100, 64\) in file vs \(10, 64\)"):
+    with pytest.raises(
+        CheckpointError, match=r"shape mismatches \(2\): linear.weight \(100, 64\) in file vs \(10, 64\)"
+    ):
         load_state_dict_file(build_model("resnet20"), path)
 
 

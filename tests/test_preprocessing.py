@@ -35,7 +35,9 @@ def test_eps_zero_is_the_clean_score(run, key):
     np.testing.assert_allclose(_scores(run, detector, 0.0), detector.score(run.logits[SUBSET]), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("key, temperature, rises", [("relu", 1.0, True), ("doctor", 1.0, True), ("odin", 1000.0, False)])
+@pytest.mark.parametrize(
+    "key, temperature, rises", [("relu", 1.0, True), ("doctor", 1.0, True), ("odin", 1000.0, False)]
+)
 def test_eps_moves_the_uncertainty_in_the_stated_direction(run, key, temperature, rises):
     detector = _fitted(run, key, temperature)
     clean = detector.score(run.logits[SUBSET])

@@ -227,7 +227,13 @@ def test_oracle_grid_equals_fit_on_tuning_scored_on_evaluation(data):
     logits, labels, correct = data
     tune, ev = _split(data)
     grid = protocol.grid_search(
-        logits, labels, tune_idx=tune, eval_idx=ev, temperatures=GRID_T, lambdas=GRID_L, selection="oracle",
+        logits,
+        labels,
+        tune_idx=tune,
+        eval_idx=ev,
+        temperatures=GRID_T,
+        lambdas=GRID_L,
+        selection="oracle",
         criterion="auroc",
     )
     for i, t in enumerate(GRID_T):
@@ -313,8 +319,13 @@ def test_one_softmax_per_temperature_across_detectors_lambdas_and_seeds(data, mo
 
     monkeypatch.setattr(detectors, "softmax", counting)
     protocol.evaluate_with_selection(
-        logits, labels, ["msp", "relu", "doctor", "odin", "entropy", "energy"], temperatures=GRID_T, lambdas=GRID_L,
-        seeds=3, n_folds=3,
+        logits,
+        labels,
+        ["msp", "relu", "doctor", "odin", "entropy", "energy"],
+        temperatures=GRID_T,
+        lambdas=GRID_L,
+        seeds=3,
+        n_folds=3,
     )
     assert sorted(temperatures_seen) == sorted(GRID_T)  # MSP's T = 1 is in the grid; Energy needs no softmax
     temperatures_seen.clear()
@@ -325,8 +336,9 @@ def test_one_softmax_per_temperature_across_detectors_lambdas_and_seeds(data, mo
 def test_default_selection_never_returns_doctor_under_rel_u_s_name(data):
     logits, labels, _ = data
     for selection in ("tuning", "oracle"):
-        result = protocol.evaluate_with_selection(logits, labels, ["msp", "doctor", "relu"], selection=selection,
-                                                  seeds=3, n_resamples=0)
+        result = protocol.evaluate_with_selection(
+            logits, labels, ["msp", "doctor", "relu"], selection=selection, seeds=3, n_resamples=0
+        )
         assert all(lam in detectors.LAMBDA_GRID for _, lam in result.params["relu"])
         assert result.fallback["relu"] == [False] * 3
         assert result.n_settings == {"msp": 1, "doctor": 10, "relu": 50}
@@ -371,8 +383,9 @@ def test_paired_difference_is_the_pooled_bootstrap_of_each_seed_s_evaluation_sco
         assert diff.estimate == pytest.approx(expected[metric].estimate, abs=1e-12)
         assert (diff.low, diff.high) == pytest.approx((expected[metric].low, expected[metric].high), abs=1e-12)
     summary = result.paired_summary()
-    np.testing.assert_allclose(summary["auroc"]["per_seed"],
-                               result.per_seed["relu"]["auroc"] - result.per_seed["doctor"]["auroc"])
+    np.testing.assert_allclose(
+        summary["auroc"]["per_seed"], result.per_seed["relu"]["auroc"] - result.per_seed["doctor"]["auroc"]
+    )
     assert summary["fpr95"]["verdict"] == result.paired["fpr95"].verdict()
     assert result.to_dict()["relu"]["minus_doctor"] == summary
     assert "minus_doctor" not in result.to_dict()["doctor"]

@@ -80,17 +80,36 @@ def toys():
 # ------------------------------------------------------------------------------------------ declarations
 def test_every_detector_declares_its_capabilities() -> None:
     declared = {
-        key: (cls.name, cls.requires_fit, cls.temperature_applies, cls.default_temperature, cls.perturbation,
-              dict(cls.grids), cls.accepts_probs, cls.protocol, cls.can_fall_back)
-        for key, cls in detectors.REGISTRY.items() if key in detectors.protocol_keys()
+        key: (
+            cls.name,
+            cls.requires_fit,
+            cls.temperature_applies,
+            cls.default_temperature,
+            cls.perturbation,
+            dict(cls.grids),
+            cls.accepts_probs,
+            cls.protocol,
+            cls.can_fall_back,
+        )
+        for key, cls in detectors.REGISTRY.items()
+        if key in detectors.protocol_keys()
     }
     t_grid = {"temperature": PAPER_T}
     assert declared == {
         "msp": ("MSP", False, False, 1.0, "confidence", {}, True, True, False),
         "odin": ("ODIN", False, True, 1000.0, "confidence", t_grid, True, True, False),
         "doctor": ("Doctor", False, True, 1.0, "uncertainty", t_grid, True, True, False),
-        "relu": ("Rel-U", True, True, 1.0, "uncertainty", {**t_grid, "lam": (0.4, 0.5, 0.6, 0.8, 1.0)}, True, True,
-                 True),
+        "relu": (
+            "Rel-U",
+            True,
+            True,
+            1.0,
+            "uncertainty",
+            {**t_grid, "lam": (0.4, 0.5, 0.6, 0.8, 1.0)},
+            True,
+            True,
+            True,
+        ),
         "entropy": ("Entropy", False, True, 1.0, None, t_grid, True, True, False),
         "energy": ("Energy", False, True, 1.0, None, t_grid, False, True, False),
     }
@@ -103,12 +122,19 @@ def test_every_detector_declares_its_capabilities() -> None:
         assert type(detector) is detectors.REGISTRY[key]
         assert detector.temperature == detectors.REGISTRY[key].default_temperature
         assert set(detector.settings()) == ({"temperature"} if detector.temperature_applies else set()) | (
-            {"lam"} if "lam" in detector.grids else set())
+            {"lam"} if "lam" in detector.grids else set()
+        )
 
 
 def test_protocol_and_preprocessing_read_the_declarations() -> None:
     assert {k: protocol.grid_size(k) for k in detectors.protocol_keys()} == {
-        "msp": 1, "odin": 10, "doctor": 10, "relu": 50, "entropy": 10, "energy": 10}
+        "msp": 1,
+        "odin": 10,
+        "doctor": 10,
+        "relu": 50,
+        "entropy": 10,
+        "energy": 10,
+    }
     for key in detectors.protocol_keys():
         detector = detectors.make_detector(key)
         if detector.perturbation is None:
@@ -142,8 +168,7 @@ def test_detectors_outside_the_protocol_are_refused_there() -> None:
 def test_a_registered_detector_runs_through_the_protocol(toys) -> None:
     logits, labels = _synthetic()
     correct = logits.argmax(1) == labels
-    result = protocol.evaluate(logits, labels, ["Toy Margin", "toy_centroid"], temperature=2.0, seeds=2,
-                               n_resamples=0)
+    result = protocol.evaluate(logits, labels, ["Toy Margin", "toy_centroid"], temperature=2.0, seeds=2, n_resamples=0)
     assert result.methods == ("toy_margin", "toy_centroid")
     assert result.names == {"toy_margin": "Toy Margin", "toy_centroid": "Toy Centroid"}
     for s in range(2):
@@ -162,8 +187,9 @@ def test_a_registered_learned_detector_is_selected_by_cross_validation(toys) -> 
     logits, labels = _synthetic(seed=1)
     correct = logits.argmax(1) == labels
     tune, ev = protocol.split_indices(len(labels), 0.5, 0, stratify=correct)
-    grid = protocol.grid_search(logits, labels, tune_idx=tune, eval_idx=ev, method="toy_centroid", n_folds=3,
-                                fold_seed=4)
+    grid = protocol.grid_search(
+        logits, labels, tune_idx=tune, eval_idx=ev, method="toy_centroid", n_folds=3, fold_seed=4
+    )
     assert grid.temperatures == ErrorCentroid.grids["temperature"] and grid.lambdas == ()
     # the same cross-validation by hand: fit on the other folds, FPR95 on the held-out one, mean over folds
     fold = protocol._stratified_folds(correct[tune], 3, 4)
@@ -180,8 +206,9 @@ def test_a_registered_learned_detector_is_selected_by_cross_validation(toys) -> 
     fitted = protocol.select_and_fit(logits, labels, "toy_centroid", tune_idx=tune, n_folds=3, fold_seed=4)
     probs = detectors.softmax(logits, grid.best_temperature)
     np.testing.assert_allclose(fitted.centroid_, probs[tune][~correct[tune]].mean(0), rtol=1e-12)
-    selected = protocol.evaluate_with_selection(logits, labels, ["toy_margin", "toy_centroid"], seeds=2, n_folds=3,
-                                                n_resamples=0)
+    selected = protocol.evaluate_with_selection(
+        logits, labels, ["toy_margin", "toy_centroid"], seeds=2, n_folds=3, n_resamples=0
+    )
     assert selected.n_settings == {"toy_margin": 3, "toy_centroid": 3}
     assert all(t in Margin.grids["temperature"] for t, _ in selected.params["toy_margin"])
 
@@ -190,8 +217,25 @@ def test_a_registered_detector_is_available_on_the_command_line(toys, tmp_path, 
     logits, labels = _synthetic()
     path = tmp_path / "run.npz"
     np.savez(path, logits=logits, labels=labels)
-    assert cli.main(["evaluate", "--logits", str(path), "--methods", "toy_margin,Toy Centroid", "--seeds", "2",
-                     "--temperature", "1,toy_margin=5", "--bootstrap", "0", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--logits",
+                str(path),
+                "--methods",
+                "toy_margin,Toy Centroid",
+                "--seeds",
+                "2",
+                "--temperature",
+                "1,toy_margin=5",
+                "--bootstrap",
+                "0",
+                "--json",
+            ]
+        )
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)
     assert list(got) == ["toy_margin", "toy_centroid"]
     assert got["toy_margin"]["temperature"] == 5 and got["toy_centroid"]["temperature"] == 1

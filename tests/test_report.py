@@ -36,8 +36,15 @@ def _cells(text: str, row: str) -> list[str]:
 
 def test_report_holds_metrics_intervals_settings_and_provenance(logits_file):
     run = runs.load_logits_upload(logits_file.read_bytes(), logits_file.name)
-    text = report.report_for_run(run, temperature=1.5, lam=0.6, tune_fraction=0.5, seed=2,
-                                 keys=["relu", "doctor", "msp"], logits_file=logits_file)
+    text = report.report_for_run(
+        run,
+        temperature=1.5,
+        lam=0.6,
+        tune_fraction=0.5,
+        seed=2,
+        keys=["relu", "doctor", "msp"],
+        logits_file=logits_file,
+    )
     assert text.startswith("<!DOCTYPE html>") and "<emu>" not in text  # class names reach the page escaped
     # plotly.js inline exactly once, four figures, no script or stylesheet from the network
     assert text.count("plotly.js v") >= 1 and len(re.findall(r"Plotly\.newPlot\(", text)) == 4
@@ -93,17 +100,24 @@ def test_report_opens_offline_in_chromium(logits_file, tmp_path):
     requests, errors = [], []
     with sync_api.sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            offline=True, viewport={"width": 1280, "height": 900})
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            offline=True,
+            viewport={"width": 1280, "height": 900},
+        )
         try:
             page = context.new_page()
             page.on("request", lambda r: requests.append(r.url))
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(out.as_uri())
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4",
-                                   timeout=30_000)
-            titles = json.loads(page.evaluate(
-                "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(p => p.layout.title.text))"))
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=30_000)
+            titles = json.loads(
+                page.evaluate(
+                    "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(p => p.layout.title.text))"
+                )
+            )
         finally:
             context.close()
     assert [t.split(" ")[0] for t in titles] == ["D*", "Confusion", "ROC", "Risk-coverage"]

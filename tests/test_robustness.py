@@ -62,9 +62,14 @@ def test_result_frames(digits_run: Run, fresh_cache: Path) -> None:
     # the paper's lambda grid: Rel-U is never Doctor in disguise unless asked
     assert hyper.loc["Rel-U", "lam"].isin(detectors.LAMBDA_GRID).all()
     assert result.hyperparameters["hamming_fallback"].dtype == bool  # True only where the tuning split empties D*
-    assert list(hyper.loc["Rel-U", "settings_searched"]) == [50, 50] and list(hyper.loc["Doctor", "settings_searched"]) == [10, 10]
+    assert list(hyper.loc["Rel-U", "settings_searched"]) == [50, 50] and list(
+        hyper.loc["Doctor", "settings_searched"]
+    ) == [10, 10]
     assert list(result.paired.columns) == list(robustness.PAIRED_COLUMNS)
-    assert len(result.paired) == (1 + len(FEW)) * 3 and list(dict.fromkeys(result.paired["corruption"])) == ["clean", *FEW]
+    assert len(result.paired) == (1 + len(FEW)) * 3 and list(dict.fromkeys(result.paired["corruption"])) == [
+        "clean",
+        *FEW,
+    ]
     assert (result.paired["ci_low"] <= result.paired["estimate"]).all()
     assert (result.paired["estimate"] <= result.paired["ci_high"]).all()
     assert result.sources == {name: robustness.GENERATED for name in FEW}
@@ -105,7 +110,8 @@ def test_metrics_match_an_independent_computation(digits_run: Run, fresh_cache: 
     expected = stats.paired_bootstrap(relu.score(logits), detectors.Doctor(doctor_t).score(logits), right)
     row = result.paired.set_index(["corruption", "metric"]).loc[("contrast", "auroc")]
     assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx(
-        (expected["auroc"].estimate, expected["auroc"].low, expected["auroc"].high), abs=1e-12)
+        (expected["auroc"].estimate, expected["auroc"].low, expected["auroc"].high), abs=1e-12
+    )
 
 
 def test_rerun_and_severity_change_hit_the_cache(
@@ -145,8 +151,10 @@ def test_selection_sees_only_the_clean_tuning_split(
 
     # Poison the clean evaluation rows (same predictions, so the stratified splits do not move) ...
     poisoned = digits_run.logits.copy()
-    eval_rows = np.setdiff1d(np.arange(len(correct)), np.union1d(*(protocol.split_indices(
-        len(correct), 0.2, s, stratify=correct)[0] for s in (0, 1))))
+    eval_rows = np.setdiff1d(
+        np.arange(len(correct)),
+        np.union1d(*(protocol.split_indices(len(correct), 0.2, s, stratify=correct)[0] for s in (0, 1))),
+    )
     rng = np.random.default_rng(0)
     noise = rng.normal(0, 5, poisoned[eval_rows].shape).astype(np.float32)
     noise[np.arange(len(eval_rows)), poisoned[eval_rows].argmax(1)] = 100.0
@@ -157,9 +165,15 @@ def test_selection_sees_only_the_clean_tuning_split(
     assert _study(run).hyperparameters.equals(baseline.hyperparameters)
 
     # ... and the corrupted images (random pixels): the selection cannot move either.
-    monkeypatch.setattr(corruptions, "corrupted_set", lambda images, labels, *a, **k: corruptions.CorruptedSet(
-        np.random.default_rng(1).integers(0, 256, (300, *images.shape[1:]), dtype=np.uint8), labels[:300],
-        np.arange(300)))
+    monkeypatch.setattr(
+        corruptions,
+        "corrupted_set",
+        lambda images, labels, *a, **k: corruptions.CorruptedSet(
+            np.random.default_rng(1).integers(0, 256, (300, *images.shape[1:]), dtype=np.uint8),
+            labels[:300],
+            np.arange(300),
+        ),
+    )
     monkeypatch.setenv("RELU_STUDIO_CACHE", str(fresh_cache / "poisoned"))
     garbage = _study(digits_run)
     assert garbage.hyperparameters.equals(baseline.hyperparameters)

@@ -25,8 +25,9 @@ def _pair(seed: int, n: int = 400, tied: bool = False, gap: float = 0.5):
 def _draws(n: int, n_resamples: int, seed: int) -> np.ndarray:
     """The documented resampling stream: blocks of BLOCK rows of N uniform indices."""
     rng = np.random.default_rng(seed)
-    blocks = [rng.integers(0, n, size=(min(stats.BLOCK, n_resamples - i), n))
-              for i in range(0, n_resamples, stats.BLOCK)]
+    blocks = [
+        rng.integers(0, n, size=(min(stats.BLOCK, n_resamples - i), n)) for i in range(0, n_resamples, stats.BLOCK)
+    ]
     return np.concatenate(blocks)
 
 
@@ -78,7 +79,9 @@ def test_same_seed_same_interval_other_seed_other_draws():
     first = stats.paired_bootstrap(a, b, correct, n_resamples=300, seed=7)
     assert stats.paired_bootstrap(a, b, correct, n_resamples=300, seed=7) == first
     other = stats.bootstrap_differences(a, b, correct, n_resamples=300, seed=8)
-    assert not np.array_equal(other["auroc"], stats.bootstrap_differences(a, b, correct, n_resamples=300, seed=7)["auroc"])
+    assert not np.array_equal(
+        other["auroc"], stats.bootstrap_differences(a, b, correct, n_resamples=300, seed=7)["auroc"]
+    )
 
 
 def test_pooled_over_one_seed_equals_the_single_split_and_averages_seeds():
@@ -88,8 +91,10 @@ def test_pooled_over_one_seed_equals_the_single_split_and_averages_seeds():
     pooled = stats.pooled_bootstrap(pairs, n_resamples=200, seed=4)
     mean = np.mean([metrics.auroc(a, c) - metrics.auroc(b, c) for a, b, c in pairs])
     assert pooled["auroc"].estimate == pytest.approx(mean, abs=1e-14)
-    per_seed = [stats.bootstrap_differences(*p, metrics=("auroc",), n_resamples=200, seed=4 + s)["auroc"]
-                for s, p in enumerate(pairs)]
+    per_seed = [
+        stats.bootstrap_differences(*p, metrics=("auroc",), n_resamples=200, seed=4 + s)["auroc"]
+        for s, p in enumerate(pairs)
+    ]
     low, high = np.quantile(np.mean(per_seed, axis=0), [0.025, 0.975])
     assert (pooled["auroc"].low, pooled["auroc"].high) == pytest.approx((low, high), abs=1e-14)
 

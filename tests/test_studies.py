@@ -49,8 +49,9 @@ def _point(result: base.StudyResult, series: str, x: float, detector: str, metri
 # ------------------------------------------------------------------------------------------ ablation
 def test_lambda_curve_at_one_half_equals_protocol_evaluate(run) -> None:
     result = ablation.run_study(run, axes=("lambda",), seeds=5, n_resamples=0, use_cache=False)
-    reference = protocol.evaluate(run.logits, run.labels, ["relu", "doctor"], temperature=1.0, lam=0.5,
-                                  tune_fraction=0.5, seeds=5, n_resamples=0)
+    reference = protocol.evaluate(
+        run.logits, run.labels, ["relu", "doctor"], temperature=1.0, lam=0.5, tune_fraction=0.5, seeds=5, n_resamples=0
+    )
     for key, name in (("relu", "Rel-U"), ("doctor", "Doctor")):
         for metric in base.METRICS:
             mean, std = _point(result, "lambda", 0.5, name, metric)
@@ -62,8 +63,11 @@ def test_lambda_curve_at_one_half_equals_protocol_evaluate(run) -> None:
 def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
     result = ablation.run_study(run, axes=("lambda",), lambdas=(0.0, 0.8), seeds=3, n_resamples=0, use_cache=False)
     for metric in base.METRICS:
-        np.testing.assert_allclose(_point(result, "lambda", 0.0, "Rel-U", metric)[0],
-                                   _point(result, "lambda", 0.0, "Doctor", metric)[0], rtol=RTOL)
+        np.testing.assert_allclose(
+            _point(result, "lambda", 0.0, "Rel-U", metric)[0],
+            _point(result, "lambda", 0.0, "Doctor", metric)[0],
+            rtol=RTOL,
+        )
     assert any(n.startswith("λ = 0: D* is the Hamming fallback (= Doctor) on 3 seed(s)") for n in result.notes)
     auto = result.settings["lambda_auto"]
     correct = protocol.correctness(run.logits, run.labels)
@@ -74,15 +78,16 @@ def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
 
 def test_temperature_curve_matches_evaluate_at_each_temperature(run) -> None:
     temps = (0.1, 3.0, 1000.0)
-    result = ablation.run_study(run, axes=("temperature",), temperatures=temps, seeds=3, n_resamples=0,
-                                use_cache=False)
+    result = ablation.run_study(run, axes=("temperature",), temperatures=temps, seeds=3, n_resamples=0, use_cache=False)
     for t in temps:
-        reference = protocol.evaluate(run.logits, run.labels, ["relu", "doctor", "odin"], temperature=t, lam=0.5,
-                                      seeds=3, n_resamples=0)
+        reference = protocol.evaluate(
+            run.logits, run.labels, ["relu", "doctor", "odin"], temperature=t, lam=0.5, seeds=3, n_resamples=0
+        )
         for key, name in (("relu", "Rel-U"), ("doctor", "Doctor"), ("odin", "ODIN")):
             for metric in ("fpr95", "auroc"):
-                np.testing.assert_allclose(_point(result, "temperature", t, name, metric)[0],
-                                           reference.mean(key, metric), rtol=RTOL)
+                np.testing.assert_allclose(
+                    _point(result, "temperature", t, name, metric)[0], reference.mean(key, metric), rtol=RTOL
+                )
 
 
 def test_default_temperature_grid_is_log_spaced_from_0_1_to_1000() -> None:
@@ -97,8 +102,16 @@ def test_eps_axis_needs_a_model(run) -> None:
 
 
 def test_eps_axis_on_a_subsample_scores_clean_logits_at_zero(digits_run) -> None:
-    result = ablation.run_study(digits_run, axes=("eps",), epsilons=(0.0, 0.004), seeds=2, subsample=400,
-                                n_resamples=0, device="cpu", use_cache=False)
+    result = ablation.run_study(
+        digits_run,
+        axes=("eps",),
+        epsilons=(0.0, 0.004),
+        seeds=2,
+        subsample=400,
+        n_resamples=0,
+        device="cpu",
+        use_cache=False,
+    )
     assert result.settings["subsample"] == 400 and result.settings["seeds_eps"] == [0, 1]
     assert any("subsample of 400 of 899 images and 2 seed(s)" in n for n in result.notes)
     assert set(result.curves["detector"]) == {"Rel-U", "Doctor", "ODIN"}
@@ -109,8 +122,9 @@ def test_eps_axis_on_a_subsample_scores_clean_logits_at_zero(digits_run) -> None
     logits, labels = digits_run.logits[sample], digits_run.labels[sample]
     reference = protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=0)
     for key, name in (("relu", "Rel-U"), ("doctor", "Doctor")):
-        np.testing.assert_allclose(_point(result, "eps", 0.0, name, "auroc")[0], reference.mean(key, "auroc"),
-                                   rtol=1e-5)
+        np.testing.assert_allclose(
+            _point(result, "eps", 0.0, name, "auroc")[0], reference.mean(key, "auroc"), rtol=1e-5
+        )
     assert np.isfinite(result.curves["mean"]).all()
 
 
@@ -130,8 +144,10 @@ def test_tuning_split_matches_direct_computation_for_a_seed(run) -> None:
     for fraction in (0.2, 0.5):
         tune, evaluation = protocol.split_indices(len(run.labels), fraction, 7, stratify=correct)
         relu = detectors.RelU(lam=0.5, temperature=1.0).fit(run.logits[tune], run.labels[tune])
-        direct = {"Rel-U": metrics.summary(relu.score(run.logits[evaluation]), correct[evaluation]),
-                  "Doctor": metrics.summary(detectors.Doctor().score(run.logits[evaluation]), correct[evaluation])}
+        direct = {
+            "Rel-U": metrics.summary(relu.score(run.logits[evaluation]), correct[evaluation]),
+            "Doctor": metrics.summary(detectors.Doctor().score(run.logits[evaluation]), correct[evaluation]),
+        }
         rows = result.per_seed[(result.per_seed["seed"] == 7) & np.isclose(result.per_seed["x"], fraction)]
         for name, values in direct.items():
             for metric, value in values.items():
@@ -146,17 +162,23 @@ def test_paired_difference_is_the_pooled_bootstrap_of_the_seeds(run) -> None:
     for seed in range(3):
         tune, evaluation = protocol.split_indices(len(run.labels), 0.33, seed, stratify=correct)
         relu = detectors.RelU().fit(run.logits[tune], run.labels[tune])
-        triples.append((relu.score(run.logits[evaluation]), detectors.Doctor().score(run.logits[evaluation]),
-                        correct[evaluation]))
+        triples.append(
+            (relu.score(run.logits[evaluation]), detectors.Doctor().score(run.logits[evaluation]), correct[evaluation])
+        )
     pooled = stats.pooled_bootstrap(triples, n_resamples=200)
     for metric, diff in pooled.items():
         row = result.paired[result.paired["metric"] == metric].iloc[0]
-        np.testing.assert_allclose([row["estimate"], row["ci_low"], row["ci_high"]], [diff.estimate, diff.low, diff.high],
-                                   rtol=RTOL, atol=1e-12)
+        np.testing.assert_allclose(
+            [row["estimate"], row["ci_low"], row["ci_high"]],
+            [diff.estimate, diff.low, diff.high],
+            rtol=RTOL,
+            atol=1e-12,
+        )
         assert row["verdict"] == diff.verdict()
         per_seed = [metrics.summary(a, c)[metric] - metrics.summary(b, c)[metric] for a, b, c in triples]
-        np.testing.assert_allclose([row["mean"], row["std"]], [np.mean(per_seed), np.std(per_seed)], rtol=RTOL,
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            [row["mean"], row["std"]], [np.mean(per_seed), np.std(per_seed)], rtol=RTOL, atol=1e-12
+        )
 
 
 def test_user_fractions_are_sorted_and_validated(run) -> None:
@@ -218,22 +240,33 @@ def test_mismatch_assembly_drops_the_13_classes_and_balances_counts() -> None:
 
 def test_mismatch_study_runs_the_model_on_the_other_set(digits_run) -> None:
     other = _other_set()
-    result = mismatch.run_study(digits_run, other=other, fractions=(0.2, 0.5), seeds=2, n_resamples=0, device="cpu",
-                                use_cache=False)
+    result = mismatch.run_study(
+        digits_run, other=other, fractions=(0.2, 0.5), seeds=2, n_resamples=0, device="cpu", use_cache=False
+    )
     kept = int((~np.isin(other.labels, [CIFAR100_LIKE.index(c) for c in mismatch.CIFAR100_REMOVED])).sum())
     assert result.settings["n_per_side"] == min(kept, len(digits_run.labels))
     assert result.settings["excluded_classes"] == list(mismatch.CIFAR100_REMOVED)
     assert set(result.curves["x"]) == {0.2, 0.5} and set(result.curves["n_seeds"]) == {2}
     # the study is the tuning-split sweep on the mixture: rebuild it and compare one point
     logits_out = mismatch.other_logits(digits_run, other, device="cpu")
-    mix = mismatch.assemble(digits_run.logits, protocol.correctness(digits_run.logits, digits_run.labels), logits_out,
-                            other.labels, other.class_names, mismatch.CIFAR100_REMOVED)
+    mix = mismatch.assemble(
+        digits_run.logits,
+        protocol.correctness(digits_run.logits, digits_run.labels),
+        logits_out,
+        other.labels,
+        other.class_names,
+        mismatch.CIFAR100_REMOVED,
+    )
     tune, evaluation = protocol.split_indices(len(mix["correct"]), 0.5, 1, stratify=mix["correct"])
     probs = detectors.softmax(mix["logits"])
     relu = detectors.RelU().fit_probs(probs[tune], mix["correct"][tune])
     expected = metrics.auroc(relu.score_probs(probs[evaluation]), mix["correct"][evaluation])
-    got = result.per_seed[(result.per_seed["seed"] == 1) & (result.per_seed["x"] == 0.5)
-                          & (result.per_seed["detector"] == "Rel-U") & (result.per_seed["metric"] == "auroc")]
+    got = result.per_seed[
+        (result.per_seed["seed"] == 1)
+        & (result.per_seed["x"] == 0.5)
+        & (result.per_seed["detector"] == "Rel-U")
+        & (result.per_seed["metric"] == "auroc")
+    ]
     np.testing.assert_allclose(float(got["value"].iloc[0]), expected, rtol=RTOL)
 
 
@@ -265,8 +298,9 @@ def test_temperature_scaling_lowers_nll_on_an_overconfident_model() -> None:
     tune, held_out = np.arange(0, 1000), np.arange(1000, 2000)
     t_cal, _cv_nll = calibration.cross_validated_temperature(over.logits[tune], over.labels[tune])
     assert t_cal > 2.0
-    assert calibration.nll(over.logits[held_out], over.labels[held_out], t_cal) < \
-        calibration.nll(over.logits[held_out], over.labels[held_out], 1.0)
+    assert calibration.nll(over.logits[held_out], over.labels[held_out], t_cal) < calibration.nll(
+        over.logits[held_out], over.labels[held_out], 1.0
+    )
     brute = [calibration.nll(over.logits[tune], over.labels[tune], t) for t in calibration.CAL_TEMPERATURES]
     assert abs(np.log(t_cal / calibration.CAL_TEMPERATURES[int(np.argmin(brute))])) <= 0.06  # one grid step
     np.testing.assert_allclose(calibration.nll(np.array([[0.0, np.log(3.0)]]), np.array([1])), np.log(4 / 3))
@@ -284,8 +318,12 @@ def test_calibration_study_reports_ece_before_and_after_and_the_detectors(run) -
     correct = protocol.correctness(over.logits, over.labels)
     _, evaluation = protocol.split_indices(len(correct), 0.5, 0, stratify=correct)
     doctor = detectors.Doctor(temperature=float(temps["T_cal"].iloc[0])).score(over.logits[evaluation])
-    got = result.per_seed[(result.per_seed["seed"] == 0) & (result.per_seed["x"] == calibration.CALIBRATED)
-                          & (result.per_seed["detector"] == "Doctor") & (result.per_seed["metric"] == "fpr95")]
+    got = result.per_seed[
+        (result.per_seed["seed"] == 0)
+        & (result.per_seed["x"] == calibration.CALIBRATED)
+        & (result.per_seed["detector"] == "Doctor")
+        & (result.per_seed["metric"] == "fpr95")
+    ]
     np.testing.assert_allclose(float(got["value"].iloc[0]), metrics.fpr_at_tpr(doctor, correct[evaluation]), rtol=RTOL)
     reliability = result.tables["reliability"]
     assert set(reliability["state"]) == set(calibration.STATE_NAMES.values())
@@ -297,9 +335,14 @@ def test_calibration_study_reports_ece_before_and_after_and_the_detectors(run) -
 def test_every_figure_has_a_sentence_and_its_csv(run) -> None:
     result = ablation.run_study(run, seeds=2, n_resamples=50, use_cache=False)
     listed = study_figures.figures_for(result)
-    assert [slug for slug, _, _ in listed] == ["lambda_fpr95", "lambda_auroc", "lambda_fpr95_difference",
-                                               "temperature_fpr95", "temperature_auroc",
-                                               "temperature_fpr95_difference"]
+    assert [slug for slug, _, _ in listed] == [
+        "lambda_fpr95",
+        "lambda_auroc",
+        "lambda_fpr95_difference",
+        "temperature_fpr95",
+        "temperature_auroc",
+        "temperature_fpr95_difference",
+    ]
     for slug, fig, sentence in listed:
         assert sentence.endswith(".") and len(sentence) > 40
         csv = study_figures.figure_csv(fig)
@@ -324,8 +367,10 @@ def test_the_cli_parser_does_not_import_the_studies() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, relu_core.cli as c; c.build_parser(); "
-            "print('relu_core.studies.ablation' in sys.modules, 'torch' in sys.modules)")
+    code = (
+        "import sys, relu_core.cli as c; c.build_parser(); "
+        "print('relu_core.studies.ablation' in sys.modules, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -338,16 +383,19 @@ def logits_file(tmp_path, run):
     return path
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["study", "nope"], "unknown study 'nope'"),
-    (["study", "tuning-split", "--fractions", "0.2,1.5"], "strictly between 0 and 1"),
-    (["study", "tuning-split", "--fractions", "a,b"], "--fractions must be comma-separated numbers"),
-    (["study", "ablation", "--seeds", "x"], "--seeds must be an integer"),
-    (["study", "ablation", "--axes", "lambda,eps"], "needs a run with its model"),
-    (["study", "mismatch"], "needs a run with its model"),
-    (["study", "calibration", "--val-fraction", "2"], "strictly between 0 and 1"),
-    (["study", "calibration", "--bogus"], "unrecognized arguments"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["study", "nope"], "unknown study 'nope'"),
+        (["study", "tuning-split", "--fractions", "0.2,1.5"], "strictly between 0 and 1"),
+        (["study", "tuning-split", "--fractions", "a,b"], "--fractions must be comma-separated numbers"),
+        (["study", "ablation", "--seeds", "x"], "--seeds must be an integer"),
+        (["study", "ablation", "--axes", "lambda,eps"], "needs a run with its model"),
+        (["study", "mismatch"], "needs a run with its model"),
+        (["study", "calibration", "--val-fraction", "2"], "strictly between 0 and 1"),
+        (["study", "calibration", "--bogus"], "unrecognized arguments"),
+    ],
+)
 def test_cli_bad_input_exits_2_with_one_line(argv, message, logits_file, capsys) -> None:
     argv = [*argv, "--logits", str(logits_file)] if argv[1] != "nope" else argv
     assert cli.main(argv) == cli.EXIT_BAD_INPUT
@@ -357,15 +405,34 @@ def test_cli_bad_input_exits_2_with_one_line(argv, message, logits_file, capsys)
 
 def test_cli_json_and_out_folder(logits_file, tmp_path, capsys) -> None:
     out = tmp_path / "out"
-    argv = ["study", "tuning-split", "--logits", str(logits_file), "--seeds", "2", "--fractions", "0.2,0.5",
-            "--bootstrap", "50", "--json", "--out", str(out)]
+    argv = [
+        "study",
+        "tuning-split",
+        "--logits",
+        str(logits_file),
+        "--seeds",
+        "2",
+        "--fractions",
+        "0.2,0.5",
+        "--bootstrap",
+        "50",
+        "--json",
+        "--out",
+        str(out),
+    ]
     assert cli.main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["study"] == "tuning-split" and data["settings"]["seeds"] == [0, 1]
     assert {row["x"] for row in data["curves"]} == {0.2, 0.5}
     files = {p.name for p in out.iterdir()}
-    assert {"curves.csv", "paired.csv", "per_seed.csv", "result.json", "fraction_fpr95.html",
-            "fraction_fpr95.csv"} <= files
+    assert {
+        "curves.csv",
+        "paired.csv",
+        "per_seed.csv",
+        "result.json",
+        "fraction_fpr95.html",
+        "fraction_fpr95.csv",
+    } <= files
     assert cli.main(["study", "calibration", "--logits", str(logits_file), "--seeds", "2", "--bootstrap", "0"]) == 0
     text = capsys.readouterr().out
     assert "[summary]" in text and "ECE" in text and "no bootstrap interval" in text
@@ -373,8 +440,14 @@ def test_cli_json_and_out_folder(logits_file, tmp_path, capsys) -> None:
 
 def test_progress_reports_every_phase(run) -> None:
     calls: list[tuple[int, int, str]] = []
-    tuning_split.run_study(run, fractions=(0.2, 0.5), seeds=2, n_resamples=20, use_cache=False,
-                           progress=lambda done, total, message: calls.append((done, total, message)))
+    tuning_split.run_study(
+        run,
+        fractions=(0.2, 0.5),
+        seeds=2,
+        n_resamples=20,
+        use_cache=False,
+        progress=lambda done, total, message: calls.append((done, total, message)),
+    )
     assert all(0 <= done <= total for done, total, _ in calls)
     messages = [m for _, _, m in calls]
     assert any("tuning fraction 0.2" in m for m in messages) and any("paired bootstrap" in m for m in messages)
@@ -388,8 +461,9 @@ def test_offline_cifar_pair_keeps_87_classes_in_equal_counts(shared_data) -> Non
     other = datasets.load_dataset("cifar100-exact", split="test")
     removed = [other.class_names.index(c) for c in mismatch.CIFAR100_REMOVED]
     kept = int((~np.isin(other.labels, removed)).sum())
-    result = mismatch.run_study(cifar10, other="cifar100-exact", fractions=(0.5,), seeds=2, n_resamples=0,
-                                device="cpu", use_cache=False)
+    result = mismatch.run_study(
+        cifar10, other="cifar100-exact", fractions=(0.5,), seeds=2, n_resamples=0, device="cpu", use_cache=False
+    )
     assert result.settings["n_per_side"] == min(kept, len(cifar10.labels)) == kept
     assert result.settings["excluded_classes"] == list(mismatch.CIFAR100_REMOVED)
     auroc = _point(result, "mismatch", 0.5, "Doctor", "auroc")[0]

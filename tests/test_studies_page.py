@@ -22,19 +22,39 @@ def _titles(at: AppTest) -> list[str]:
     return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
 
 
-@pytest.mark.parametrize("name, titles", [
-    ("ablation", ["FPR at 95 % TPR (lower is better) against λ", "AUROC (higher is better) against λ",
-                  "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval",
-                  "FPR at 95 % TPR (lower is better) against T", "AUROC (higher is better) against T",
-                  "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval"]),
-    ("tuning-split", ["FPR at 95 % TPR (lower is better) against tuning fraction",
-                      "AUROC (higher is better) against tuning fraction",
-                      "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval"]),
-    ("calibration", ["FPR at 95 % TPR (lower is better) against temperature scaling",
-                     "AUROC (higher is better) against temperature scaling",
-                     "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval",
-                     "Reliability diagram (evaluation splits, all seeds pooled)"]),
-])
+@pytest.mark.parametrize(
+    "name, titles",
+    [
+        (
+            "ablation",
+            [
+                "FPR at 95 % TPR (lower is better) against λ",
+                "AUROC (higher is better) against λ",
+                "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval",
+                "FPR at 95 % TPR (lower is better) against T",
+                "AUROC (higher is better) against T",
+                "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval",
+            ],
+        ),
+        (
+            "tuning-split",
+            [
+                "FPR at 95 % TPR (lower is better) against tuning fraction",
+                "AUROC (higher is better) against tuning fraction",
+                "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval",
+            ],
+        ),
+        (
+            "calibration",
+            [
+                "FPR at 95 % TPR (lower is better) against temperature scaling",
+                "AUROC (higher is better) against temperature scaling",
+                "Rel-U − Doctor, FPR at 95 % TPR, with the 95 % paired bootstrap interval",
+                "Reliability diagram (evaluation splits, all seeds pooled)",
+            ],
+        ),
+    ],
+)
 def test_each_study_runs_and_draws_its_figures(pages, name, titles) -> None:
     at = _page(pages, synthetic_run(), study_name=name)
     pages.ok(at)
@@ -44,8 +64,10 @@ def test_each_study_runs_and_draws_its_figures(pages, name, titles) -> None:
     assert _titles(at) == titles
     captions = [c.value for c in at.caption]
     assert any(c.startswith("2 seed(s)") for c in captions)
-    assert sum(c.startswith(("Each line", "The difference", "Each point", "FPR at 95 % TPR (lower", "AUROC (higher"))
-               for c in captions) == len(titles)
+    assert sum(
+        c.startswith(("Each line", "The difference", "Each point", "FPR at 95 % TPR (lower", "AUROC (higher"))
+        for c in captions
+    ) == len(titles)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels.count("data (CSV)") == len(titles) and labels.count("interactive figure (HTML)") == len(titles)
     assert {"curves.csv", "paired.csv", "per_seed.csv"} <= set(labels)

@@ -84,8 +84,11 @@ def _hot_path_blas() -> list[int]:
     without openblas_set_num_threads_local cannot be limited from worker threads (see the module docstring)."""
     from threadpoolctl import threadpool_info
 
-    return [i["num_threads"] for i in threadpool_info()
-            if i["user_api"] == "blas" and ("numpy.libs" in i["filepath"] or "scipy.libs" in i["filepath"])]
+    return [
+        i["num_threads"]
+        for i in threadpool_info()
+        if i["user_api"] == "blas" and ("numpy.libs" in i["filepath"] or "scipy.libs" in i["filepath"])
+    ]
 
 
 def test_concurrent_sections_restore_the_setting_once_all_have_ended():
@@ -159,8 +162,9 @@ def large_from_1000_flops():
 
 def test_small_work_is_one_block_in_the_calling_thread():
     calls = []
-    out = threads.map_row_blocks(lambda a, b: calls.append((a, b, threading.current_thread())) or b - a, 500,
-                                 work=threads.LARGE_WORK_FLOPS - 1)
+    out = threads.map_row_blocks(
+        lambda a, b: calls.append((a, b, threading.current_thread())) or b - a, 500, work=threads.LARGE_WORK_FLOPS - 1
+    )
     assert out == [500] and calls == [(0, 500, threading.current_thread())]
 
 
@@ -196,11 +200,17 @@ def test_blocked_detector_math_equals_the_one_block_result(large_from_1000_flops
     logits = rng.normal(size=(997, 13)) * 3
     correct = rng.random(997) < 0.7
     matrix = rng.random((13, 13))
-    blocked = (detectors.softmax(logits, 2.0), detectors.relu_matrix(detectors.softmax(logits), correct),
-               detectors.quadratic_score(detectors.softmax(logits), matrix))
+    blocked = (
+        detectors.softmax(logits, 2.0),
+        detectors.relu_matrix(detectors.softmax(logits), correct),
+        detectors.quadratic_score(detectors.softmax(logits), matrix),
+    )
     threads.configure(large_work_flops=1e18)
-    whole = (detectors.softmax(logits, 2.0), detectors.relu_matrix(detectors.softmax(logits), correct),
-             detectors.quadratic_score(detectors.softmax(logits), matrix))
+    whole = (
+        detectors.softmax(logits, 2.0),
+        detectors.relu_matrix(detectors.softmax(logits), correct),
+        detectors.quadratic_score(detectors.softmax(logits), matrix),
+    )
     for a, b in zip(blocked, whole):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
     bad = logits.copy()

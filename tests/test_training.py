@@ -68,8 +68,16 @@ def test_progress_reports_every_batch(digits: Digits) -> None:
     x_train, y_train, _, _ = digits
     calls: list[tuple[int, int, str]] = []
     # 101 images in batches of 20: five full batches; the lone leftover image is skipped (BatchNorm needs 2).
-    train_small_cnn(x_train[:101], y_train[:101], 10, arch="cnn8", epochs=2, seed=0, batch_size=20,
-                    progress=lambda done, total, message: calls.append((done, total, message)))
+    train_small_cnn(
+        x_train[:101],
+        y_train[:101],
+        10,
+        arch="cnn8",
+        epochs=2,
+        seed=0,
+        batch_size=20,
+        progress=lambda done, total, message: calls.append((done, total, message)),
+    )
     assert [done for done, _, _ in calls] == list(range(1, 11))
     assert {total for _, total, _ in calls} == {10}
     assert calls[-1][2].startswith("training cnn8: epoch 2/2, loss ")
@@ -103,9 +111,21 @@ def test_cancel_stops_training(digits: Digits) -> None:
     ],
 )
 def test_bad_input_is_an_input_error(change: dict, message: str) -> None:
-    arguments = {"images": np.zeros((10, 8, 8, 1), np.uint8), "labels": np.arange(10) % 10, "num_classes": 10,
-                 "arch": "cnn8", "epochs": 1}
+    arguments = {
+        "images": np.zeros((10, 8, 8, 1), np.uint8),
+        "labels": np.arange(10) % 10,
+        "num_classes": 10,
+        "arch": "cnn8",
+        "epochs": 1,
+    }
     arguments.update(change)
     with pytest.raises(InputError, match=message):
-        train_small_cnn(arguments["images"], arguments["labels"], arguments["num_classes"], arch=arguments["arch"],
-                        epochs=arguments["epochs"], seed=0, batch_size=4)
+        train_small_cnn(
+            arguments["images"],
+            arguments["labels"],
+            arguments["num_classes"],
+            arch=arguments["arch"],
+            epochs=arguments["epochs"],
+            seed=0,
+            batch_size=4,
+        )

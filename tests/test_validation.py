@@ -19,10 +19,21 @@ def test_integers_refuse_booleans_floats_and_text() -> None:
             validation.integer(bad, "n", minimum=1)
 
 
-@pytest.mark.parametrize(("value", "minimum", "maximum", "ok"), [
-    (0, 0, None, True), (-1, 0, None, False), (1, 1, None, True), (0, 1, None, False), (2, 2, None, True),
-    (1, 2, None, False), (5, 1, 5, True), (6, 1, 5, False), (0, 1, 5, False), (-7, None, None, True),
-])
+@pytest.mark.parametrize(
+    ("value", "minimum", "maximum", "ok"),
+    [
+        (0, 0, None, True),
+        (-1, 0, None, False),
+        (1, 1, None, True),
+        (0, 1, None, False),
+        (2, 2, None, True),
+        (1, 2, None, False),
+        (5, 1, 5, True),
+        (6, 1, 5, False),
+        (0, 1, 5, False),
+        (-7, None, None, True),
+    ],
+)
 def test_integer_bounds_are_inclusive(value: int, minimum, maximum, ok: bool) -> None:
     if ok:
         result = validation.integer(np.int32(value), "x", minimum=minimum, maximum=maximum)

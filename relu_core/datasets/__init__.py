@@ -27,9 +27,23 @@ from relu_core.datasets.userdata import (
 from relu_core.progress import Progress, report
 
 __all__ = [
-    "DATASETS", "DIGITS_SEED", "IMAGE_EXTENSIONS", "MAX_ZIP_BYTES", "MAX_ZIP_ENTRIES", "USER_SPEC_PREFIXES",
-    "DatasetError", "DatasetInfo", "ImageSet", "RegisteredDataset", "image_fingerprint", "list_datasets",
-    "load_dataset", "load_image_folder", "load_image_zip", "load_npz_dataset", "load_uploaded_dataset",
+    "DATASETS",
+    "DIGITS_SEED",
+    "IMAGE_EXTENSIONS",
+    "MAX_ZIP_BYTES",
+    "MAX_ZIP_ENTRIES",
+    "USER_SPEC_PREFIXES",
+    "DatasetError",
+    "DatasetInfo",
+    "ImageSet",
+    "RegisteredDataset",
+    "image_fingerprint",
+    "list_datasets",
+    "load_dataset",
+    "load_image_folder",
+    "load_image_zip",
+    "load_npz_dataset",
+    "load_uploaded_dataset",
 ]
 
 USER_SPEC_PREFIXES = ("imagefolder:", "zip:", "npz:")
@@ -58,9 +72,17 @@ def list_datasets() -> list[DatasetInfo]:
     infos = []
     for entry in DATASETS.values():
         source, _ = entry.find("test")
-        infos.append(DatasetInfo(entry.name, entry.description, source is not None,
-                                 source.location if source else None, entry.splits, entry.fetch is not None,
-                                 entry.image_shape))
+        infos.append(
+            DatasetInfo(
+                entry.name,
+                entry.description,
+                source is not None,
+                source.location if source else None,
+                entry.splits,
+                entry.fetch is not None,
+                entry.image_shape,
+            )
+        )
     return infos
 
 
@@ -72,8 +94,9 @@ def _download(entry: RegisteredDataset, split: str, progress: Progress | None) -
     try:
         entry.fetch(paths.cache_dir("datasets"), split)
     except OSError as error:  # urllib's URLError, socket errors, a full disk
-        raise DatasetError(f"could not download {entry.name}: no internet connection or a server error "
-                           f"({error})") from None
+        raise DatasetError(
+            f"could not download {entry.name}: no internet connection or a server error ({error})"
+        ) from None
     except RuntimeError as error:  # torchvision: every mirror failed, or a wrong md5
         message = " ".join(str(error).split())
         raise DatasetError(f"could not download {entry.name}: {message}") from None
@@ -90,16 +113,20 @@ def _load_registered(entry: RegisteredDataset, split: str, download: bool, progr
         _download(entry, split, progress)
         source, searched = entry.find(split)
     if source is None:
-        how = ("download it with load_dataset(..., download=True) (CLI: --download; app: the download button), "
-               "or set RELU_STUDIO_DATA to a folder that holds it") if entry.fetch else \
-              "set RELU_STUDIO_DATA to a folder that holds it (it cannot be downloaded)"
+        how = (
+            (
+                "download it with load_dataset(..., download=True) (CLI: --download; app: the download button), "
+                "or set RELU_STUDIO_DATA to a folder that holds it"
+            )
+            if entry.fetch
+            else "set RELU_STUDIO_DATA to a folder that holds it (it cannot be downloaded)"
+        )
         raise DatasetError(f"data set {entry.name} ({split} split) not found; searched: {', '.join(searched)}; {how}")
     images, labels, class_names = source.read(progress)
     return ImageSet(f"{entry.name}-{split}", images, labels, class_names)
 
 
-def load_dataset(spec: str, split: str = "test", download: bool = False,
-                 progress: Progress | None = None) -> ImageSet:
+def load_dataset(spec: str, split: str = "test", download: bool = False, progress: Progress | None = None) -> ImageSet:
     """Load a registered data set split (``"test"`` or ``"train"``) or user data (``imagefolder:PATH``,
     ``zip:PATH``, ``npz:PATH``; these have a single split, ``"test"``).
 
@@ -113,8 +140,9 @@ def load_dataset(spec: str, split: str = "test", download: bool = False,
         return _load_registered(DATASETS[spec], split, download, progress)
     kind, _, path = spec.partition(":")
     if f"{kind}:" not in USER_SPEC_PREFIXES or not path:
-        raise DatasetError(f"unknown data set {spec!r}: choose one of {', '.join(DATASETS)}, "
-                           "or imagefolder:PATH, zip:PATH, npz:PATH")
+        raise DatasetError(
+            f"unknown data set {spec!r}: choose one of {', '.join(DATASETS)}, or imagefolder:PATH, zip:PATH, npz:PATH"
+        )
     if split != "test":
         raise DatasetError(f"{spec} is user data with a single split; use split='test'")
     if kind == "imagefolder":
@@ -131,5 +159,6 @@ def load_uploaded_dataset(data: bytes, filename: str, progress: Progress | None 
         return load_image_zip(data, name=name, progress=progress)
     if suffix == ".npz":
         return load_npz_dataset(data, name=name)
-    raise DatasetError(f"cannot load {filename!r}: upload a .zip of an image folder (<class>/<image>) or an .npz "
-                       "with x and y")
+    raise DatasetError(
+        f"cannot load {filename!r}: upload a .zip of an image folder (<class>/<image>) or an .npz with x and y"
+    )

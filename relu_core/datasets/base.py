@@ -25,7 +25,9 @@ def image_fingerprint(images: np.ndarray, labels: np.ndarray, class_names: Seque
     whatever their names, so caches keyed by it (logits, perturbed scores) are shared between them.
     """
     version = np.frombuffer(_FINGERPRINT_VERSION, dtype=np.uint8)
-    return cache.array_digest(version, images, np.asarray(labels, dtype="<i8"), np.asarray(list(class_names), dtype=str))
+    return cache.array_digest(
+        version, images, np.asarray(labels, dtype="<i8"), np.asarray(list(class_names), dtype=str)
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,23 +50,27 @@ class ImageSet:
     def __post_init__(self) -> None:
         images, labels = self.images, self.labels
         if not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 4:
-            raise DatasetError(f"{self.name}: images must be a uint8 array (N, H, W, C), got "
-                               f"{getattr(images, 'dtype', type(images).__name__)} {getattr(images, 'shape', '')}")
+            raise DatasetError(
+                f"{self.name}: images must be a uint8 array (N, H, W, C), got "
+                f"{getattr(images, 'dtype', type(images).__name__)} {getattr(images, 'shape', '')}"
+            )
         if images.shape[-1] not in (1, 3):
             raise DatasetError(f"{self.name}: images must have 1 or 3 channels (last axis), got shape {images.shape}")
         if images.shape[0] == 0:
             raise DatasetError(f"{self.name}: the data set has no images")
         labels = np.asarray(labels)
         if labels.dtype.kind not in "iu" or labels.shape != (images.shape[0],):
-            raise DatasetError(f"{self.name}: labels must be integers of shape ({images.shape[0]},), "
-                               f"got {labels.dtype} {labels.shape}")
+            raise DatasetError(
+                f"{self.name}: labels must be integers of shape ({images.shape[0]},), got {labels.dtype} {labels.shape}"
+            )
         class_names = tuple(str(name) for name in self.class_names)
         if not class_names:
             raise DatasetError(f"{self.name}: no class names")
         low, high = int(labels.min()), int(labels.max())
         if low < 0 or high >= len(class_names):
-            raise DatasetError(f"{self.name}: labels must lie in 0..{len(class_names) - 1} "
-                               f"(one per class name), found {low}..{high}")
+            raise DatasetError(
+                f"{self.name}: labels must lie in 0..{len(class_names) - 1} (one per class name), found {low}..{high}"
+            )
         labels = labels.astype(np.int64, copy=False)
         for array in (images, labels):
             array.flags.writeable = False
@@ -81,5 +87,7 @@ class ImageSet:
         return int(self.images.shape[0])
 
     def __repr__(self) -> str:
-        return (f"ImageSet(name={self.name!r}, images={self.images.shape}, classes={self.num_classes}, "
-                f"fingerprint={self.fingerprint[:12]}...)")
+        return (
+            f"ImageSet(name={self.name!r}, images={self.images.shape}, classes={self.num_classes}, "
+            f"fingerprint={self.fingerprint[:12]}...)"
+        )

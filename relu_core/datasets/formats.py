@@ -97,18 +97,21 @@ def _member_header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype, int]:
     return tuple(int(n) for n in shape), np.dtype(dtype), member.tell()
 
 
-def npz_headers(source: Path | bytes, *, label: str,
-                max_bytes: int = MAX_ARRAY_BYTES) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def npz_headers(
+    source: Path | bytes, *, label: str, max_bytes: int = MAX_ARRAY_BYTES
+) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The (shape, dtype) of every array of an npz file, read from the headers before anything is allocated.
 
     Refused with one line (DatasetError): a single .npy array saved under an .npz name, a file that is not
     a zip of .npy members, object (pickled) arrays, and any array whose header announces more bytes than
     its member holds (a crafted "allocation bomb") or more than ``max_bytes``.
     """
-    head = source[:len(NPY_MAGIC)] if isinstance(source, bytes) else _read_head(source, label)
+    head = source[: len(NPY_MAGIC)] if isinstance(source, bytes) else _read_head(source, label)
     if head == NPY_MAGIC:
-        raise DatasetError(f"{label} is a single .npy array saved under an .npz name; save an .npz archive "
-                           "with named arrays (numpy.savez(file, name=array, ...))")
+        raise DatasetError(
+            f"{label} is a single .npy array saved under an .npz name; save an .npz archive "
+            "with named arrays (numpy.savez(file, name=array, ...))"
+        )
     try:
         archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
     except (zipfile.BadZipFile, OSError, ValueError) as error:
@@ -123,16 +126,22 @@ def npz_headers(source: Path | bytes, *, label: str,
             except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError) as error:
                 raise DatasetError(f"{label}: member {info.filename!r} is not a valid .npy array ({error})") from None
             if dtype.hasobject:
-                raise DatasetError(f"{label} holds a pickled object array ({name!r}), which is refused for safety; "
-                                   "store plain numeric and string arrays")
+                raise DatasetError(
+                    f"{label} holds a pickled object array ({name!r}), which is refused for safety; "
+                    "store plain numeric and string arrays"
+                )
             needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
             held = info.file_size - header_bytes
             if needed > held:
-                raise DatasetError(f"{label}: array {name!r} announces shape {shape} ({needed:,} bytes) but the "
-                                   f"file holds only {max(held, 0):,} bytes (truncated or crafted header)")
+                raise DatasetError(
+                    f"{label}: array {name!r} announces shape {shape} ({needed:,} bytes) but the "
+                    f"file holds only {max(held, 0):,} bytes (truncated or crafted header)"
+                )
             if needed > max_bytes:
-                raise DatasetError(f"{label}: array {name!r} of shape {shape} needs {needed:,} bytes, more than the "
-                                   f"memory budget of {max_bytes:,} bytes")
+                raise DatasetError(
+                    f"{label}: array {name!r} of shape {shape} needs {needed:,} bytes, more than the "
+                    f"memory budget of {max_bytes:,} bytes"
+                )
             headers[name] = (shape, dtype)
     return headers
 
@@ -145,8 +154,14 @@ def _read_head(path: Path, label: str) -> bytes:
         raise DatasetError(f"{label} is not a valid npz archive (cannot read it: {error.strerror or error})") from None
 
 
-def load_npz_arrays(source: Path | bytes, keys: tuple[str, ...], optional: tuple[str, ...] = (),
-                    *, label: str, max_bytes: int = MAX_ARRAY_BYTES) -> dict[str, np.ndarray]:
+def load_npz_arrays(
+    source: Path | bytes,
+    keys: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    *,
+    label: str,
+    max_bytes: int = MAX_ARRAY_BYTES,
+) -> dict[str, np.ndarray]:
     """Read the arrays ``keys`` (required) and ``optional`` from an npz file or its bytes.
 
     ``allow_pickle=False``: object arrays (pickles) are refused. Every header is checked first
@@ -159,8 +174,9 @@ def load_npz_arrays(source: Path | bytes, keys: tuple[str, ...], optional: tuple
         with np.load(stream, allow_pickle=False) as npz:
             missing = [key for key in keys if key not in npz.files]
             if missing:
-                raise DatasetError(f"{label} lacks the array(s) {', '.join(missing)} "
-                                   f"(it holds: {', '.join(npz.files) or 'nothing'})")
+                raise DatasetError(
+                    f"{label} lacks the array(s) {', '.join(missing)} (it holds: {', '.join(npz.files) or 'nothing'})"
+                )
             return {key: npz[key] for key in (*keys, *(k for k in optional if k in npz.files))}
     except DatasetError:
         raise

@@ -27,8 +27,18 @@ DIGITS_SEED = 0
 """Seed of the stratified 50/50 train/test split of scikit-learn's digits (899 test, 898 train images)."""
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                         "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 DIGIT_CLASSES = tuple(str(k) for k in range(10))
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 _CONNECT_TIMEOUT_S = 5.0
@@ -71,6 +81,7 @@ def _roots() -> list[Path]:
 
 # ------------------------------------------------------------------------------------------ scikit-learn digits
 
+
 def _read_digits(split: str) -> Arrays:
     """scikit-learn's 1,797 digits, 8x8 grey: values 0..16 rescaled to 0..255 (x * 255 / 16, rounded), then
     a stratified 50/50 split seeded with ``DIGITS_SEED``, each part kept in the original order."""
@@ -91,6 +102,7 @@ def _find_digits(split: str) -> tuple[Source | None, list[str]]:
 
 # ---------------------------------------------------------------------------------- MNIST-style idx files
 
+
 def _idx_file(folder: Path, stem: str) -> Path | None:
     for candidate in (folder / f"{stem}.gz", folder / stem):
         if candidate.is_file():
@@ -105,9 +117,11 @@ def _read_idx_pair(images_file: Path, labels_file: Path, class_names: tuple[str,
     return images[..., None], labels.astype(np.int64), class_names
 
 
-def _idx_finder(folders: tuple[str, ...], system_folders: tuple[Path, ...],
-                class_names: tuple[str, ...]) -> Callable[[str], tuple[Source | None, list[str]]]:
+def _idx_finder(
+    folders: tuple[str, ...], system_folders: tuple[Path, ...], class_names: tuple[str, ...]
+) -> Callable[[str], tuple[Source | None, list[str]]]:
     """Look for ``{t10k,train}-{images-idx3,labels-idx1}-ubyte[.gz]`` in ``<root>/<folder>``."""
+
     def find(split: str) -> tuple[Source | None, list[str]]:
         prefix = "t10k" if split == "test" else "train"
         searched = []
@@ -116,12 +130,16 @@ def _idx_finder(folders: tuple[str, ...], system_folders: tuple[Path, ...],
             images_file = _idx_file(folder, f"{prefix}-images-idx3-ubyte")
             labels_file = _idx_file(folder, f"{prefix}-labels-idx1-ubyte")
             if images_file and labels_file:
-                return Source(str(folder), lambda progress: _read_idx_pair(images_file, labels_file, class_names)), searched
+                return Source(
+                    str(folder), lambda progress: _read_idx_pair(images_file, labels_file, class_names)
+                ), searched
         return None, searched
+
     return find
 
 
 # --------------------------------------------------------------------------------------------- CIFAR, SVHN
+
 
 def _cifar_names(meta_file: Path, key: str, default: tuple[str, ...] | None) -> tuple[str, ...]:
     """Class names from an official CIFAR metadata pickle (read with the restricted unpickler)."""
@@ -143,19 +161,26 @@ def _read_torchvision(kind: str, root: Path, split: str) -> Arrays:
     try:
         if kind == "SVHN":
             data = tv.SVHN(str(root), split=split, download=False)
-            return (np.ascontiguousarray(data.data.transpose(0, 2, 3, 1)), np.asarray(data.labels, np.int64),
-                    DIGIT_CLASSES)
+            return (
+                np.ascontiguousarray(data.data.transpose(0, 2, 3, 1)),
+                np.asarray(data.labels, np.int64),
+                DIGIT_CLASSES,
+            )
         data = getattr(tv, kind)(str(root), train=split == "train", download=False)
     except RuntimeError as error:
         raise DatasetError(f"{root}: {error} (torchvision's md5 check failed)") from None
     return np.ascontiguousarray(data.data), np.asarray(data.targets, np.int64), tuple(data.classes)
 
 
-def _torchvision_finder(kind: str, marker: Callable[[str], str], parents: tuple[str, ...],
-                        fallback: Callable[[str], tuple[Source | None, list[str]]] | None = None
-                        ) -> Callable[[str], tuple[Source | None, list[str]]]:
+def _torchvision_finder(
+    kind: str,
+    marker: Callable[[str], str],
+    parents: tuple[str, ...],
+    fallback: Callable[[str], tuple[Source | None, list[str]]] | None = None,
+) -> Callable[[str], tuple[Source | None, list[str]]]:
     """Look for the torchvision layout of class ``kind`` in ``<root>/<parent>``: the folder or file named
     ``marker(split)`` (``cifar-10-batches-py``, ``test_32x32.mat``, ...); then ask ``fallback``."""
+
     def find(split: str) -> tuple[Source | None, list[str]]:
         searched = []
         for base in [root / parent for root in _roots() for parent in parents]:
@@ -167,6 +192,7 @@ def _torchvision_finder(kind: str, marker: Callable[[str], str], parents: tuple[
             return None, searched
         source, more = fallback(split)
         return source, searched + more
+
     return find
 
 
@@ -193,9 +219,11 @@ def _find_cifar10_jpeg(split: str) -> tuple[Source | None, list[str]]:
     return None, searched
 
 
-def _exact_finder(folder: str, npz_name: str, meta_name: str, key: str,
-                  default: tuple[str, ...] | None) -> Callable[[str], tuple[Source | None, list[str]]]:
+def _exact_finder(
+    folder: str, npz_name: str, meta_name: str, key: str, default: tuple[str, ...] | None
+) -> Callable[[str], tuple[Source | None, list[str]]]:
     """The pixel-exact npz prefixes of the official test sets (``x`` uint8 NHWC, ``y``), names from the meta."""
+
     def read(npz_file: Path) -> Arrays:
         arrays = load_npz_arrays(npz_file, ("x", "y"), label=str(npz_file))
         return arrays["x"], arrays["y"].astype(np.int64), _cifar_names(npz_file.parent / meta_name, key, default)
@@ -208,6 +236,7 @@ def _exact_finder(folder: str, npz_name: str, meta_name: str, key: str,
             if npz_file.is_file() and (default is not None or (npz_file.parent / meta_name).is_file()):
                 return Source(str(npz_file), lambda progress: read(npz_file)), searched
         return None, searched
+
     return find
 
 
@@ -219,6 +248,7 @@ def _torchvision_fetch(kind: str, subfolder: str = "") -> Callable[[Path, str], 
             tv.SVHN(str(root / subfolder), split=split, download=True)
         else:
             getattr(tv, kind)(str(root / subfolder), train=split == "train", download=True)
+
     return fetch
 
 
@@ -230,6 +260,7 @@ def _torchvision_url(kind: str) -> Callable[[str], str]:
         if kind == "SVHN":
             return cls.split_list[split][0]
         return cls.mirrors[0] if hasattr(cls, "mirrors") else cls.url
+
     return url
 
 
@@ -240,43 +271,83 @@ def check_connection(url: str, name: str) -> None:
     try:
         socket.create_connection((parts.hostname, port), timeout=_CONNECT_TIMEOUT_S).close()
     except OSError as error:
-        raise DatasetError(f"could not download {name}: no internet connection "
-                           f"({parts.hostname}: {error.strerror or error})") from None
+        raise DatasetError(
+            f"could not download {name}: no internet connection ({parts.hostname}: {error.strerror or error})"
+        ) from None
 
 
 TRAIN_TEST = ("test", "train")
 
 DATASETS: dict[str, RegisteredDataset] = {
-    entry.name: entry for entry in (
-        RegisteredDataset("digits", "scikit-learn digits: 1,797 8x8 grey images of 0-9, seeded 50/50 split "
-                          "(always offline)", TRAIN_TEST, (8, 8, 1), _find_digits),
-        RegisteredDataset("mnist", "MNIST handwritten digits, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
-                          TRAIN_TEST, (28, 28, 1), _idx_finder(("MNIST/raw", "mnist"), (), DIGIT_CLASSES),
-                          _torchvision_fetch("MNIST"), _torchvision_url("MNIST")),
-        RegisteredDataset("fashion-mnist", "Fashion-MNIST clothing, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
-                          TRAIN_TEST, (28, 28, 1),
-                          _idx_finder(("FashionMNIST/raw", "fashion-mnist"), (DEBIAN_FASHION_MNIST,),
-                                      FASHION_MNIST_CLASSES),
-                          _torchvision_fetch("FashionMNIST"), _torchvision_url("FashionMNIST")),
-        RegisteredDataset("cifar10", "CIFAR-10, 32x32 RGB, 10 classes (torchvision files, or the 10,000-image test "
-                          "JPEG folder, quality 75)", TRAIN_TEST, (32, 32, 3),
-                          _torchvision_finder("CIFAR10", lambda split: "cifar-10-batches-py", ("", "cifar10"),
-                                             _find_cifar10_jpeg),
-                          _torchvision_fetch("CIFAR10"), _torchvision_url("CIFAR10")),
-        RegisteredDataset("cifar10-exact", "CIFAR-10 test set, first 1,017 images, pixel-exact", ("test",),
-                          (32, 32, 3),
-                          _exact_finder("cifar10", "cifar10_test_lossless_prefix1017.npz", "batches.meta",
-                                        "label_names", CIFAR10_CLASSES)),
-        RegisteredDataset("cifar100", "CIFAR-100, 32x32 RGB, 100 fine classes", TRAIN_TEST, (32, 32, 3),
-                          _torchvision_finder("CIFAR100", lambda split: "cifar-100-python", ("", "cifar100")),
-                          _torchvision_fetch("CIFAR100"), _torchvision_url("CIFAR100")),
-        RegisteredDataset("cifar100-exact", "CIFAR-100 test set, first 916 images, pixel-exact, fine labels",
-                          ("test",), (32, 32, 3),
-                          _exact_finder("cifar100", "cifar100_test_lossless_prefix916.npz", "meta",
-                                        "fine_label_names", None)),
-        RegisteredDataset("svhn", "SVHN house numbers, 32x32 RGB, 10 classes (26,032 test, 73,257 train)",
-                          TRAIN_TEST, (32, 32, 3),
-                          _torchvision_finder("SVHN", lambda split: f"{split}_32x32.mat", ("svhn", "SVHN")),
-                          _torchvision_fetch("SVHN", "svhn"), _torchvision_url("SVHN")),
+    entry.name: entry
+    for entry in (
+        RegisteredDataset(
+            "digits",
+            "scikit-learn digits: 1,797 8x8 grey images of 0-9, seeded 50/50 split (always offline)",
+            TRAIN_TEST,
+            (8, 8, 1),
+            _find_digits,
+        ),
+        RegisteredDataset(
+            "mnist",
+            "MNIST handwritten digits, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
+            TRAIN_TEST,
+            (28, 28, 1),
+            _idx_finder(("MNIST/raw", "mnist"), (), DIGIT_CLASSES),
+            _torchvision_fetch("MNIST"),
+            _torchvision_url("MNIST"),
+        ),
+        RegisteredDataset(
+            "fashion-mnist",
+            "Fashion-MNIST clothing, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
+            TRAIN_TEST,
+            (28, 28, 1),
+            _idx_finder(("FashionMNIST/raw", "fashion-mnist"), (DEBIAN_FASHION_MNIST,), FASHION_MNIST_CLASSES),
+            _torchvision_fetch("FashionMNIST"),
+            _torchvision_url("FashionMNIST"),
+        ),
+        RegisteredDataset(
+            "cifar10",
+            "CIFAR-10, 32x32 RGB, 10 classes (torchvision files, or the 10,000-image test JPEG folder, quality 75)",
+            TRAIN_TEST,
+            (32, 32, 3),
+            _torchvision_finder("CIFAR10", lambda split: "cifar-10-batches-py", ("", "cifar10"), _find_cifar10_jpeg),
+            _torchvision_fetch("CIFAR10"),
+            _torchvision_url("CIFAR10"),
+        ),
+        RegisteredDataset(
+            "cifar10-exact",
+            "CIFAR-10 test set, first 1,017 images, pixel-exact",
+            ("test",),
+            (32, 32, 3),
+            _exact_finder(
+                "cifar10", "cifar10_test_lossless_prefix1017.npz", "batches.meta", "label_names", CIFAR10_CLASSES
+            ),
+        ),
+        RegisteredDataset(
+            "cifar100",
+            "CIFAR-100, 32x32 RGB, 100 fine classes",
+            TRAIN_TEST,
+            (32, 32, 3),
+            _torchvision_finder("CIFAR100", lambda split: "cifar-100-python", ("", "cifar100")),
+            _torchvision_fetch("CIFAR100"),
+            _torchvision_url("CIFAR100"),
+        ),
+        RegisteredDataset(
+            "cifar100-exact",
+            "CIFAR-100 test set, first 916 images, pixel-exact, fine labels",
+            ("test",),
+            (32, 32, 3),
+            _exact_finder("cifar100", "cifar100_test_lossless_prefix916.npz", "meta", "fine_label_names", None),
+        ),
+        RegisteredDataset(
+            "svhn",
+            "SVHN house numbers, 32x32 RGB, 10 classes (26,032 test, 73,257 train)",
+            TRAIN_TEST,
+            (32, 32, 3),
+            _torchvision_finder("SVHN", lambda split: f"{split}_32x32.mat", ("svhn", "SVHN")),
+            _torchvision_fetch("SVHN", "svhn"),
+            _torchvision_url("SVHN"),
+        ),
     )
 }

@@ -34,6 +34,7 @@ _PROGRESS_EVERY = 500
 
 # ---------------------------------------------------------------------------------------------- image folders
 
+
 def _visible(name: str) -> bool:
     """Skip hidden entries and the resource forks macOS adds to zips."""
     return not name.startswith(".") and name != "__MACOSX"
@@ -52,13 +53,17 @@ def _list_image_folder(root: Path) -> tuple[tuple[str, ...], list[Path], np.ndar
     digest = hashlib.sha256(_FOLDER_CACHE_VERSION.encode())
     for label, class_name in enumerate(class_names):
         entries = sorted(
-            (e for e in os.scandir(root / class_name)
-             if _visible(e.name) and Path(e.name).suffix.lower() in IMAGE_EXTENSIONS and e.is_file()),
+            (
+                e
+                for e in os.scandir(root / class_name)
+                if _visible(e.name) and Path(e.name).suffix.lower() in IMAGE_EXTENSIONS and e.is_file()
+            ),
             key=lambda e: e.name,
         )
         if not entries:
-            raise DatasetError(f"class folder {root / class_name} holds no images "
-                               f"(looked for {', '.join(sorted(IMAGE_EXTENSIONS))})")
+            raise DatasetError(
+                f"class folder {root / class_name} holds no images (looked for {', '.join(sorted(IMAGE_EXTENSIONS))})"
+            )
         for entry in entries:
             info = entry.stat()
             digest.update(f"{class_name}/{entry.name}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
@@ -83,9 +88,11 @@ def _decode_images(files: list[Path], progress: Progress | None) -> np.ndarray:
             raise DatasetError(f"cannot read image {path}: {error}") from None
         if len(sizes) > 1:
             (first_size, first), (size, offending) = sizes.items()
-            raise DatasetError(f"all images must have the same size: {offending} is {size[0]}x{size[1]} but "
-                               f"{first} is {first_size[0]}x{first_size[1]}; resize them first")
-    (width, height), = sizes
+            raise DatasetError(
+                f"all images must have the same size: {offending} is {size[0]}x{size[1]} but "
+                f"{first} is {first_size[0]}x{first_size[1]}; resize them first"
+            )
+    ((width, height),) = sizes
     channels, mode = (1, "L") if grey else (3, "RGB")
     shape = (len(files), height, width, channels)
     if np.prod(shape, dtype=np.int64) > MAX_ARRAY_BYTES:
@@ -128,8 +135,9 @@ def read_image_folder(root: Path, progress: Progress | None = None) -> tuple[np.
     return images, labels, class_names
 
 
-def load_image_folder(path: str | os.PathLike, *, name: str | None = None,
-                      progress: Progress | None = None) -> ImageSet:
+def load_image_folder(
+    path: str | os.PathLike, *, name: str | None = None, progress: Progress | None = None
+) -> ImageSet:
     """An ``ImageSet`` from an image folder ``<class>/<image>`` (see ``read_image_folder``).
 
     Every image must have the same size (a differing one is named in the error; resize beforehand);
@@ -142,8 +150,10 @@ def load_image_folder(path: str | os.PathLike, *, name: str | None = None,
 
 # ------------------------------------------------------------------------------------------------------- zips
 
-def _checked_entries(archive: zipfile.ZipFile, label: str, max_bytes: int,
-                     max_entries: int) -> list[tuple[zipfile.ZipInfo, list[str]]]:
+
+def _checked_entries(
+    archive: zipfile.ZipFile, label: str, max_bytes: int, max_entries: int
+) -> list[tuple[zipfile.ZipInfo, list[str]]]:
     """The entries with their path parts, after refusing anything unsafe: too many entries, a total
     uncompressed size over ``max_bytes``, absolute paths, ``..`` parts, symlinks and special files."""
     infos = archive.infolist()
@@ -173,8 +183,14 @@ def _checked_entries(archive: zipfile.ZipFile, label: str, max_bytes: int,
     return entries
 
 
-def _extract(archive: zipfile.ZipFile, entries: list[tuple[zipfile.ZipInfo, list[str]]], target: Path,
-             label: str, max_bytes: int, progress: Progress | None) -> None:
+def _extract(
+    archive: zipfile.ZipFile,
+    entries: list[tuple[zipfile.ZipInfo, list[str]]],
+    target: Path,
+    label: str,
+    max_bytes: int,
+    progress: Progress | None,
+) -> None:
     """Extract into a temporary sibling of ``target`` and rename it into place (atomic: a complete folder
     or none). The bytes written are counted again, so a lying size header cannot exceed ``max_bytes``."""
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f"{target.name}.", suffix=".tmp"))
@@ -204,8 +220,7 @@ def _extract(archive: zipfile.ZipFile, entries: list[tuple[zipfile.ZipInfo, list
     except DatasetError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    except (OSError, ValueError, RuntimeError, NotImplementedError, EOFError, zlib.error,
-            zipfile.BadZipFile) as error:
+    except (OSError, ValueError, RuntimeError, NotImplementedError, EOFError, zlib.error, zipfile.BadZipFile) as error:
         shutil.rmtree(staging, ignore_errors=True)
         raise DatasetError(f"cannot extract {label}: {error}") from None
 
@@ -216,14 +231,20 @@ def _dataset_root(folder: Path) -> Path:
     if len(visible) == 1 and visible[0].is_dir():
         inner = [entry for entry in visible[0].iterdir() if _visible(entry.name)]
         if any(entry.is_dir() for entry in inner) and not any(
-                entry.is_file() and entry.suffix.lower() in IMAGE_EXTENSIONS for entry in inner):
+            entry.is_file() and entry.suffix.lower() in IMAGE_EXTENSIONS for entry in inner
+        ):
             return visible[0]
     return folder
 
 
-def load_image_zip(source: str | os.PathLike | bytes, *, name: str | None = None,
-                   max_bytes: int = MAX_ZIP_BYTES, max_entries: int = MAX_ZIP_ENTRIES,
-                   progress: Progress | None = None) -> ImageSet:
+def load_image_zip(
+    source: str | os.PathLike | bytes,
+    *,
+    name: str | None = None,
+    max_bytes: int = MAX_ZIP_BYTES,
+    max_entries: int = MAX_ZIP_ENTRIES,
+    progress: Progress | None = None,
+) -> ImageSet:
     """An ``ImageSet`` from a zip of an image folder (a path or the uploaded bytes).
 
     The archive is checked before anything is written (``_checked_entries``) and extracted once into
@@ -259,6 +280,7 @@ def load_image_zip(source: str | os.PathLike | bytes, *, name: str | None = None
 
 # -------------------------------------------------------------------------------------------------------- npz
 
+
 def _as_uint8_images(x: np.ndarray, label: str) -> np.ndarray:
     """``x`` (N, H, W) or (N, H, W, C), C in {1, 3}: uint8 as is, other integers in 0..255,
     floats in [0, 1] scaled by 255 and rounded; anything else is refused."""
@@ -266,8 +288,7 @@ def _as_uint8_images(x: np.ndarray, label: str) -> np.ndarray:
         x = x[..., None]
     if x.ndim != 4 or x.shape[-1] not in (1, 3):
         hint = " (channels must be last: N, H, W, C)" if x.ndim == 4 and x.shape[1] in (1, 3) else ""
-        raise DatasetError(f"{label}: x must have shape (N, H, W) or (N, H, W, C) with C = 1 or 3, "
-                           f"got {x.shape}{hint}")
+        raise DatasetError(f"{label}: x must have shape (N, H, W) or (N, H, W, C) with C = 1 or 3, got {x.shape}{hint}")
     if x.dtype == np.uint8:
         return x
     if x.dtype.kind in "iu":
@@ -278,8 +299,10 @@ def _as_uint8_images(x: np.ndarray, label: str) -> np.ndarray:
         if not np.isfinite(x).all():
             raise DatasetError(f"{label}: x contains NaN or infinite values")
         if x.size and (x.min() < 0 or x.max() > 1):
-            raise DatasetError(f"{label}: float pixels must lie in [0, 1], found {x.min():g}..{x.max():g}; "
-                               "store uint8 0..255 or divide by 255")
+            raise DatasetError(
+                f"{label}: float pixels must lie in [0, 1], found {x.min():g}..{x.max():g}; "
+                "store uint8 0..255 or divide by 255"
+            )
         return np.rint(x * 255).astype(np.uint8)
     raise DatasetError(f"{label}: x must be uint8 or float, got {x.dtype}")
 

@@ -111,7 +111,11 @@ def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
     ]
     problems = [
         f"{label} ({len(keys)}): {_preview(keys)}"
-        for label, keys in (("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", mismatched))
+        for label, keys in (
+            ("missing keys", missing),
+            ("unexpected keys", unexpected),
+            ("shape mismatches", mismatched),
+        )
         if keys
     ]
     if problems:
@@ -126,8 +130,9 @@ def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
 
 def check_finite(named_tensors, source: str) -> None:
     """CheckpointError naming the tensors that hold NaN or infinite values (a model that cannot predict)."""
-    bad = [name for name, tensor in named_tensors
-           if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    bad = [
+        name for name, tensor in named_tensors if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
     if bad:
         raise CheckpointError(f"{source} holds NaN or infinite weights in {_preview(bad)}")
 
@@ -221,7 +226,9 @@ def load_hub_model(repo_id: str) -> nn.Module:
     try:
         model = timm.create_model("hf_hub:" + repo_id, pretrained=True)
     except Exception as exc:  # timm and huggingface_hub raise many types for offline / unknown repositories
-        raise InputError(f"could not load {repo_id} through timm (offline, or not a timm model?): {one_line(exc)}") from None
+        raise InputError(
+            f"could not load {repo_id} through timm (offline, or not a timm model?): {one_line(exc)}"
+        ) from None
     return model.eval()
 
 

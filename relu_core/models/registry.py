@@ -75,7 +75,12 @@ _HALF = 0.5
 
 def _cifar_resnet_spec(name: str, builder: Callable[..., nn.Module], depth: int) -> ModelSpec:
     return ModelSpec(
-        name, builder, 32, 3, IMAGENET_MEAN, IMAGENET_STD,
+        name,
+        builder,
+        32,
+        3,
+        IMAGENET_MEAN,
+        IMAGENET_STD,
         f"CIFAR ResNet-{depth} (He et al., option A); pretrained CIFAR-10 weights for depths 20-56 in the shared data",
     )
 
@@ -87,19 +92,36 @@ MODELS: dict[str, ModelSpec] = {
     "resnet56": _cifar_resnet_spec("resnet56", resnet56, 56),
     "resnet110": _cifar_resnet_spec("resnet110", resnet110, 110),
     "resnet18_cifar": ModelSpec(
-        "resnet18_cifar", resnet18_cifar, 32, 3, CIFAR10_MEAN, CIFAR10_STD,
+        "resnet18_cifar",
+        resnet18_cifar,
+        32,
+        3,
+        CIFAR10_MEAN,
+        CIFAR10_STD,
         "ResNet-18, CIFAR stem (3x3 conv, no max-pool), as in the Rel-U paper",
     ),
     "resnet34_cifar": ModelSpec(
-        "resnet34_cifar", resnet34_cifar, 32, 3, CIFAR10_MEAN, CIFAR10_STD,
+        "resnet34_cifar",
+        resnet34_cifar,
+        32,
+        3,
+        CIFAR10_MEAN,
+        CIFAR10_STD,
         "ResNet-34, CIFAR stem (3x3 conv, no max-pool), as in the Rel-U paper",
     ),
     "densenet121_cifar": ModelSpec(
-        "densenet121_cifar", densenet121_cifar, 32, 3, CIFAR10_MEAN, CIFAR10_STD,
+        "densenet121_cifar",
+        densenet121_cifar,
+        32,
+        3,
+        CIFAR10_MEAN,
+        CIFAR10_STD,
         "DenseNet-BC-121 (growth 12), CIFAR stem, as in the Rel-U paper",
     ),
     "cnn8": ModelSpec("cnn8", cnn8, 8, 1, (_HALF,), (_HALF,), "small CNN for 8x8 grey images (digits)"),
-    "cnn28": ModelSpec("cnn28", cnn28, 28, 1, (_HALF,), (_HALF,), "small CNN for 28x28 grey images (Fashion-MNIST, MNIST)"),
+    "cnn28": ModelSpec(
+        "cnn28", cnn28, 28, 1, (_HALF,), (_HALF,), "small CNN for 28x28 grey images (Fashion-MNIST, MNIST)"
+    ),
     "cnn32": ModelSpec("cnn32", cnn32, 32, 3, (_HALF,) * 3, (_HALF,) * 3, "small CNN for 32x32 RGB images"),
 }
 

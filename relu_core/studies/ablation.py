@@ -24,8 +24,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from relu_core import cache, corruptions, detectors, engine, metrics, models, preprocessing, protocol, robustness
-from relu_core import validation
+from relu_core import (
+    cache,
+    corruptions,
+    detectors,
+    engine,
+    metrics,
+    models,
+    preprocessing,
+    protocol,
+    robustness,
+    validation,
+)
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base
@@ -57,8 +67,16 @@ def _grid(values: Sequence[float], check, what: str) -> tuple[float, ...]:
 
 
 @small_work
-def lambda_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, lambdas: Sequence[float],
-                 collector: base.Collector, temperature: float = DEFAULT_T, cancel: Cancel | None = None) -> None:
+def lambda_sweep(
+    logits: np.ndarray,
+    correct: np.ndarray,
+    splits,
+    seeds,
+    lambdas: Sequence[float],
+    collector: base.Collector,
+    temperature: float = DEFAULT_T,
+    cancel: Cancel | None = None,
+) -> None:
     """Rel-U at every λ and Doctor (flat) at ``temperature`` on every split, into ``collector`` (series "lambda")."""
     probs = detectors.softmax(logits, temperature)
     hamming = detectors.hamming_matrix(probs.shape[1])
@@ -77,9 +95,17 @@ def lambda_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, lambdas
 
 
 @small_work
-def temperature_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, temperatures: Sequence[float],
-                      collector: base.Collector, lam: float = DEFAULT_LAMBDA, cancel: Cancel | None = None,
-                      progress: Progress | None = None) -> None:
+def temperature_sweep(
+    logits: np.ndarray,
+    correct: np.ndarray,
+    splits,
+    seeds,
+    temperatures: Sequence[float],
+    collector: base.Collector,
+    lam: float = DEFAULT_LAMBDA,
+    cancel: Cancel | None = None,
+    progress: Progress | None = None,
+) -> None:
     """Rel-U (``lam``), Doctor and ODIN at every T on every split (series "temperature"), one softmax per T."""
     for i, t in enumerate(temperatures):
         base.checkpoint(cancel, "T ablation")
@@ -97,9 +123,19 @@ def temperature_sweep(logits: np.ndarray, correct: np.ndarray, splits, seeds, te
             collector.add("temperature", t, "ODIN", seed, -p_eval.max(axis=1), c_eval)
 
 
-def eps_sweep(run, correct: np.ndarray, sample: np.ndarray, splits, seeds, epsilons: Sequence[float],
-              collector: base.Collector, *, device: str = "auto", cancel: Cancel | None = None,
-              progress: Progress | None = None) -> None:
+def eps_sweep(
+    run,
+    correct: np.ndarray,
+    sample: np.ndarray,
+    splits,
+    seeds,
+    epsilons: Sequence[float],
+    collector: base.Collector,
+    *,
+    device: str = "auto",
+    cancel: Cancel | None = None,
+    progress: Progress | None = None,
+) -> None:
     """Rel-U (T = 1, λ = 0.5), Doctor (T = 1) and ODIN (T = 1000) at every ε (series "eps").
 
     ``sample`` holds the run's image indices in play (sorted); ``splits`` are positions inside it. D* is fitted
@@ -113,6 +149,7 @@ def eps_sweep(run, correct: np.ndarray, sample: np.ndarray, splits, seeds, epsil
     total = len(epsilons) * (len(fixed) + len(splits))
     done = 0
     for eps in epsilons:
+
         def scores(detector, positions, eps=eps):
             nonlocal done
             base.checkpoint(cancel, "ε ablation")
@@ -120,8 +157,17 @@ def eps_sweep(run, correct: np.ndarray, sample: np.ndarray, splits, seeds, epsil
             done += 1
             if eps == 0:
                 return np.asarray(detector.score(logits[positions]), dtype=np.float64)
-            return preprocessing.perturbed_scores(run.model, run.images, detector, eps, mean=run.mean, std=run.std,
-                                                  indices=sample[positions], device=device, cancel=cancel)
+            return preprocessing.perturbed_scores(
+                run.model,
+                run.images,
+                detector,
+                eps,
+                mean=run.mean,
+                std=run.std,
+                indices=sample[positions],
+                device=device,
+                cancel=cancel,
+            )
 
         everything = np.arange(len(sample))
         fixed_scores = {name: scores(d, everything) for name, d in fixed.items()}
@@ -175,28 +221,47 @@ def run_study(
     correct = protocol.correctness(run.logits, run.labels)
     cpu = engine.select_device(device).type == "cpu"
     seeds_main = base.resolve_seeds(seeds)
-    key = {"study": NAME, **base.run_identity(run), "axes": axes, "lambdas": lambdas, "temperatures": temperatures,
-           "tune_fraction": tune_fraction, "seeds": seeds_main, "n_resamples": n_resamples}
+    key = {
+        "study": NAME,
+        **base.run_identity(run),
+        "axes": axes,
+        "lambdas": lambdas,
+        "temperatures": temperatures,
+        "tune_fraction": tune_fraction,
+        "seeds": seeds_main,
+        "n_resamples": n_resamples,
+    }
     sample = None
     if "eps" in axes:
         if run.model is None or run.images is None:
-            raise InputError("the ε ablation perturbs the inputs, so it needs a run with its model and images "
-                             "(uploaded logits cannot be perturbed)")
+            raise InputError(
+                "the ε ablation perturbs the inputs, so it needs a run with its model and images "
+                "(uploaded logits cannot be perturbed)"
+            )
         seeds_eps = base.resolve_seeds(seeds, CPU_EPS_SEEDS if cpu else base.DEFAULT_SEEDS)
         if subsample == "auto":
             subsample = robustness.CPU_SUBSAMPLE if cpu else None
         sample = corruptions.subsample_indices(len(run.labels), subsample, 0)
-        key.update(epsilons=epsilons, seeds_eps=seeds_eps, subsample=len(sample), weights=models.weights_hash(run.model),
-                   images=cache.array_digest(run.images),
-                   precision=engine.resolve_precision("auto", engine.select_device(device)))
+        key.update(
+            epsilons=epsilons,
+            seeds_eps=seeds_eps,
+            subsample=len(sample),
+            weights=models.weights_hash(run.model),
+            images=cache.array_digest(run.images),
+            precision=engine.resolve_precision("auto", engine.select_device(device)),
+        )
 
     def compute() -> base.StudyResult:
         collector = base.Collector()
         notes: list[str] = []
         series: dict[str, dict] = {}
-        settings = {"axes": list(axes), "tune_fraction": tune_fraction, "seeds": list(seeds_main),
-                    "defaults": {"T": DEFAULT_T, "lambda": DEFAULT_LAMBDA, "eps": 0.0, "odin_T": ODIN_T},
-                    "n_resamples": n_resamples}
+        settings = {
+            "axes": list(axes),
+            "tune_fraction": tune_fraction,
+            "seeds": list(seeds_main),
+            "defaults": {"T": DEFAULT_T, "lambda": DEFAULT_LAMBDA, "eps": 0.0, "odin_T": ODIN_T},
+            "n_resamples": n_resamples,
+        }
         splits = base.splits_for(correct, tune_fraction, seeds_main)
         steps = len(axes) + 1
         if "lambda" in axes:
@@ -207,8 +272,9 @@ def run_study(
             settings.update(lambdas=list(lambdas), lambda_auto=auto)
         if "temperature" in axes:
             report(progress, len(series), steps, "T ablation")
-            temperature_sweep(run.logits, correct, splits, seeds_main, temperatures, collector, cancel=cancel,
-                              progress=progress)
+            temperature_sweep(
+                run.logits, correct, splits, seeds_main, temperatures, collector, cancel=cancel, progress=progress
+            )
             series["temperature"] = {**SERIES["temperature"], "marks": {"T = 1": 1.0}}
             settings["temperatures"] = list(temperatures)
         if "eps" in axes:
@@ -218,14 +284,26 @@ def run_study(
             def eps_progress(done: int, total: int, message: str) -> None:
                 report(progress, len(series) * total + done, steps * total, message)
 
-            eps_sweep(run, c_sample, sample, splits_eps, seeds_eps, epsilons, collector, device=device,
-                      cancel=cancel, progress=eps_progress)
+            eps_sweep(
+                run,
+                c_sample,
+                sample,
+                splits_eps,
+                seeds_eps,
+                epsilons,
+                collector,
+                device=device,
+                cancel=cancel,
+                progress=eps_progress,
+            )
             series["eps"] = {**SERIES["eps"], "marks": {"ε = 0": 0.0}}
             settings.update(epsilons=list(epsilons), seeds_eps=list(seeds_eps), subsample=len(sample))
             if len(sample) < len(run.labels) or len(seeds_eps) != len(seeds_main):
-                notes.append(f"ε axis: a seeded subsample of {len(sample):,} of {len(run.labels):,} images and "
-                             f"{len(seeds_eps)} seed(s)" + (" (CPU: every point runs the model forward and backward)"
-                                                           if cpu else ""))
+                notes.append(
+                    f"ε axis: a seeded subsample of {len(sample):,} of {len(run.labels):,} images and "
+                    f"{len(seeds_eps)} seed(s)"
+                    + (" (CPU: every point runs the model forward and backward)" if cpu else "")
+                )
         for (name, x), count in sorted(collector.fallback.items()):
             notes.append(f"{SERIES[name]['x_label']} = {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)")
         report(progress, steps - 1, steps, "paired bootstrap")

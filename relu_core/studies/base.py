@@ -25,7 +25,6 @@ from relu_core import cache, detectors, metrics, protocol, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress, report
 
-
 #: Bump when a study's numbers change for the same key (invalidates the cached results).
 CACHE_VERSION = 1
 NAMESPACE = "studies"
@@ -69,13 +68,19 @@ class StudyResult:
     def to_dict(self, strict_json: bool = False) -> dict:
         """Every frame as a list of records, plus settings, series, notes (exact floats; NaN where undefined,
         or None with ``strict_json`` for a strict JSON writer)."""
+
         def records(frame: pd.DataFrame) -> list[dict]:
             return [{k: _plain(v, strict_json) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
         return {
-            "study": self.study, "title": self.title, "settings": _plain(self.settings, strict_json),
-            "series": _plain(self.series, strict_json), "notes": self.notes, "curves": records(self.curves),
-            "paired": records(self.paired), "per_seed": records(self.per_seed),
+            "study": self.study,
+            "title": self.title,
+            "settings": _plain(self.settings, strict_json),
+            "series": _plain(self.series, strict_json),
+            "notes": self.notes,
+            "curves": records(self.curves),
+            "paired": records(self.paired),
+            "per_seed": records(self.per_seed),
             "tables": {k: records(v) for k, v in self.tables.items()},
         }
 
@@ -85,16 +90,25 @@ class StudyResult:
             return pd.DataFrame(rows, columns=list(columns) if columns is not None and not rows else None)
 
         return cls(
-            study=data["study"], title=data["title"], settings=data["settings"], series=data["series"],
-            notes=list(data["notes"]), curves=frame(data["curves"], CURVE_COLUMNS),
-            paired=_numeric(frame(data["paired"], PAIRED_COLUMNS), ("ci_low", "ci_high")), per_seed=frame(data["per_seed"], PER_SEED_COLUMNS),
+            study=data["study"],
+            title=data["title"],
+            settings=data["settings"],
+            series=data["series"],
+            notes=list(data["notes"]),
+            curves=frame(data["curves"], CURVE_COLUMNS),
+            paired=_numeric(frame(data["paired"], PAIRED_COLUMNS), ("ci_low", "ci_high")),
+            per_seed=frame(data["per_seed"], PER_SEED_COLUMNS),
             tables={k: frame(v) for k, v in data["tables"].items()},
         )
 
     def csv_files(self) -> dict[str, str]:
         """``{file name: CSV text}`` of every frame (``curves.csv``, ``paired.csv``, ``per_seed.csv``, tables)."""
-        files = {"curves.csv": self.curves, "paired.csv": self.paired, "per_seed.csv": self.per_seed,
-                 **{f"{name}.csv": table for name, table in self.tables.items()}}
+        files = {
+            "curves.csv": self.curves,
+            "paired.csv": self.paired,
+            "per_seed.csv": self.per_seed,
+            **{f"{name}.csv": table for name, table in self.tables.items()},
+        }
         out = {}
         for name, table in files.items():
             buffer = io.StringIO()
@@ -163,8 +177,16 @@ class Collector:
         self.fallback: dict[tuple[str, float], int] = {}
         self.values: dict[tuple[str, float, str, int], dict[str, float]] = {}
 
-    def add(self, series: str, x: float, detector: str, seed: int, uncertainty: np.ndarray,
-            correct: np.ndarray, values: dict[str, float] | None = None) -> dict[str, float]:
+    def add(
+        self,
+        series: str,
+        x: float,
+        detector: str,
+        seed: int,
+        uncertainty: np.ndarray,
+        correct: np.ndarray,
+        values: dict[str, float] | None = None,
+    ) -> dict[str, float]:
         """Record ``metrics.summary(uncertainty, correct)`` (or the ``values`` already computed from them)."""
         values = metrics.summary(uncertainty, correct) if values is None else values
         self.values[(series, x, detector, seed)] = values
@@ -177,31 +199,48 @@ class Collector:
         """Count a seed on which Rel-U's D* at this point was the Hamming fallback (= Doctor)."""
         self.fallback[(series, x)] = self.fallback.get((series, x), 0) + 1
 
-    def finish(self, n_resamples: int, progress: Progress | None = None,
-               cancel: Cancel | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    def finish(
+        self, n_resamples: int, progress: Progress | None = None, cancel: Cancel | None = None
+    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """``(curves, paired, per_seed)``; the bootstrap runs per point with ``n_resamples`` (0: none)."""
         per_seed = pd.DataFrame(self.records, columns=list(PER_SEED_COLUMNS))
         grouped = per_seed.groupby(["series", "x", "detector", "metric"], sort=False)["value"]
         curves = grouped.agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index()
         rows = []
-        points = [(key, seeds) for key, seeds in self.pairs.items()
-                  if all(RELU in d and DOCTOR in d for d in seeds.values())]
+        points = [
+            (key, seeds) for key, seeds in self.pairs.items() if all(RELU in d and DOCTOR in d for d in seeds.values())
+        ]
         for done, ((series, x), seeds) in enumerate(points):
             checkpoint(cancel, "paired bootstrap")
             report(progress, done, len(points), f"paired bootstrap {done + 1}/{len(points)}")
             triples = [(d[RELU], d[DOCTOR], d["correct"]) for d in seeds.values()]
-            pooled = (stats.pooled_bootstrap(triples, n_resamples=n_resamples) if n_resamples else {})
+            pooled = stats.pooled_bootstrap(triples, n_resamples=n_resamples) if n_resamples else {}
             for metric in stats.HIGHER_IS_BETTER:
-                diffs = np.array([self.values[(series, x, RELU, s)][metric] - self.values[(series, x, DOCTOR, s)][metric]
-                                  for s in seeds])
+                diffs = np.array(
+                    [
+                        self.values[(series, x, RELU, s)][metric] - self.values[(series, x, DOCTOR, s)][metric]
+                        for s in seeds
+                    ]
+                )
                 mean, std = float(diffs.mean()), float(diffs.std())
                 if metric in pooled:
                     d = pooled[metric]
-                    rows.append((series, x, metric, mean, std, d.estimate, d.low, d.high, d.significant,
-                                 d.verdict()))
+                    rows.append((series, x, metric, mean, std, d.estimate, d.low, d.high, d.significant, d.verdict()))
                 else:
-                    rows.append((series, x, metric, mean, std, mean, np.nan, np.nan, False,
-                                 f"{stats.METRIC_LABELS[metric]}: no bootstrap interval (0 resamples)"))
+                    rows.append(
+                        (
+                            series,
+                            x,
+                            metric,
+                            mean,
+                            std,
+                            mean,
+                            np.nan,
+                            np.nan,
+                            False,
+                            f"{stats.METRIC_LABELS[metric]}: no bootstrap interval (0 resamples)",
+                        )
+                    )
         paired = pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
         return curves[list(CURVE_COLUMNS)], paired, per_seed
 

@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 
-from relu_core import detectors, protocol
-from relu_core import validation
+from relu_core import detectors, protocol, validation
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base
@@ -61,9 +60,14 @@ def _nll_per_sample(logits: np.ndarray, labels: np.ndarray, temperatures: Sequen
 
 
 @small_work
-def cross_validated_temperature(logits: np.ndarray, labels: np.ndarray, *,
-                                temperatures: Sequence[float] = CAL_TEMPERATURES, n_folds: int = N_FOLDS,
-                                seed: int = 0) -> tuple[float, float]:
+def cross_validated_temperature(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    *,
+    temperatures: Sequence[float] = CAL_TEMPERATURES,
+    n_folds: int = N_FOLDS,
+    seed: int = 0,
+) -> tuple[float, float]:
     """``(T_cal, its cross-validated NLL)``: the grid T with the lowest mean over folds of the held-out NLL.
 
     Folds are a seeded random partition of the given (tuning) samples into ``min(n_folds, N)`` parts.
@@ -87,9 +91,11 @@ def reliability_bins(probs: np.ndarray, correct: np.ndarray, n_bins: int = N_BIN
     :func:`relu_core.metrics.ece`)."""
     confidence = np.asarray(probs).max(axis=1)
     bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], confidence, side="left")
-    return (np.bincount(bins, minlength=n_bins).astype(np.float64),
-            np.bincount(bins, weights=confidence, minlength=n_bins),
-            np.bincount(bins, weights=np.asarray(correct, dtype=np.float64), minlength=n_bins))
+    return (
+        np.bincount(bins, minlength=n_bins).astype(np.float64),
+        np.bincount(bins, weights=confidence, minlength=n_bins),
+        np.bincount(bins, weights=np.asarray(correct, dtype=np.float64), minlength=n_bins),
+    )
 
 
 def ece_from_bins(count: np.ndarray, confidence_sum: np.ndarray, hit_sum: np.ndarray) -> float:
@@ -105,8 +111,16 @@ def _fit_relu(probs: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, bool]
 
 
 @small_work
-def calibration_seed(logits: np.ndarray, labels: np.ndarray, correct: np.ndarray, tune: np.ndarray,
-                     evaluation: np.ndarray, seed: int, collector: base.Collector, bins: dict) -> dict:
+def calibration_seed(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    correct: np.ndarray,
+    tune: np.ndarray,
+    evaluation: np.ndarray,
+    seed: int,
+    collector: base.Collector,
+    bins: dict,
+) -> dict:
     """One seed: T_cal on ``tune``, then ECE/NLL and the detectors on ``evaluation`` at T = 1 and at T_cal."""
     t_cal, cv_nll = cross_validated_temperature(logits[tune], labels[tune], seed=seed)
     row = {"seed": seed, "T_cal": t_cal, "cv_nll": cv_nll}
@@ -131,15 +145,27 @@ def _summary(per_seed_rows: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for quantity in ("ece", "nll"):
         before, after = per_seed_rows[f"{quantity}_uncalibrated"], per_seed_rows[f"{quantity}_calibrated"]
-        rows.append({"quantity": quantity.upper(), "uncalibrated_mean": before.mean(), "uncalibrated_std": before.std(ddof=0),
-                     "calibrated_mean": after.mean(), "calibrated_std": after.std(ddof=0)})
+        rows.append(
+            {
+                "quantity": quantity.upper(),
+                "uncalibrated_mean": before.mean(),
+                "uncalibrated_std": before.std(ddof=0),
+                "calibrated_mean": after.mean(),
+                "calibrated_std": after.std(ddof=0),
+            }
+        )
     for detector in (base.DOCTOR, base.RELU):
         for metric in ("fpr95", "auroc"):
             pick = curves[(curves["detector"] == detector) & (curves["metric"] == metric)].set_index("x")
-            rows.append({"quantity": f"{detector} {base.METRIC_LABELS[metric]}",
-                         "uncalibrated_mean": pick.loc[UNCALIBRATED, "mean"],
-                         "uncalibrated_std": pick.loc[UNCALIBRATED, "std"],
-                         "calibrated_mean": pick.loc[CALIBRATED, "mean"], "calibrated_std": pick.loc[CALIBRATED, "std"]})
+            rows.append(
+                {
+                    "quantity": f"{detector} {base.METRIC_LABELS[metric]}",
+                    "uncalibrated_mean": pick.loc[UNCALIBRATED, "mean"],
+                    "uncalibrated_std": pick.loc[UNCALIBRATED, "std"],
+                    "calibrated_mean": pick.loc[CALIBRATED, "mean"],
+                    "calibrated_std": pick.loc[CALIBRATED, "std"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -160,9 +186,16 @@ def run_study(
     logits = np.asarray(run.logits, dtype=np.float64)
     labels = np.asarray(run.labels)
     correct = protocol.correctness(logits, labels)
-    key = {"study": NAME, **base.run_identity(run), "tune_fraction": tune_fraction, "seeds": seeds,
-           "n_resamples": n_resamples, "grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
-           "folds": N_FOLDS, "bins": N_BINS}
+    key = {
+        "study": NAME,
+        **base.run_identity(run),
+        "tune_fraction": tune_fraction,
+        "seeds": seeds,
+        "n_resamples": n_resamples,
+        "grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
+        "folds": N_FOLDS,
+        "bins": N_BINS,
+    }
 
     def compute() -> base.StudyResult:
         collector = base.Collector()
@@ -176,24 +209,58 @@ def run_study(
         curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         seeds_frame = pd.DataFrame(rows)
         edges = np.linspace(0.0, 1.0, N_BINS + 1)
-        reliability = pd.DataFrame([
-            {"state": STATE_NAMES[state], "bin_low": edges[b], "bin_high": edges[b + 1], "count": int(count[b]),
-             "confidence": conf[b] / count[b] if count[b] else np.nan,
-             "accuracy": hits[b] / count[b] if count[b] else np.nan}
-            for state, (count, conf, hits) in bins.items() for b in range(N_BINS)
-        ])
-        settings = {"tune_fraction": tune_fraction, "seeds": list(seeds), "lambda": LAMBDA, "eps": 0.0,
-                    "n_bins": N_BINS, "n_folds": N_FOLDS, "n_resamples": n_resamples,
-                    "calibration_grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)]}
-        notes = [(f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "
-                 "tuning split)")]
-        notes += [f"{STATE_NAMES[x]}: D* is the Hamming fallback (= Doctor) on {n} seed(s)"
-                  for (_, x), n in sorted(collector.fallback.items())]
+        reliability = pd.DataFrame(
+            [
+                {
+                    "state": STATE_NAMES[state],
+                    "bin_low": edges[b],
+                    "bin_high": edges[b + 1],
+                    "count": int(count[b]),
+                    "confidence": conf[b] / count[b] if count[b] else np.nan,
+                    "accuracy": hits[b] / count[b] if count[b] else np.nan,
+                }
+                for state, (count, conf, hits) in bins.items()
+                for b in range(N_BINS)
+            ]
+        )
+        settings = {
+            "tune_fraction": tune_fraction,
+            "seeds": list(seeds),
+            "lambda": LAMBDA,
+            "eps": 0.0,
+            "n_bins": N_BINS,
+            "n_folds": N_FOLDS,
+            "n_resamples": n_resamples,
+            "calibration_grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
+        }
+        notes = [
+            (
+                f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "
+                "tuning split)"
+            )
+        ]
+        notes += [
+            f"{STATE_NAMES[x]}: D* is the Hamming fallback (= Doctor) on {n} seed(s)"
+            for (_, x), n in sorted(collector.fallback.items())
+        ]
         report(progress, len(seeds) + 1, len(seeds) + 1, "done")
-        series = {SERIES: {"x_label": "temperature scaling", "log_x": False,
-                           "ticks": {str(k): v for k, v in STATE_NAMES.items()}}}
-        return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series,
-                                tables={"summary": _summary(seeds_frame, curves), "temperatures": seeds_frame,
-                                        "reliability": reliability}, notes=notes)
+        series = {
+            SERIES: {
+                "x_label": "temperature scaling",
+                "log_x": False,
+                "ticks": {str(k): v for k, v in STATE_NAMES.items()},
+            }
+        }
+        return base.StudyResult(
+            NAME,
+            TITLE,
+            curves,
+            paired,
+            per_seed,
+            settings,
+            series,
+            tables={"summary": _summary(seeds_frame, curves), "temperatures": seeds_frame, "reliability": reliability},
+            notes=notes,
+        )
 
     return base.cached_result(key, compute, use_cache)

@@ -24,32 +24,47 @@ STUDY_NAMES = tuple(STUDIES)
 def add_parser(sub) -> None:
     """Register the ``study`` subcommand on the main parser's subparsers."""
     st = sub.add_parser(
-        "study", help="run one of the paper's studies: " + ", ".join(STUDY_NAMES),
+        "study",
+        help="run one of the paper's studies: " + ", ".join(STUDY_NAMES),
         description="Mean ± std over seeds, the paired Rel-U − Doctor difference with its 95 % bootstrap interval; "
-                    "D* fitted on tuning splits only. Results are cached by their settings.",
+        "D* fitted on tuning splits only. Results are cached by their settings.",
     )
     st.add_argument("name", metavar="NAME", help=" | ".join(STUDY_NAMES))
     source = st.add_mutually_exclusive_group()
-    source.add_argument("--logits", metavar="FILE", help="logits file (.npz/.csv/.parquet); default: the offline digits run")
+    source.add_argument(
+        "--logits", metavar="FILE", help="logits file (.npz/.csv/.parquet); default: the offline digits run"
+    )
     source.add_argument("--model", metavar="NAME", help="a registered model (with --dataset)")
     st.add_argument("--weights", metavar="FILE", help="checkpoint for --model")
     st.add_argument("--dataset", metavar="SPEC", help="data set for --model")
-    st.add_argument("--download", action="store_true",
-                    help="download a registered data set of --dataset when missing (e.g. MNIST's training split)")
+    st.add_argument(
+        "--download",
+        action="store_true",
+        help="download a registered data set of --dataset when missing (e.g. MNIST's training split)",
+    )
     st.add_argument("--seeds", default=None, help="number of seeded splits (default 10; the ε ablation on a CPU: 3)")
     st.add_argument("--val-fraction", default="0.5", help="tuning fraction for ablation and calibration (default 0.5)")
-    st.add_argument("--fractions", default="0.1,0.2,0.33,0.5",
-                    help="tuning fractions for tuning-split and mismatch (comma-separated, default 0.1,0.2,0.33,0.5)")
+    st.add_argument(
+        "--fractions",
+        default="0.1,0.2,0.33,0.5",
+        help="tuning fractions for tuning-split and mismatch (comma-separated, default 0.1,0.2,0.33,0.5)",
+    )
     st.add_argument("--axes", default="lambda,temperature", help="ablation axes: lambda,temperature,eps")
     st.add_argument("--lambdas", default=None, help="ablation λ grid (default 0,0.1,...,1)")
     st.add_argument("--temperatures", default=None, help="ablation T grid (default log grid 0.1..1000)")
     st.add_argument("--epsilons", default=None, help="ablation ε grid (default the paper's, 0..0.004)")
-    st.add_argument("--subsample", default="auto",
-                    help="images for the ε ablation: a number, all, or auto (1000 on a CPU, all on a GPU)")
+    st.add_argument(
+        "--subsample",
+        default="auto",
+        help="images for the ε ablation: a number, all, or auto (1000 on a CPU, all on a GPU)",
+    )
     st.add_argument("--other", default="cifar100-exact", help="mismatch: the other data set (default cifar100-exact)")
-    st.add_argument("--exclude", default=None,
-                    help="mismatch: comma-separated classes of the other set to drop (default: the paper's 13 for "
-                         "CIFAR-100, none otherwise; 'none' for none)")
+    st.add_argument(
+        "--exclude",
+        default=None,
+        help="mismatch: comma-separated classes of the other set to drop (default: the paper's 13 for "
+        "CIFAR-100, none otherwise; 'none' for none)",
+    )
     st.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples per point (default 1000; 0: none)")
     st.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
     st.add_argument("--no-cache", action="store_true", help="recompute even when a cached result exists")
@@ -80,8 +95,9 @@ def _load_run(args, bar):
     if args.model is not None:
         if args.dataset is None:
             raise InputError("--model needs --dataset")
-        return runs.logits_for(args.model, args.weights, args.dataset, device=args.device, progress=bar,
-                               download=args.download)
+        return runs.logits_for(
+            args.model, args.weights, args.dataset, device=args.device, progress=bar, download=args.download
+        )
     if args.dataset or args.weights:
         raise InputError("--dataset and --weights need --model")
     return runs.default_run(progress=bar)
@@ -90,8 +106,11 @@ def _load_run(args, bar):
 def options_from_args(name: str, args) -> dict:
     """The keyword options of ``STUDIES[name].run`` from the parsed arguments (validated there)."""
     seeds = None if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=0)
-    options: dict = {"seeds": seeds, "n_resamples": validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
-                     "use_cache": not args.no_cache}
+    options: dict = {
+        "seeds": seeds,
+        "n_resamples": validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
+        "use_cache": not args.no_cache,
+    }
     if name in ("ablation", "calibration"):
         options["tune_fraction"] = _numbers("--val-fraction", args.val_fraction)[0]
     if name in ("tuning-split", "mismatch"):
@@ -103,14 +122,22 @@ def options_from_args(name: str, args) -> dict:
             if values is not None:
                 options[key] = values
         text = args.subsample.strip().lower()
-        options["subsample"] = ("auto" if text == "auto" else None if text == "all"
-                                else validation.parse_int(text, "--subsample", minimum=0))
+        options["subsample"] = (
+            "auto"
+            if text == "auto"
+            else None
+            if text == "all"
+            else validation.parse_int(text, "--subsample", minimum=0)
+        )
         options["device"] = args.device
     if name == "mismatch":
         options["other"] = args.other
         if args.exclude is not None:
-            options["exclude"] = () if args.exclude.strip().lower() == "none" else \
-                [c.strip() for c in args.exclude.split(",") if c.strip()]
+            options["exclude"] = (
+                ()
+                if args.exclude.strip().lower() == "none"
+                else [c.strip() for c in args.exclude.split(",") if c.strip()]
+            )
         options["device"] = args.device
     return options
 
@@ -123,21 +150,34 @@ def format_result(result) -> str:
     for series, info in result.series.items():
         rows = result.curves[result.curves["series"] == series]
         detectors = list(dict.fromkeys(rows["detector"]))
-        lines += ["", (f"[{series}] {info.get('x_label', series)}; mean ± std over seeds "
-                      f"({base.METRIC_LABELS['fpr95']}, positives = correctly classified)")]
+        lines += [
+            "",
+            (
+                f"[{series}] {info.get('x_label', series)}; mean ± std over seeds "
+                f"({base.METRIC_LABELS['fpr95']}, positives = correctly classified)"
+            ),
+        ]
         header = [info.get("x_label", "x")] + [f"{d} {m}" for m in ("fpr95", "auroc") for d in detectors]
         table = [header]
         for x in dict.fromkeys(rows["x"]):
             at = rows[rows["x"] == x].set_index(["detector", "metric"])
-            table.append([f"{x:g}"] + [f"{at.loc[(d, m), 'mean']:.4f} ± {at.loc[(d, m), 'std']:.4f}"
-                                       for m in ("fpr95", "auroc") for d in detectors])
+            table.append(
+                [f"{x:g}"]
+                + [
+                    f"{at.loc[(d, m), 'mean']:.4f} ± {at.loc[(d, m), 'std']:.4f}"
+                    for m in ("fpr95", "auroc")
+                    for d in detectors
+                ]
+            )
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
         lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in table]
         paired = result.paired[(result.paired["series"] == series) & (result.paired["metric"] == "fpr95")]
         if not paired.empty:
             lines.append("Rel-U − Doctor, FPR95 (mean ± std over seeds; verdict from the 95 % paired bootstrap):")
-            lines += [f"  {x:g}: {m:+.4f} ± {s:.4f}   {v}" for x, m, s, v in
-                      zip(paired["x"], paired["mean"], paired["std"], paired["verdict"])]
+            lines += [
+                f"  {x:g}: {m:+.4f} ± {s:.4f}   {v}"
+                for x, m, s, v in zip(paired["x"], paired["mean"], paired["std"], paired["verdict"])
+            ]
     for name, table in result.tables.items():
         if name in ("summary", "temperatures"):
             lines += ["", f"[{name}]", table.to_string(index=False, float_format=lambda v: f"{v:.4f}")]

@@ -21,7 +21,7 @@ STUDY_METRICS = ("fpr95", "auroc")
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
 
 
@@ -44,24 +44,62 @@ def band_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure
         line = rows[rows["detector"] == detector]
         x, mean, std = line["x"].to_numpy(float), line["mean"].to_numpy(float), line["std"].to_numpy(float)
         color = core_figures.detector_color(detector)
-        fig.add_trace(go.Scatter(x=x, y=mean + std, name=f"{detector} +1 std", mode="lines", line={"width": 0},
-                                 showlegend=False, hoverinfo="skip", legendgroup=detector))
-        fig.add_trace(go.Scatter(x=x, y=mean - std, name=f"{detector} −1 std", mode="lines", line={"width": 0},
-                                 fill="tonexty", fillcolor=_rgba(color, 0.18), showlegend=False, hoverinfo="skip",
-                                 legendgroup=detector))
-        fig.add_trace(go.Scatter(x=x, y=mean, name=detector, mode="lines+markers", legendgroup=detector,
-                                 line={"color": color, "width": 3 if detector in core_figures.PROMINENT else 1.5},
-                                 customdata=np.stack([std, line["n_seeds"].to_numpy(float)], axis=1),
-                                 hovertemplate=f"{detector}<br>{info.get('x_label', 'x')} = %{{x:.4g}}<br>"
-                                               f"{base.METRIC_LABELS[metric]} = %{{y:.4f}} ± %{{customdata[0]:.4f}}"
-                                               "<br>%{customdata[1]} seeds<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=mean + std,
+                name=f"{detector} +1 std",
+                mode="lines",
+                line={"width": 0},
+                showlegend=False,
+                hoverinfo="skip",
+                legendgroup=detector,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=mean - std,
+                name=f"{detector} −1 std",
+                mode="lines",
+                line={"width": 0},
+                fill="tonexty",
+                fillcolor=_rgba(color, 0.18),
+                showlegend=False,
+                hoverinfo="skip",
+                legendgroup=detector,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=mean,
+                name=detector,
+                mode="lines+markers",
+                legendgroup=detector,
+                line={"color": color, "width": 3 if detector in core_figures.PROMINENT else 1.5},
+                customdata=np.stack([std, line["n_seeds"].to_numpy(float)], axis=1),
+                hovertemplate=f"{detector}<br>{info.get('x_label', 'x')} = %{{x:.4g}}<br>"
+                f"{base.METRIC_LABELS[metric]} = %{{y:.4f}} ± %{{customdata[0]:.4f}}"
+                "<br>%{customdata[1]} seeds<extra></extra>",
+            )
+        )
     for label, value in info.get("marks", {}).items():
-        fig.add_vline(x=value, line_dash="dot", line_color="#555", annotation_text=label,
-                      annotation_position="top left" if metric == "auroc" else "top right")
+        fig.add_vline(
+            x=value,
+            line_dash="dot",
+            line_color="#555",
+            annotation_text=label,
+            annotation_position="top left" if metric == "auroc" else "top right",
+        )
     better = "higher" if base.HIGHER_IS_BETTER[metric] else "lower"
-    fig.update_layout(title=f"{base.METRIC_LABELS[metric]} ({better} is better) against {info.get('x_label', series)}",
-                      xaxis=_x_axis(info), yaxis={"title": base.METRIC_LABELS[metric]},
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, legend={"orientation": "h", "y": -0.2})
+    fig.update_layout(
+        title=f"{base.METRIC_LABELS[metric]} ({better} is better) against {info.get('x_label', series)}",
+        xaxis=_x_axis(info),
+        yaxis={"title": base.METRIC_LABELS[metric]},
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        legend={"orientation": "h", "y": -0.2},
+    )
     return fig
 
 
@@ -73,36 +111,77 @@ def difference_figure(result: base.StudyResult, series: str, metric: str) -> go.
     fig = go.Figure()
     low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
     if np.isfinite(low).any():
-        fig.add_trace(go.Scatter(x=x, y=high, name="95 % CI high", mode="lines", line={"width": 0}, showlegend=False,
-                                 hoverinfo="skip"))
-        fig.add_trace(go.Scatter(x=x, y=low, name="95 % CI low", mode="lines", line={"width": 0}, fill="tonexty",
-                                 fillcolor="rgba(80,80,80,0.2)", showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=x, y=rows["estimate"].to_numpy(float), name="Rel-U − Doctor", mode="lines+markers",
-                             line={"color": core_figures.detector_color(base.RELU), "width": 2},
-                             marker={"symbol": ["circle" if s else "circle-open" for s in rows["significant"]],
-                                     "size": 9}))
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=high, name="95 % CI high", mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip"
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=low,
+                name="95 % CI low",
+                mode="lines",
+                line={"width": 0},
+                fill="tonexty",
+                fillcolor="rgba(80,80,80,0.2)",
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=rows["estimate"].to_numpy(float),
+            name="Rel-U − Doctor",
+            mode="lines+markers",
+            line={"color": core_figures.detector_color(base.RELU), "width": 2},
+            marker={"symbol": ["circle" if s else "circle-open" for s in rows["significant"]], "size": 9},
+        )
+    )
     fig.add_hline(y=0.0, line_color="#333", line_width=1)
-    fig.update_layout(title=f"Rel-U − Doctor, {base.METRIC_LABELS[metric]}, with the 95 % paired bootstrap interval",
-                      xaxis=_x_axis(info), yaxis={"title": f"Δ {base.METRIC_LABELS[metric]}"},
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    fig.update_layout(
+        title=f"Rel-U − Doctor, {base.METRIC_LABELS[metric]}, with the 95 % paired bootstrap interval",
+        xaxis=_x_axis(info),
+        yaxis={"title": f"Δ {base.METRIC_LABELS[metric]}"},
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
     return fig
 
 
 def reliability_figure(reliability: pd.DataFrame) -> go.Figure:
     """Accuracy against mean confidence per bin, before and after temperature scaling, with the diagonal."""
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], name="chance", mode="lines",
-                             line={"color": "#999", "dash": "dash"}, hoverinfo="skip", showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=[0, 1],
+            y=[0, 1],
+            name="chance",
+            mode="lines",
+            line={"color": "#999", "dash": "dash"},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
     for state, color in zip(dict.fromkeys(reliability["state"]), ("#ff7f0e", "#2ca02c")):
         rows = reliability[(reliability["state"] == state) & (reliability["count"] > 0)]
-        fig.add_trace(go.Scatter(x=rows["confidence"], y=rows["accuracy"], name=state, mode="lines+markers",
-                                 line={"color": color, "width": 2}, customdata=rows["count"],
-                                 hovertemplate="confidence %{x:.3f}<br>accuracy %{y:.3f}<br>%{customdata} samples"
-                                               "<extra></extra>"))
-    fig.update_layout(title="Reliability diagram (evaluation splits, all seeds pooled)",
-                      xaxis={"title": "mean top-1 confidence in the bin", "range": [0, 1]},
-                      yaxis={"title": "accuracy in the bin", "range": [0, 1.02]},
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
+        fig.add_trace(
+            go.Scatter(
+                x=rows["confidence"],
+                y=rows["accuracy"],
+                name=state,
+                mode="lines+markers",
+                line={"color": color, "width": 2},
+                customdata=rows["count"],
+                hovertemplate="confidence %{x:.3f}<br>accuracy %{y:.3f}<br>%{customdata} samples<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title="Reliability diagram (evaluation splits, all seeds pooled)",
+        xaxis={"title": "mean top-1 confidence in the bin", "range": [0, 1]},
+        yaxis={"title": "accuracy in the bin", "range": [0, 1.02]},
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
     return fig
 
 
@@ -111,13 +190,17 @@ def _sentence(result: base.StudyResult, series: str, metric: str) -> str:
     n = ", ".join(str(int(v)) for v in sorted(set(result.curves.loc[result.curves["series"] == series, "n_seeds"])))
     better = "higher" if base.HIGHER_IS_BETTER[metric] else "lower"
     x_label = info.get("x_label", series)
-    text = (f"Each line is a detector's {base.METRIC_LABELS[metric]} ({better} is better) on the evaluation splits "
-            f"as {x_label} changes, averaged over {n} seed(s); the shaded band is ±1 standard deviation.")
+    text = (
+        f"Each line is a detector's {base.METRIC_LABELS[metric]} ({better} is better) on the evaluation splits "
+        f"as {x_label} changes, averaged over {n} seed(s); the shaded band is ±1 standard deviation."
+    )
     if series == "lambda":
         text += " Doctor has no λ, so its line is flat; the dotted lines mark λ = N₊/(N₊ + N₋) and the default 0.5."
     if series == "calibration":
-        text = (f"{base.METRIC_LABELS[metric]} ({better} is better) of Doctor and Rel-U at T = 1 and at the "
-                f"calibration temperature chosen on the tuning split, averaged over {n} seed(s) with a ±1 std band.")
+        text = (
+            f"{base.METRIC_LABELS[metric]} ({better} is better) of Doctor and Rel-U at T = 1 and at the "
+            f"calibration temperature chosen on the tuning split, averaged over {n} seed(s) with a ±1 std band."
+        )
     return text
 
 
@@ -128,27 +211,46 @@ def figures_for(result: base.StudyResult) -> list[tuple[str, go.Figure, str]]:
         for metric in STUDY_METRICS:
             out.append((f"{series}_{metric}", band_figure(result, series, metric), _sentence(result, series, metric)))
         if not result.paired.empty and (result.paired["series"] == series).any():
-            out.append((f"{series}_fpr95_difference", difference_figure(result, series, "fpr95"),
-                        ("The difference Rel-U − Doctor in FPR at 95 % TPR on the same splits (below 0: Rel-U accepts "
+            out.append(
+                (
+                    f"{series}_fpr95_difference",
+                    difference_figure(result, series, "fpr95"),
+                    (
+                        "The difference Rel-U − Doctor in FPR at 95 % TPR on the same splits (below 0: Rel-U accepts "
                         "fewer errors); filled markers where the 95 % paired bootstrap interval excludes 0, open "
-                        "markers where there is no significant difference.")))
+                        "markers where there is no significant difference."
+                    ),
+                )
+            )
     if "reliability" in result.tables:
-        out.append(("reliability", reliability_figure(result.tables["reliability"]),
-                    ("Each point is a confidence bin: a calibrated model's points lie on the dashed diagonal "
-                    "(accuracy equals confidence). Below it the model is over-confident, above it under-confident.")))
+        out.append(
+            (
+                "reliability",
+                reliability_figure(result.tables["reliability"]),
+                (
+                    "Each point is a confidence bin: a calibrated model's points lie on the dashed diagonal "
+                    "(accuracy equals confidence). Below it the model is over-confident, above it under-confident."
+                ),
+            )
+        )
     return out
 
 
 def paired_table(result: base.StudyResult) -> pd.DataFrame:
     """Rel-U − Doctor per series, point and metric in words: mean ± std over seeds, the interval, the verdict."""
     p = result.paired
-    return pd.DataFrame({
-        "series": p["series"], "point": [f"{x:g}" for x in p["x"]], "metric": [base.METRIC_LABELS[m] for m in p["metric"]],
-        "Rel-U − Doctor (mean ± std over seeds)": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(p["mean"], p["std"])],
-        "95 % CI of the mean": ["–" if np.isnan(lo) else f"{lo:+.4f} to {hi:+.4f}"
-                                for lo, hi in zip(p["ci_low"], p["ci_high"])],
-        "verdict": [v.split(": ", 1)[1] for v in p["verdict"]],
-    })
+    return pd.DataFrame(
+        {
+            "series": p["series"],
+            "point": [f"{x:g}" for x in p["x"]],
+            "metric": [base.METRIC_LABELS[m] for m in p["metric"]],
+            "Rel-U − Doctor (mean ± std over seeds)": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(p["mean"], p["std"])],
+            "95 % CI of the mean": [
+                "–" if np.isnan(lo) else f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(p["ci_low"], p["ci_high"])
+            ],
+            "verdict": [v.split(": ", 1)[1] for v in p["verdict"]],
+        }
+    )
 
 
 def figure_html(fig: go.Figure, sentence: str = "") -> str:
@@ -180,5 +282,8 @@ def settings_text(settings: dict) -> str:
             return f"{value:.3g}"
         return str(value)
 
-    return " · ".join(f"{key.replace('_', ' ')}: {show(value)}" for key, value in settings.items()
-                      if key not in ("seeds", "seeds_eps"))
+    return " · ".join(
+        f"{key.replace('_', ' ')}: {show(value)}"
+        for key, value in settings.items()
+        if key not in ("seeds", "seeds_eps")
+    )

@@ -31,26 +31,44 @@ from relu_core.studies import base, tuning_split
 
 NAME = "mismatch"
 TITLE = "Label-domain mismatch: Rel-U and Doctor on in-distribution plus other-domain samples"
-CIFAR100_REMOVED: tuple[str, ...] = ("bus", "camel", "cattle", "fox", "leopard", "lion", "pickup_truck", "streetcar",
-                                     "tank", "tiger", "tractor", "train", "wolf")
+CIFAR100_REMOVED: tuple[str, ...] = (
+    "bus",
+    "camel",
+    "cattle",
+    "fox",
+    "leopard",
+    "lion",
+    "pickup_truck",
+    "streetcar",
+    "tank",
+    "tiger",
+    "tractor",
+    "train",
+    "wolf",
+)
 ASSEMBLY_SEED = 0
 
 
 def check_run(run) -> None:
     if run.model is None or run.images is None:
-        raise InputError("the mismatch study runs the model on another data set, so it needs a run with its model "
-                         "and images (uploaded logits cannot be used)")
+        raise InputError(
+            "the mismatch study runs the model on another data set, so it needs a run with its model "
+            "and images (uploaded logits cannot be used)"
+        )
 
 
 def check_shapes(run, other) -> None:
     """InputError (one line) unless the other set's images have the shape of the run's images."""
     mine, theirs = tuple(run.images.shape[1:]), tuple(other.images.shape[1:])
     if mine != theirs:
+
         def text(shape):
             return f"{shape[0]}x{shape[1]}x{shape[2]}"
 
-        raise InputError(f"the model of this run takes {text(mine)} images ({run.dataset_name or 'its data set'}) but "
-                         f"{other.name} has {text(theirs)} images: choose another data set of the same shape")
+        raise InputError(
+            f"the model of this run takes {text(mine)} images ({run.dataset_name or 'its data set'}) but "
+            f"{other.name} has {text(theirs)} images: choose another data set of the same shape"
+        )
 
 
 def default_exclusions(class_names: Sequence[str]) -> tuple[str, ...]:
@@ -58,8 +76,15 @@ def default_exclusions(class_names: Sequence[str]) -> tuple[str, ...]:
     return CIFAR100_REMOVED if set(CIFAR100_REMOVED) <= set(class_names) else ()
 
 
-def assemble(logits_in: np.ndarray, correct_in: np.ndarray, logits_out: np.ndarray, labels_out: np.ndarray,
-             class_names_out: Sequence[str], exclude: Sequence[str], seed: int = ASSEMBLY_SEED) -> dict:
+def assemble(
+    logits_in: np.ndarray,
+    correct_in: np.ndarray,
+    logits_out: np.ndarray,
+    labels_out: np.ndarray,
+    class_names_out: Sequence[str],
+    exclude: Sequence[str],
+    seed: int = ASSEMBLY_SEED,
+) -> dict:
     """The mixture: equal counts of in-distribution and kept other-set samples (seeded draws without replacement).
 
     Returns ``logits`` (2n, C: in-distribution first), ``correct`` (the in-distribution correctness, then False),
@@ -83,23 +108,43 @@ def assemble(logits_in: np.ndarray, correct_in: np.ndarray, logits_out: np.ndarr
     return {
         "logits": np.concatenate([np.asarray(logits_in)[in_idx], np.asarray(logits_out)[out_idx]]),
         "correct": np.concatenate([np.asarray(correct_in, dtype=bool)[in_idx], np.zeros(n, dtype=bool)]),
-        "in_idx": in_idx, "out_idx": out_idx, "kept": len(kept), "excluded": tuple(exclude),
+        "in_idx": in_idx,
+        "out_idx": out_idx,
+        "kept": len(kept),
+        "excluded": tuple(exclude),
     }
 
 
-def other_logits(run, other, *, device: str = "auto", progress: Progress | None = None,
-                 cancel: Cancel | None = None) -> np.ndarray:
+def other_logits(
+    run, other, *, device: str = "auto", progress: Progress | None = None, cancel: Cancel | None = None
+) -> np.ndarray:
     """The run's model on the other set's images (float32 logits), cached by content."""
     check_run(run)
     check_shapes(run, other)
     engine.check_images(run.model, other.images, run.mean, run.std, None)
     precision = engine.resolve_precision("auto", engine.select_device(device))
-    key = {"kind": "mismatch logits", "weights": models.weights_hash(run.model), "data": other.fingerprint,
-           "mean": list(run.mean), "std": list(run.std), "precision": precision}
+    key = {
+        "kind": "mismatch logits",
+        "weights": models.weights_hash(run.model),
+        "data": other.fingerprint,
+        "mean": list(run.mean),
+        "std": list(run.std),
+        "precision": precision,
+    }
 
     def compute() -> dict[str, np.ndarray]:
-        return {"logits": engine.compute_logits(run.model, other.images, mean=run.mean, std=run.std, device=device,
-                                                precision=precision, progress=progress, cancel=cancel)}
+        return {
+            "logits": engine.compute_logits(
+                run.model,
+                other.images,
+                mean=run.mean,
+                std=run.std,
+                device=device,
+                precision=precision,
+                progress=progress,
+                cancel=cancel,
+            )
+        }
 
     return cache.cached("logits", key, compute)["logits"]
 
@@ -128,9 +173,17 @@ def run_study(
     check_shapes(run, other)
     exclude = default_exclusions(other.class_names) if exclude is None else tuple(exclude)
     correct_in = protocol.correctness(run.logits, run.labels)
-    key = {"study": NAME, **base.run_identity(run), "weights": models.weights_hash(run.model),
-           "other": other.fingerprint, "exclude": exclude, "fractions": fractions, "seeds": seeds,
-           "n_resamples": n_resamples, "assembly_seed": ASSEMBLY_SEED}
+    key = {
+        "study": NAME,
+        **base.run_identity(run),
+        "weights": models.weights_hash(run.model),
+        "other": other.fingerprint,
+        "exclude": exclude,
+        "fractions": fractions,
+        "seeds": seeds,
+        "n_resamples": n_resamples,
+        "assembly_seed": ASSEMBLY_SEED,
+    }
 
     def compute() -> base.StudyResult:
         report(progress, 0, 1, f"classifying {len(other.labels):,} images of {other.name}")
@@ -138,19 +191,38 @@ def run_study(
         mix = assemble(run.logits, correct_in, logits_out, other.labels, other.class_names, exclude)
         n = len(mix["in_idx"])
         collector = base.Collector()
-        tuning_split.fraction_sweep(mix["logits"], mix["correct"], fractions, seeds, collector, series="mismatch",
-                                    cancel=cancel, progress=progress)
+        tuning_split.fraction_sweep(
+            mix["logits"],
+            mix["correct"],
+            fractions,
+            seeds,
+            collector,
+            series="mismatch",
+            cancel=cancel,
+            progress=progress,
+        )
         curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         errors_in = int(n - mix["correct"][:n].sum())
-        settings = {"other": other.name, "in_distribution": run.dataset_name, "excluded_classes": list(exclude),
-                    "n_per_side": n, "other_kept": mix["kept"], "fractions": list(fractions), "seeds": list(seeds),
-                    "T": tuning_split.TEMPERATURE, "lambda": tuning_split.LAMBDA, "eps": 0.0,
-                    "n_resamples": n_resamples}
-        notes = [f"{n:,} in-distribution samples ({run.dataset_name}; {errors_in:,} of them misclassified) and {n:,} "
-                 f"samples of {other.name}"
-                 + (f" without its {len(exclude)} classes {', '.join(exclude)}" if exclude else "")
-                 + "; positives: in-distribution samples classified correctly",
-                 *tuning_split.fallback_notes(collector)]
+        settings = {
+            "other": other.name,
+            "in_distribution": run.dataset_name,
+            "excluded_classes": list(exclude),
+            "n_per_side": n,
+            "other_kept": mix["kept"],
+            "fractions": list(fractions),
+            "seeds": list(seeds),
+            "T": tuning_split.TEMPERATURE,
+            "lambda": tuning_split.LAMBDA,
+            "eps": 0.0,
+            "n_resamples": n_resamples,
+        }
+        notes = [
+            f"{n:,} in-distribution samples ({run.dataset_name}; {errors_in:,} of them misclassified) and {n:,} "
+            f"samples of {other.name}"
+            + (f" without its {len(exclude)} classes {', '.join(exclude)}" if exclude else "")
+            + "; positives: in-distribution samples classified correctly",
+            *tuning_split.fallback_notes(collector),
+        ]
         series = {"mismatch": {**tuning_split.SERIES_INFO}}
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
 

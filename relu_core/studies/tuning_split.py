@@ -12,8 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from relu_core import detectors, protocol
-from relu_core import validation
+from relu_core import detectors, protocol, validation
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base
@@ -35,9 +34,16 @@ def check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
 
 
 @small_work
-def fraction_sweep(logits: np.ndarray, correct: np.ndarray, fractions: Sequence[float], seeds: Sequence[int],
-                   collector: base.Collector, series: str = "fraction", cancel: Cancel | None = None,
-                   progress: Progress | None = None) -> None:
+def fraction_sweep(
+    logits: np.ndarray,
+    correct: np.ndarray,
+    fractions: Sequence[float],
+    seeds: Sequence[int],
+    collector: base.Collector,
+    series: str = "fraction",
+    cancel: Cancel | None = None,
+    progress: Progress | None = None,
+) -> None:
     """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed, into ``collector``."""
     probs = detectors.softmax(logits, TEMPERATURE)
     doctor = detectors.gini(probs)
@@ -52,13 +58,17 @@ def fraction_sweep(logits: np.ndarray, correct: np.ndarray, fractions: Sequence[
             if fitted is None or np.array_equal(matrix, hamming):
                 collector.note_fallback(series, fraction)
             c_eval = correct[evaluation]
-            collector.add(series, fraction, base.RELU, seed, detectors.quadratic_score(probs[evaluation], matrix), c_eval)
+            collector.add(
+                series, fraction, base.RELU, seed, detectors.quadratic_score(probs[evaluation], matrix), c_eval
+            )
             collector.add(series, fraction, base.DOCTOR, seed, doctor[evaluation], c_eval)
 
 
 def fallback_notes(collector: base.Collector) -> list[str]:
-    return [f"{series} {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)"
-            for (series, x), count in sorted(collector.fallback.items())]
+    return [
+        f"{series} {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)"
+        for (series, x), count in sorted(collector.fallback.items())
+    ]
 
 
 def run_study(
@@ -83,9 +93,23 @@ def run_study(
         fraction_sweep(run.logits, correct, fractions, seeds, collector, cancel=cancel, progress=progress)
         curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         report(progress, len(fractions), len(fractions), "done")
-        settings = {"fractions": list(fractions), "seeds": list(seeds), "T": TEMPERATURE, "lambda": LAMBDA,
-                    "eps": 0.0, "n_resamples": n_resamples}
-        return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, {"fraction": dict(SERIES_INFO)},
-                                notes=fallback_notes(collector))
+        settings = {
+            "fractions": list(fractions),
+            "seeds": list(seeds),
+            "T": TEMPERATURE,
+            "lambda": LAMBDA,
+            "eps": 0.0,
+            "n_resamples": n_resamples,
+        }
+        return base.StudyResult(
+            NAME,
+            TITLE,
+            curves,
+            paired,
+            per_seed,
+            settings,
+            {"fraction": dict(SERIES_INFO)},
+            notes=fallback_notes(collector),
+        )
 
     return base.cached_result(key, compute, use_cache)

@@ -60,8 +60,10 @@ LOGITS_FILES = {
     "header-larger-than-member": (allocation_bomb("logits", (40, 4), labels=LABELS), "truncated or crafted header"),
     "object-array": (zip_members(**{"logits.npy": npy_header((2,), "|O", b"")}), "pickled object array"),
     "member-not-npy": (zip_members(**{"logits.npy": b"hello"}), "is not a valid .npy array"),
-    "5000-classes": (npz(logits=np.zeros((200, 5000), np.float32), labels=np.zeros(200, int)),
-                     "5,000 classes, more than the limit of 1,000 (relu_core.limits.max_classes)"),
+    "5000-classes": (
+        npz(logits=np.zeros((200, 5000), np.float32), labels=np.zeros(200, int)),
+        "5,000 classes, more than the limit of 1,000 (relu_core.limits.max_classes)",
+    ),
     "not-a-zip": (b"PK\x03\x04 but not really", "not a valid npz archive"),
     "empty": (b"", "not a valid npz archive"),
     "nan-logits": (npz(logits=np.full((20, 3), np.nan), labels=np.zeros(20, int)), "finite"),

@@ -65,8 +65,14 @@ def test_damaged_entry_is_recomputed(own_cache, damage):
     cache.cached("t", {"k": 1}, lambda: {"a": np.arange(50)})
     path = cache.path_for("t", {"k": 1})
     data = path.read_bytes()
-    path.write_bytes({"truncated": data[: len(data) // 2], "garbage": b"garbage", "empty": b"",
-                      "no-checksum": hf.npz(a=np.arange(50))}[damage])
+    path.write_bytes(
+        {
+            "truncated": data[: len(data) // 2],
+            "garbage": b"garbage",
+            "empty": b"",
+            "no-checksum": hf.npz(a=np.arange(50)),
+        }[damage]
+    )
     compute, calls = _counting({"a": np.arange(50)})
     np.testing.assert_array_equal(cache.cached("t", {"k": 1}, compute)["a"], np.arange(50))
     assert calls == [1]

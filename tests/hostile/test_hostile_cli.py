@@ -17,7 +17,6 @@ from relu_core import cli, limits
 REPO = Path(__file__).resolve().parents[2]
 
 
-
 def _cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
     status = cli.main(argv)
     err = capsys.readouterr().err
@@ -41,10 +40,14 @@ def test_evaluate_refuses_hostile_logits_file(name, tmp_path, capsys):
     assert message.lower() in _one_error_line(err)
 
 
-@pytest.mark.parametrize("limit, message", [
-    ("MEMORY_BUDGET_BYTES", "more than the memory budget of 100 bytes"),  # an array over the memory budget
-    ("MAX_LOGITS_VALUES", "max_logits_values"),  # too many logits: the limit is named
-], ids=["memory-budget", "too-many-logits"])
+@pytest.mark.parametrize(
+    "limit, message",
+    [
+        ("MEMORY_BUDGET_BYTES", "more than the memory budget of 100 bytes"),  # an array over the memory budget
+        ("MAX_LOGITS_VALUES", "max_logits_values"),  # too many logits: the limit is named
+    ],
+    ids=["memory-budget", "too-many-logits"],
+)
 def test_evaluate_refuses_logits_over_a_limit(limit, message, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(limits, limit, 100)
     path = tmp_path / "big.npz"
@@ -55,39 +58,78 @@ def test_evaluate_refuses_logits_over_a_limit(limit, message, tmp_path, capsys, 
 
 def test_evaluate_refuses_a_csv_beyond_the_class_limit(tmp_path, capsys):
     header = ",".join([f"c{k}" for k in range(1001)] + ["label"])
-    (tmp_path / "wide.csv").write_text(header + "\n" + ",".join(["0"] * 1001 + ["0"]) * 1 + "\n"
-                                       + ",".join(["1"] * 1001 + ["1"]) + "\n")
+    (tmp_path / "wide.csv").write_text(
+        header + "\n" + ",".join(["0"] * 1001 + ["0"]) * 1 + "\n" + ",".join(["1"] * 1001 + ["1"]) + "\n"
+    )
     status, err = _cli(["evaluate", "--logits", str(tmp_path / "wide.csv")], capsys)
     assert status == 2 and "limit of 1,000" in _one_error_line(err)
 
 
 @pytest.mark.parametrize("name", [*hf.BAD_SCRIPTED, "scripted-nan-weights", "state-nan", "state-inf"])
 def test_evaluate_refuses_hostile_models(name, bad_models, capsys):
-    status, err = _cli(["evaluate", "--model", "cnn8", "--dataset", "digits", "--weights", str(bad_models[name]),
-                        "--seeds", "1", "--methods", "msp", "--device", "cpu"], capsys)
+    status, err = _cli(
+        [
+            "evaluate",
+            "--model",
+            "cnn8",
+            "--dataset",
+            "digits",
+            "--weights",
+            str(bad_models[name]),
+            "--seeds",
+            "1",
+            "--methods",
+            "msp",
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     line = _one_error_line(err)
     expected = hf.BAD_SCRIPTED[name][1] if name in hf.BAD_SCRIPTED else "nan or infinite weights"
     assert status == 2 and expected in line
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("npz:{dir}/bomb.npz", "announces shape"),
-    ("npz:{dir}/single.npz", "single .npy array"),
-    ("zip:{dir}/nozip.zip", "not a valid zip"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("npz:{dir}/bomb.npz", "announces shape"),
+        ("npz:{dir}/single.npz", "single .npy array"),
+        ("zip:{dir}/nozip.zip", "not a valid zip"),
+    ],
+)
 def test_logits_command_refuses_hostile_data_sets(spec, message, tmp_path, capsys):
     (tmp_path / "bomb.npz").write_bytes(hf.allocation_bomb("x", (10**7, 32, 32, 3), y=np.zeros(4, int)))
     (tmp_path / "single.npz").write_bytes(hf.npy(np.zeros((4, 8, 8), np.uint8)))
     (tmp_path / "nozip.zip").write_bytes(b"no zip here")
-    status, err = _cli(["logits", "--model", "cnn8", "--dataset", spec.format(dir=tmp_path),
-                        "--out", str(tmp_path / "out.npz"), "--device", "cpu"], capsys)
+    status, err = _cli(
+        [
+            "logits",
+            "--model",
+            "cnn8",
+            "--dataset",
+            spec.format(dir=tmp_path),
+            "--out",
+            str(tmp_path / "out.npz"),
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     assert status == 2 and message in _one_error_line(err)
 
 
 def _subprocess(args: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "relu_core", *args], cwd=REPO, env=env, capture_output=True, check=False,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "relu_core", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -100,6 +142,21 @@ def test_subprocess_allocation_bomb_exits_2_with_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["tuple", "dict", "raises"])
 def test_subprocess_hostile_torchscript_exits_2_with_one_line(name, bad_models):
-    done = _subprocess(["evaluate", "--model", "cnn8", "--dataset", "digits", "--weights", str(bad_models[name]),
-                        "--seeds", "1", "--methods", "msp", "--device", "cpu"])
+    done = _subprocess(
+        [
+            "evaluate",
+            "--model",
+            "cnn8",
+            "--dataset",
+            "digits",
+            "--weights",
+            str(bad_models[name]),
+            "--seeds",
+            "1",
+            "--methods",
+            "msp",
+            "--device",
+            "cpu",
+        ]
+    )
     assert done.returncode == 2 and hf.BAD_SCRIPTED[name][1] in _one_error_line(done.stderr)

@@ -27,8 +27,7 @@ def test_eight_sessions_move_lambda_while_the_server_answers(app_url, chromium):
     urllib.request.urlopen(app_url, timeout=60).read()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
     try:
-        pages = [chromium.new_context(viewport={"width": 1400, "height": 1600}).new_page()
-                 for _ in range(SESSIONS)]
+        pages = [chromium.new_context(viewport={"width": 1400, "height": 1600}).new_page() for _ in range(SESSIONS)]
         ready = "document.querySelectorAll('.js-plotly-plot').length >= 4"
         pages[0].goto(f"{app_url}/Explore")  # the first session prepares the shared default run
         pages[0].wait_for_function(ready, timeout=TIMEOUT_MS)
@@ -40,8 +39,9 @@ def test_eight_sessions_move_lambda_while_the_server_answers(app_url, chromium):
             page.wait_for_function(ready, timeout=TIMEOUT_MS)
         wanted = [round(0.5 - 0.03 * (k + 1), 2) for k in range(SESSIONS)]  # 0.47, 0.44, ..., 0.26
         for page, value in zip(pages, wanted):
-            thumb = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors") \
-                .get_by_role("slider")
+            thumb = (
+                page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors").get_by_role("slider")
+            )
             thumb.focus()
             for _ in range(round((0.5 - value) * 100)):
                 page.keyboard.press("ArrowLeft")

@@ -79,11 +79,14 @@ def test_session_run_list_is_bounded(monkeypatch):
     assert len(state["run_ids"]) == limits.MAX_SESSION_RUNS and state["run_id"] == state["run_ids"][-1]
 
 
-@pytest.mark.parametrize("shape, limit", [
-    ((200, 5000), "MAX_CLASSES"),
-    ((1_000_001, 2), "MAX_SAMPLES"),
-    ((60_000, 1000), "MAX_LOGITS_VALUES"),
-])
+@pytest.mark.parametrize(
+    "shape, limit",
+    [
+        ((200, 5000), "MAX_CLASSES"),
+        ((1_000_001, 2), "MAX_SAMPLES"),
+        ((60_000, 1000), "MAX_LOGITS_VALUES"),
+    ],
+)
 def test_limits_are_named_in_the_message(shape, limit):
     with pytest.raises(InputError, match=f"relu_core.limits.{limit}"):
         limits.check_logits_shape(*shape)

@@ -61,18 +61,31 @@ def test_1000_classes_are_accepted():
 def test_model_upload_refuses_hostile_checkpoint(name, bad_models):
     expected = hf.BAD_SCRIPTED[name][1] if name in hf.BAD_SCRIPTED else "nan or infinite weights"
     with pytest.raises(InputError) as caught:
-        sidebar.load_upload("model", b"", "", model_data=bad_models[name].read_bytes(), model_filename="m.pt",
-                       arch="cnn8", dataset_spec="digits")
+        sidebar.load_upload(
+            "model",
+            b"",
+            "",
+            model_data=bad_models[name].read_bytes(),
+            model_filename="m.pt",
+            arch="cnn8",
+            dataset_spec="digits",
+        )
     assert expected in _one_line(caught)
 
 
-@pytest.mark.parametrize("name, data, message", [
-    ("bomb.npz", hf.allocation_bomb("x", (10**7, 32, 32, 3), y=np.zeros(4, int)), "announces shape"),
-    ("single.npz", hf.npy(np.zeros((4, 8, 8), np.uint8)), "single .npy array"),
-    ("object.npz", hf.zip_members(**{"x.npy": hf.npy_header((2,), "|O", b""), "y.npy": hf.npy([0, 1])}),
-     "pickled object array"),
-    ("labels-bomb.npz", hf.allocation_bomb("y", (10**11,), x=np.zeros((4, 8, 8), np.uint8)), "array 'y'"),
-])
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("bomb.npz", hf.allocation_bomb("x", (10**7, 32, 32, 3), y=np.zeros(4, int)), "announces shape"),
+        ("single.npz", hf.npy(np.zeros((4, 8, 8), np.uint8)), "single .npy array"),
+        (
+            "object.npz",
+            hf.zip_members(**{"x.npy": hf.npy_header((2,), "|O", b""), "y.npy": hf.npy([0, 1])}),
+            "pickled object array",
+        ),
+        ("labels-bomb.npz", hf.allocation_bomb("y", (10**11,), x=np.zeros((4, 8, 8), np.uint8)), "array 'y'"),
+    ],
+)
 def test_data_set_upload_refuses_hostile_npz(name, data, message):
     with pytest.raises(InputError) as caught:
         load_uploaded_dataset(data, name)
@@ -114,18 +127,21 @@ def scripted_digits(tmp_path_factory):
 @pytest.mark.slow
 def test_scripted_cnn_runs_end_to_end(scripted_digits):
     path = scripted_digits
-    scripted = sidebar.load_upload("model", b"", "", model_data=path.read_bytes(), model_filename="cnn8.pt",
-                                   arch="cnn8", dataset_spec="digits")
+    scripted = sidebar.load_upload(
+        "model", b"", "", model_data=path.read_bytes(), model_filename="cnn8.pt", arch="cnn8", dataset_spec="digits"
+    )
     plain = runs.logits_for("cnn8", None, "digits", device="cpu")
     assert isinstance(scripted.model, torch.jit.ScriptModule)
     np.testing.assert_allclose(scripted.logits, plain.logits, rtol=1e-4, atol=1e-4)
     assert scripted.images is not None and scripted.images.shape[0] == len(scripted)  # galleries
     doctor = detectors.Doctor(1.0)
     idx = np.arange(64)
-    perturbed = preprocessing.perturbed_scores(scripted.model, scripted.images, doctor, 0.002, mean=scripted.mean,
-                                               std=scripted.std, indices=idx, device="cpu")
-    reference = preprocessing.perturbed_scores(plain.model, plain.images, doctor, 0.002, mean=plain.mean,
-                                               std=plain.std, indices=idx, device="cpu")
+    perturbed = preprocessing.perturbed_scores(
+        scripted.model, scripted.images, doctor, 0.002, mean=scripted.mean, std=scripted.std, indices=idx, device="cpu"
+    )
+    reference = preprocessing.perturbed_scores(
+        plain.model, plain.images, doctor, 0.002, mean=plain.mean, std=plain.std, indices=idx, device="cpu"
+    )
     np.testing.assert_allclose(perturbed, reference, rtol=1e-4, atol=1e-6)
     clean = doctor.score(scripted.logits[idx])
     assert not np.allclose(perturbed, clean)  # ε moved the scores
@@ -137,15 +153,17 @@ def test_uploaded_data_set_is_read_from_its_bytes(scripted_digits):
 
     digits = datasets.load_dataset("digits")
     data = hf.npz(x=digits.images[..., 0], y=digits.labels)
-    uploaded = sidebar.load_upload("model", data, "my digits.npz", model_data=scripted_digits.read_bytes(),
-                                   model_filename="cnn8.pt", arch="cnn8")
+    uploaded = sidebar.load_upload(
+        "model", data, "my digits.npz", model_data=scripted_digits.read_bytes(), model_filename="cnn8.pt", arch="cnn8"
+    )
     plain = runs.logits_for("cnn8", None, "digits", device="cpu")
     assert uploaded.dataset_name == "my digits" and "on my digits" in uploaded.source  # the upload's own name
     np.testing.assert_array_equal(uploaded.labels, plain.labels)
     np.testing.assert_allclose(uploaded.logits, plain.logits, rtol=1e-4, atol=1e-4)
     with pytest.raises(InputError, match="upload a .zip of an image folder"):
-        sidebar.load_upload("model", data, "digits.csv", model_data=scripted_digits.read_bytes(),
-                            model_filename="cnn8.pt", arch="cnn8")
+        sidebar.load_upload(
+            "model", data, "digits.csv", model_data=scripted_digits.read_bytes(), model_filename="cnn8.pt", arch="cnn8"
+        )
 
 
 @pytest.mark.slow
@@ -153,8 +171,26 @@ def test_scripted_cnn_through_the_cli_with_eps(scripted_digits, capsys):
     from relu_core import cli
 
     path = scripted_digits
-    status = cli.main(["evaluate", "--model", "cnn8", "--dataset", "digits", "--weights", str(path), "--seeds", "1",
-                       "--methods", "relu,doctor", "--eps", "0.002", "--device", "cpu", "--json"])
+    status = cli.main(
+        [
+            "evaluate",
+            "--model",
+            "cnn8",
+            "--dataset",
+            "digits",
+            "--weights",
+            str(path),
+            "--seeds",
+            "1",
+            "--methods",
+            "relu,doctor",
+            "--eps",
+            "0.002",
+            "--device",
+            "cpu",
+            "--json",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0 and '"eps": 0.002' in out
 
