@@ -89,37 +89,24 @@ def test_report_cli_writes_the_file_and_refuses_bad_input(logits_file, tmp_path,
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_report_opens_offline_in_chromium(logits_file, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from test_browser import CHROMIUM, CHROMIUM_ARGS
-
-    if not CHROMIUM.exists():
-        pytest.skip("Debian chromium (/usr/bin/chromium) is not installed")
+def test_report_opens_offline_in_chromium(logits_file, tmp_path, chromium):
     out = tmp_path / "report.html"
     assert cli.main(["report", "--logits", str(logits_file), "--out", str(out)]) == 0
     requests, errors = [], []
-    with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_ARGS,
-            offline=True,
-            viewport={"width": 1280, "height": 900},
-        )
-        try:
-            page = context.new_page()
-            page.on("request", lambda r: requests.append(r.url))
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(out.as_uri())
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=30_000)
-            titles = json.loads(
-                page.evaluate(
-                    "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(p => p.layout.title.text))"
-                )
+    context = chromium.new_context(offline=True, viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(out.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=30_000)
+        titles = json.loads(
+            page.evaluate(
+                "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(p => p.layout.title.text))"
             )
-        finally:
-            context.close()
+        )
+    finally:
+        context.close()
     assert [t.split(" ")[0] for t in titles] == ["D*", "Confusion", "ROC", "Risk-coverage"]
     assert not errors
     assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
