@@ -103,11 +103,14 @@ def _rank(uncertainty, correct) -> _Ranking:
     return _Ranking(sorted_scores[group_ends], n_accepted, n_correct, n_accepted - n_correct)
 
 
-def _require_both_classes(ranking: _Ranking, what: str) -> None:
+def _rank_both_classes(uncertainty, correct, what: str) -> _Ranking:
+    """:func:`_rank`, refusing input without both correct and misclassified samples (``what`` is undefined)."""
+    ranking = _rank(uncertainty, correct)
     if ranking.total_errors == 0:
         raise InputError(f"{what} is undefined: every sample is correctly classified (no errors to detect)")
     if ranking.total_correct == 0:
         raise InputError(f"{what} is undefined: every sample is misclassified (no correct samples)")
+    return ranking
 
 
 def _roc_points(ranking: _Ranking, positive: str, drop_intermediate: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,6 +151,7 @@ def roc_curve(uncertainty, correct, *, drop_intermediate: bool = True) -> tuple[
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        The module's conventions; only the order of the uncertainties matters, not their scale.
     drop_intermediate : bool, default True
         Drop the points sklearn drops (collinear ones with equal steps on both sides; the area is unchanged).
 
@@ -160,11 +164,9 @@ def roc_curve(uncertainty, correct, *, drop_intermediate: bool = True) -> tuple[
     Raises
     ------
     InputError
-        Unless both correct and misclassified samples are present.
+        Unless both correct and misclassified samples are present (FPR and TPR divide by their counts).
     """
-    ranking = _rank(uncertainty, correct)
-    _require_both_classes(ranking, "the ROC curve")
-    return _roc_points(ranking, "correct", drop_intermediate)
+    return _roc_points(_rank_both_classes(uncertainty, correct, "the ROC curve"), "correct", drop_intermediate)
 
 
 def _auroc(ranking: _Ranking) -> float:
@@ -183,6 +185,7 @@ def auroc(uncertainty, correct) -> float:
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        Only the ranking matters: any strictly increasing map of ``uncertainty`` gives the same area.
 
     Returns
     -------
@@ -194,11 +197,9 @@ def auroc(uncertainty, correct) -> float:
     Raises
     ------
     InputError
-        Unless both correct and misclassified samples are present.
+        Unless both correct and misclassified samples are present (there is no pair to compare).
     """
-    ranking = _rank(uncertainty, correct)
-    _require_both_classes(ranking, "AUROC")
-    return _auroc(ranking)
+    return _auroc(_rank_both_classes(uncertainty, correct, "AUROC"))
 
 
 def _first_reaching(reached: np.ndarray, total: int, target: float) -> int:
@@ -232,6 +233,7 @@ def fpr_at_tpr(uncertainty, correct, tpr: float = 0.95, positive: str = "correct
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        The split the FPR is read on; one threshold per distinct uncertainty.
     tpr : float, default 0.95
         The target TPR, in (0, 1].
     positive : {"correct", "error"}
@@ -254,8 +256,7 @@ def fpr_at_tpr(uncertainty, correct, tpr: float = 0.95, positive: str = "correct
     _check_target(tpr, "tpr")
     if positive not in _POSITIVE_CONVENTIONS:
         raise InputError(f'positive must be "correct" or "error", got {positive!r}')
-    ranking = _rank(uncertainty, correct)
-    _require_both_classes(ranking, "FPR at TPR")
+    ranking = _rank_both_classes(uncertainty, correct, "FPR at TPR")
     return float(_fpr_at_tpr(ranking, float(tpr), positive))
 
 
@@ -284,6 +285,7 @@ def risk_coverage_curve(uncertainty, correct) -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        Samples are kept from the least uncertain upwards; ``correct`` says which kept ones are errors.
 
     Returns
     -------
@@ -316,6 +318,7 @@ def aurc(uncertainty, correct) -> float:
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        The 0/1 loss is ``~correct``; the area is over all N coverages, ties in expectation.
 
     Returns
     -------
@@ -332,6 +335,7 @@ def eaurc(uncertainty, correct) -> float:
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        Compared against the ordering that puts every correct sample before every error.
 
     Returns
     -------
@@ -348,6 +352,7 @@ def summary(uncertainty, correct, fpr_positive: str = "correct") -> dict[str, fl
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        One sort serves all four metrics, so the four always describe the same ranking.
     fpr_positive : {"correct", "error"}
         The convention of ``fpr95`` (:func:`fpr_at_tpr`'s ``positive``); the paper's by default.
 
@@ -362,8 +367,7 @@ def summary(uncertainty, correct, fpr_positive: str = "correct") -> dict[str, fl
     InputError
         Unless both correct and misclassified samples are present.
     """
-    ranking = _rank(uncertainty, correct)
-    _require_both_classes(ranking, "FPR95 and AUROC")
+    ranking = _rank_both_classes(uncertainty, correct, "FPR95 and AUROC")
     return {
         "fpr95": _fpr_at_tpr(ranking, 0.95, fpr_positive),
         "auroc": _auroc(ranking),
@@ -502,6 +506,7 @@ def operating_point(uncertainty, correct, kind: str, target: float) -> Operating
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
+        The scores and correctness of the split the operating point is read on (the evaluation split).
     kind : {"tpr", "coverage"}
         ``"tpr"``: the fraction of correct predictions accepted; ``"coverage"``: of all predictions.
     target : float
