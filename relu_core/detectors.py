@@ -492,7 +492,10 @@ class Detector:
         return self.score_probs(softmax(logits, self.temperature))
 
     def score_probs(self, probs: Array) -> Array:
-        """Uncertainty per sample from ``softmax(logits, self.temperature)``."""
+        """Uncertainty per sample from ``softmax(logits, self.temperature)``.
+
+        A score that is a plain function of the probabilities is bound directly (``staticmethod(gini)``).
+        """
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -561,12 +564,14 @@ class Doctor(Detector):
     perturbation = "uncertainty"
     grids = MappingProxyType({"temperature": TEMPERATURE_GRID})
 
-    def score_probs(self, probs: Array) -> Array:
-        return gini(probs)
+    score_probs = staticmethod(gini)
 
 
 class MSP(Detector):
-    """Maximum softmax probability (Hendrycks & Gimpel, 2017): ``-max p`` at T = 1."""
+    """Maximum softmax probability (Hendrycks & Gimpel, 2017): ``-max p`` at T = 1.
+
+    The classifier's own confidence, read as it comes out: no temperature, nothing learned.
+    """
 
     key = "msp"
     name = "MSP"
@@ -576,8 +581,7 @@ class MSP(Detector):
     def __init__(self) -> None:
         super().__init__(1.0)
 
-    def score_probs(self, probs: Array) -> Array:
-        return _max_prob_uncertainty(probs)
+    score_probs = staticmethod(_max_prob_uncertainty)
 
     def __repr__(self) -> str:
         return "MSP()"
@@ -595,19 +599,20 @@ class ODIN(Detector):
     perturbation = "confidence"
     grids = MappingProxyType({"temperature": TEMPERATURE_GRID})
 
-    def score_probs(self, probs: Array) -> Array:
-        return _max_prob_uncertainty(probs)
+    score_probs = staticmethod(_max_prob_uncertainty)
 
 
 class Entropy(Detector):
-    """Shannon entropy ``-sum p log p`` of ``softmax(z / T)`` (natural log)."""
+    """Shannon entropy ``-sum p log p`` of ``softmax(z / T)`` (natural log).
+
+    From 0 (a one-hot softmax) to ``log C`` (the uniform one); ``0 log 0`` counts as 0.
+    """
 
     key = "entropy"
     name = "Entropy"
     grids = MappingProxyType({"temperature": TEMPERATURE_GRID})
 
-    def score_probs(self, probs: Array) -> Array:
-        return _entropy(probs)
+    score_probs = staticmethod(_entropy)
 
 
 class Energy(Detector):
