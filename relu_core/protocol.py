@@ -288,24 +288,6 @@ class EvaluationResult:
             used["hamming_fallback"] = _seed_values(self.fallback[key])
         return used
 
-    def describe_settings(self, key: str) -> str:
-        """The settings of :meth:`settings` in words: "T = 1, λ = 0.5, ε = 0", ranges when seeds differ."""
-        parts = []
-        temperatures = [t for t, _ in self.params[key]]
-        if temperatures[0] is not None:
-            parts.append(f"T = {describe_values(temperatures)}")
-        lambdas = [lam for _, lam in self.params[key]]
-        if lambdas[0] is not None:
-            parts.append(f"λ = {describe_values(lambdas)}")
-        parts.append(f"ε = {self.eps:g}")
-        n_fallback = sum(self.fallback[key])
-        if n_fallback:
-            seeds = "" if n_fallback == len(self.seeds) else f" on {n_fallback} of {len(self.seeds)} seeds"
-            parts.append(f"{FALLBACK_LABEL}{seeds}")
-        if self.n_settings[key] > 1:
-            parts.append(f"selected from {self.n_settings[key]} settings")
-        return ", ".join(parts)
-
     def paired_summary(self) -> dict[str, dict[str, object]] | None:
         """Rel-U − Doctor per metric: mean and std over seeds, per-seed values, the estimate, its interval,
         whether it is significant, and the verdict in words; None unless both were evaluated."""
@@ -344,22 +326,6 @@ class EvaluationResult:
             out[key] = row
         return out
 
-    def to_frame(self):
-        """A pandas DataFrame indexed by display name: means, stds, accuracy and the settings used in words."""
-        import pandas as pd
-
-        rows = []
-        for key in self.methods:
-            row = {"method": self.names[key], "key": key}
-            for metric in METRIC_KEYS:
-                row[metric] = self.mean(key, metric)
-                row[f"{metric}_std"] = self.std(key, metric)
-            row["accuracy"] = float(np.mean(self.accuracy))
-            row["accuracy_std"] = float(np.std(self.accuracy))
-            row["settings"] = self.describe_settings(key)
-            rows.append(row)
-        return pd.DataFrame(rows).set_index("method")
-
 
 @dataclass
 class GridResult:
@@ -378,16 +344,6 @@ class GridResult:
     best_temperature: float
     best_lam: float | None
     n_folds: int | None = None
-
-    def to_frame(self):
-        """The table as a pandas DataFrame (rows: T, columns: lam or "-")."""
-        import pandas as pd
-
-        columns = list(self.lambdas) if self.lambdas else ["-"]
-        frame = pd.DataFrame(self.table, index=list(self.temperatures), columns=columns)
-        frame.index.name = "T"
-        frame.columns.name = "lam"
-        return frame
 
 
 # ---------------------------------------------------------------------------------------- internals
