@@ -146,10 +146,10 @@ def _json(result) -> dict:
 
 
 def write_outputs(result, out: Path) -> list[Path]:
-    """The table, the per-seed values and both figures (HTML and their data as CSV) under ``out``."""
-    from relu_core import baselines, figures
+    """The table, the per-seed values and both figures (HTML and their data as CSV) under ``out``, each file
+    written atomically (``cache.write_document``)."""
+    from relu_core import baselines, cache, figures
 
-    out.mkdir(parents=True, exist_ok=True)
     written = {
         out / "baselines.csv": result.table.to_csv(index=False),
         out / "baselines_per_seed.csv": result.per_seed.to_csv(index=False),
@@ -157,9 +157,7 @@ def write_outputs(result, out: Path) -> list[Path]:
     for name, fig in zip(("roc", "risk_coverage"), baselines.study_figures(result)):
         written[out / f"{name}.html"] = fig.to_html(include_plotlyjs=True, full_html=True)
         written[out / f"{name}.csv"] = figures.figure_csv(fig)
-    for path, text in written.items():
-        path.write_text(text, encoding="utf-8")
-    return list(written)
+    return [cache.write_document(path, text) for path, text in written.items()]
 
 
 def run_command(args: argparse.Namespace, bar) -> int:

@@ -328,7 +328,9 @@ def test_cli_writes_table_json_and_figures(logits_file, tmp_path, capsys) -> Non
         "risk_coverage.html",
         "roc.csv",
         "roc.html",
-    ]
+    ]  # written atomically (cache.write_document): no temporary file left, readable by all
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in out.iterdir())
+    assert (out / "roc.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
     status = cli.main(["baselines", "--logits", str(logits_file), "--seeds", "1", "--methods", "relu,doctor"])
     text = capsys.readouterr().out
     assert status == 0 and "Rel-U − Doctor" in text and "positives = correctly classified" in text
