@@ -367,19 +367,24 @@ def run_from_args(args: argparse.Namespace, bar: ProgressBar, batch_size: int | 
         return load_logits_file(args.logits), f"Logits: {args.logits}"
     if args.dataset is None:
         raise InputError("--model needs --dataset")
+    run = _model_run(args, batch_size, bar)
+    bar.close()
+    return run, f"Model {args.model} on {args.dataset}: {run.source}"
+
+
+def _model_run(args: argparse.Namespace, batch_size: int | None, progress: ProgressBar | None) -> Run:
+    """``runs.logits_for`` of ``--model``, ``--weights`` and ``--dataset`` with the engine flags."""
     from relu_core import runs
 
-    run = runs.logits_for(
+    return runs.logits_for(
         args.model,
         args.weights,
         args.dataset,
         device=args.device,
         batch_size=batch_size,
-        progress=bar,
+        progress=progress,
         download=args.download,
     )
-    bar.close()
-    return run, f"Model {args.model} on {args.dataset}: {run.source}"
 
 
 def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
@@ -449,22 +454,14 @@ def _cmd_demo(args: argparse.Namespace, bar: ProgressBar) -> int:
 
 
 def _cmd_logits(args: argparse.Namespace, bar: ProgressBar) -> int:
-    from relu_core import distributed, runs
+    from relu_core import distributed
 
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     main_process = distributed.is_main_process()
     out = Path(args.out)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {out.parent}")
-    run = runs.logits_for(
-        args.model,
-        args.weights,
-        args.dataset,
-        device=args.device,
-        batch_size=batch_size,
-        progress=bar if main_process else None,
-        download=args.download,
-    )
+    run = _model_run(args, batch_size, bar if main_process else None)
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them
         return 0
