@@ -66,36 +66,38 @@ def main() -> None:
     seeds = tuple(range(10))
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; median of {repeats}")
 
-    logits, labels = synthetic(n, 100)
-    fast = timed(lambda: lambda_sweep(logits, labels, seeds), repeats)
-    naive = timed(
-        lambda: [
-            protocol.evaluate(logits, labels, ["relu", "doctor"], lam=lam, seeds=seeds, n_resamples=0)
-            for lam in ablation.LAMBDAS
-        ],
-        1,
-    )
-    collector = lambda_sweep(logits, labels, seeds)
-    boot = timed(lambda: collector.finish(1000), 1)
-    print(
-        f"λ ablation, 11 λ x 10 seeds, {n:,} x 100: {fast * 1e3:8.1f} ms (target < 2 s); "
-        f"protocol.evaluate per λ {naive * 1e3:8.1f} ms; + paired bootstrap (1,000 per point) {boot:.1f} s"
+    compare("λ ablation, 11 λ x 10 seeds", n, 100, lambda_sweep, "lam", ablation.LAMBDAS, "λ", "2 s", seeds, repeats)
+    compare(
+        "tuning split, 4 fractions x 10 seeds",
+        n,
+        10,
+        fraction_sweep,
+        "tune_fraction",
+        tuning_split.FRACTIONS,
+        "fraction",
+        "1 s",
+        seeds,
+        repeats,
     )
 
-    logits, labels = synthetic(n, 10)
-    fast = timed(lambda: fraction_sweep(logits, labels, seeds), repeats)
+
+def compare(title, n, n_classes, sweep, setting, grid, point, target, seeds, repeats) -> None:
+    """Print the vectorised ``sweep`` against ``protocol.evaluate`` at each ``setting`` of ``grid``, and the
+    paired bootstrap of the sweep's points, on synthetic ``n`` x ``n_classes`` logits."""
+    logits, labels = synthetic(n, n_classes)
+    fast = timed(lambda: sweep(logits, labels, seeds), repeats)
     naive = timed(
         lambda: [
-            protocol.evaluate(logits, labels, ["relu", "doctor"], tune_fraction=f, seeds=seeds, n_resamples=0)
-            for f in tuning_split.FRACTIONS
+            protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=seeds, n_resamples=0, **{setting: value})
+            for value in grid
         ],
         1,
     )
-    collector = fraction_sweep(logits, labels, seeds)
+    collector = sweep(logits, labels, seeds)
     boot = timed(lambda: collector.finish(1000), 1)
     print(
-        f"tuning split, 4 fractions x 10 seeds, {n:,} x 10: {fast * 1e3:8.1f} ms (target < 1 s); "
-        f"protocol.evaluate per fraction {naive * 1e3:8.1f} ms; + paired bootstrap (1,000 per point) {boot:.1f} s"
+        f"{title}, {n:,} x {n_classes}: {fast * 1e3:8.1f} ms (target < {target}); "
+        f"protocol.evaluate per {point} {naive * 1e3:8.1f} ms; + paired bootstrap (1,000 per point) {boot:.1f} s"
     )
 
 

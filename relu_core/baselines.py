@@ -247,7 +247,8 @@ def head_features(
 class MCDropout(Detector):
     """MC-Dropout (Gal & Ghahramani, 2016) as a misclassification detector (see the module docstring).
 
-    It needs the model and the images: :meth:`score_inputs`. ``score(logits)`` refuses (InputError).
+    It needs the model and the images: :func:`head_features` of them, then :meth:`score_features`.
+    ``score(logits)`` refuses (InputError).
     """
 
     key = "mc_dropout"
@@ -267,7 +268,7 @@ class MCDropout(Detector):
     def _refuse(self, *_args) -> None:
         raise InputError(
             "MC-Dropout scores images through the model (k stochastic passes), not logits: it needs "
-            "a run with a model and its images (score_inputs)"
+            "a run with a model and its images"
         )
 
     score = score_probs = _refuse
@@ -288,24 +289,6 @@ class MCDropout(Detector):
     def score_features(self, features: np.ndarray, head: nn.Linear) -> np.ndarray:
         """Entropy of ``softmax(mean over the k passes of the logits)`` (float64, N)."""
         return detectors.Entropy().score(self.head_logits(features, head).mean(axis=0, dtype=np.float64))
-
-    def score_inputs(
-        self,
-        model: nn.Module,
-        images: np.ndarray,
-        mean: Sequence[float],
-        std: Sequence[float],
-        *,
-        device: str = "auto",
-        batch_size: int | None = None,
-        progress: Progress | None = None,
-        cancel: Cancel | None = None,
-    ) -> np.ndarray:
-        """The MC-Dropout uncertainty of every image (uint8 NHWC, normalised with ``mean``/``std``)."""
-        features, head = head_features(
-            model, images, mean, std, device=device, batch_size=batch_size, progress=progress, cancel=cancel
-        )
-        return self.score_features(features, head)
 
     def __repr__(self) -> str:
         return f"MCDropout(passes={self.passes}, p={self.p:g}, seed={self.seed})"

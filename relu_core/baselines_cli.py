@@ -48,34 +48,6 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=run_command)
 
 
-def _load_run(args, bar):
-    from relu_core import cli
-
-    if (args.logits is None) == (args.model is None):
-        raise InputError("give either --logits FILE or --model NAME with --dataset")
-    if args.logits is not None:
-        for flag, value in (("--weights", args.weights), ("--dataset", args.dataset)):
-            if value is not None:
-                raise InputError(f"{flag} goes with --model, not with --logits")
-        return cli.load_logits_file(args.logits), f"Logits: {args.logits}"
-    if args.dataset is None:
-        raise InputError("--model needs --dataset")
-    from relu_core import runs
-
-    batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
-    run = runs.logits_for(
-        args.model,
-        args.weights,
-        args.dataset,
-        device=args.device,
-        batch_size=batch_size,
-        progress=bar,
-        download=args.download,
-    )
-    bar.close()
-    return run, f"Model {args.model} on {args.dataset}: {run.source}"
-
-
 def _members(text: str, run) -> np.ndarray:
     from relu_core import cli
 
@@ -146,10 +118,10 @@ def _json(result) -> dict:
 
 
 def write_outputs(result, out: Path) -> list[Path]:
-    """The table, the per-seed values and both figures (HTML and their data as CSV) under ``out``."""
-    from relu_core import baselines, figures
+    """The table, the per-seed values and both figures (HTML and their data as CSV) under ``out``, each file
+    written atomically (``cache.write_document``)."""
+    from relu_core import baselines, cache, figures
 
-    out.mkdir(parents=True, exist_ok=True)
     written = {
         out / "baselines.csv": result.table.to_csv(index=False),
         out / "baselines_per_seed.csv": result.per_seed.to_csv(index=False),
@@ -157,13 +129,11 @@ def write_outputs(result, out: Path) -> list[Path]:
     for name, fig in zip(("roc", "risk_coverage"), baselines.study_figures(result)):
         written[out / f"{name}.html"] = fig.to_html(include_plotlyjs=True, full_html=True)
         written[out / f"{name}.csv"] = figures.figure_csv(fig)
-    for path, text in written.items():
-        path.write_text(text, encoding="utf-8")
-    return list(written)
+    return [cache.write_document(path, text) for path, text in written.items()]
 
 
 def run_command(args: argparse.Namespace, bar) -> int:
-    from relu_core import baselines
+    from relu_core import baselines, cli
 
     coverage = validation.parse_fraction(args.coverage, "--coverage")
     fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
@@ -174,7 +144,9 @@ def run_command(args: argparse.Namespace, bar) -> int:
     out = None if args.out is None else Path(args.out)
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a directory")
-    run, title = _load_run(args, bar)
+    if (args.logits is None) == (args.model is None):
+        raise InputError("give either --logits FILE or --model NAME with --dataset")
+    run, title = cli.run_from_args(args, bar, batch_size)
     members = None if args.ensemble is None else _members(args.ensemble, run)
     result = baselines.baselines_study(
         run,

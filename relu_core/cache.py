@@ -87,9 +87,17 @@ def move_aside(path: Path) -> Path:
     return aside
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
+DOCUMENT_MODE = 0o644
+"""Permissions of a file the user saves (a report, a table, a figure): readable by everyone, as an editor
+would write it. The cache's own files keep the temporary file's private 0600."""
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: int | None = None) -> Path:
     """Call ``write(stream)`` on a temporary file next to ``path``, then rename it onto ``path`` (readers see
-    the old file or the complete new one, never half a file); a non-file at ``path`` is moved aside first."""
+    the old file or the complete new one, never half a file); a non-file at ``path`` is moved aside first.
+
+    The file is private (0600, from ``tempfile.mkstemp``) unless ``mode`` gives its permission bits, set
+    before the rename so that no reader ever sees other ones."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not path.is_file():
@@ -98,11 +106,18 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
     try:
         with os.fdopen(handle, "wb") as tmp:
             write(tmp)
+            if mode is not None:
+                os.fchmod(tmp.fileno(), mode)
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_document(path: Path, text: str) -> Path:
+    """``text`` as UTF-8 at ``path`` for the user to read (:func:`atomic_write` with :data:`DOCUMENT_MODE`)."""
+    return atomic_write(path, lambda stream: stream.write(text.encode("utf-8")), mode=DOCUMENT_MODE)
 
 
 def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:

@@ -17,12 +17,15 @@ import warnings
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
 from relu_core.errors import Cancelled, InputError
 from relu_core.validation import parse_fraction, parse_int
+
+if TYPE_CHECKING:
+    from relu_core.runs import Run
 
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
@@ -354,6 +357,36 @@ def _emit(result, as_json: bool, title: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------- commands
+def run_from_args(args: argparse.Namespace, bar: ProgressBar, batch_size: int | None) -> tuple[Run, str]:
+    """The run that ``--logits FILE`` or ``--model NAME --dataset SPEC [--weights FILE]`` names, and its title
+    line; InputError for flags that do not go together."""
+    if args.logits is not None:
+        for flag, value in (("--weights", args.weights), ("--dataset", args.dataset)):
+            if value is not None:
+                raise InputError(f"{flag} goes with --model, not with --logits")
+        return load_logits_file(args.logits), f"Logits: {args.logits}"
+    if args.dataset is None:
+        raise InputError("--model needs --dataset")
+    run = _model_run(args, batch_size, bar)
+    bar.close()
+    return run, f"Model {args.model} on {args.dataset}: {run.source}"
+
+
+def _model_run(args: argparse.Namespace, batch_size: int | None, progress: ProgressBar | None) -> Run:
+    """``runs.logits_for`` of ``--model``, ``--weights`` and ``--dataset`` with the engine flags."""
+    from relu_core import runs
+
+    return runs.logits_for(
+        args.model,
+        args.weights,
+        args.dataset,
+        device=args.device,
+        batch_size=batch_size,
+        progress=progress,
+        download=args.download,
+    )
+
+
 def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     from relu_core import protocol
 
@@ -368,34 +401,15 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
     perturbed_scorer = None
-    if args.logits is not None:
-        for flag, value in (("--weights", args.weights), ("--dataset", args.dataset)):
-            if value is not None:
-                raise InputError(f"{flag} goes with --model, not with --logits")
-        if args.eps > 0:
-            raise InputError("--eps perturbs the inputs, so it needs --model and --dataset instead of --logits")
-        run = load_logits_file(args.logits)
-        logits, labels = run.logits, run.labels
-        title = f"Logits: {args.logits}"
-    else:
-        if args.dataset is None:
-            raise InputError("--model needs --dataset")
-        from relu_core import distributed, runs
+    if args.logits is not None and args.eps > 0:
+        raise InputError("--eps perturbs the inputs, so it needs --model and --dataset instead of --logits")
+    run, title = run_from_args(args, bar, batch_size)
+    logits, labels = run.logits, run.labels
+    if args.logits is None:
+        from relu_core import distributed
 
-        run = runs.logits_for(
-            args.model,
-            args.weights,
-            args.dataset,
-            device=args.device,
-            batch_size=batch_size,
-            progress=bar,
-            download=args.download,
-        )
-        bar.close()
         if not distributed.is_main_process():  # under torchrun the other ranks only helped with the logits
             return 0
-        logits, labels = run.logits, run.labels
-        title = f"Model {args.model} on {args.dataset}: {run.source}"
         if args.eps > 0:
             from relu_core import preprocessing
 
@@ -403,37 +417,22 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
                 run, args.eps, device=args.device, batch_size=batch_size
             )
             title += f" (input pre-processing eps={args.eps:g})"
+    options = {  # what both protocols take alike
+        "tune_fraction": fraction,
+        "seeds": seeds,
+        "perturbed_scorer": perturbed_scorer,
+        "eps": args.eps,
+        "progress": bar,
+        "fpr_positive": args.fpr_positive,
+        "n_resamples": n_resamples,
+    }
     if args.select or args.oracle:
+        selection = "oracle" if args.oracle else "tuning"
         result = protocol.evaluate_with_selection(
-            logits,
-            labels,
-            methods,
-            selection="oracle" if args.oracle else "tuning",
-            tune_fraction=fraction,
-            seeds=seeds,
-            n_folds=folds,
-            criterion=args.criterion,
-            perturbed_scorer=perturbed_scorer,
-            eps=args.eps,
-            progress=bar,
-            fpr_positive=args.fpr_positive,
-            n_resamples=n_resamples,
+            logits, labels, methods, selection=selection, n_folds=folds, criterion=args.criterion, **options
         )
     else:
-        result = protocol.evaluate(
-            logits,
-            labels,
-            methods,
-            temperature=temperature,
-            lam=lam,
-            tune_fraction=fraction,
-            seeds=seeds,
-            perturbed_scorer=perturbed_scorer,
-            eps=args.eps,
-            progress=bar,
-            fpr_positive=args.fpr_positive,
-            n_resamples=n_resamples,
-        )
+        result = protocol.evaluate(logits, labels, methods, temperature=temperature, lam=lam, **options)
     bar.close()
     _emit(result, args.json, title)
     return 0
@@ -455,22 +454,14 @@ def _cmd_demo(args: argparse.Namespace, bar: ProgressBar) -> int:
 
 
 def _cmd_logits(args: argparse.Namespace, bar: ProgressBar) -> int:
-    from relu_core import distributed, runs
+    from relu_core import distributed
 
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     main_process = distributed.is_main_process()
     out = Path(args.out)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {out.parent}")
-    run = runs.logits_for(
-        args.model,
-        args.weights,
-        args.dataset,
-        device=args.device,
-        batch_size=batch_size,
-        progress=bar if main_process else None,
-        download=args.download,
-    )
+    run = _model_run(args, batch_size, bar if main_process else None)
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them
         return 0

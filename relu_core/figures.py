@@ -173,34 +173,28 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     correct = np.where(diagonal, cm.astype(np.float64), np.nan)
     text = _exact(cm)
     hover = "true: %{y}<br>predicted: %{x}<br>count: %{text}<extra></extra>"
+    # both heatmaps (grey diagonal, red errors) draw the same grid with the same counts and hover text
+    cells = {
+        "x": names,
+        "y": names,
+        "text": text,
+        "hovertemplate": hover,
+        "texttemplate": "%{z:d}" if n <= 20 else None,
+    }
     fig = go.Figure()
     fig.add_trace(
-        go.Heatmap(
-            z=correct,
-            x=names,
-            y=names,
-            text=text,
-            colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
-            showscale=False,
-            hovertemplate=hover,
-            name="correct",
-            texttemplate="%{z:d}" if n <= 20 else None,
-        )
+        go.Heatmap(z=correct, colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]], showscale=False, name="correct", **cells)
     )
     fig.add_trace(
         go.Heatmap(
             z=errors,
-            x=names,
-            y=names,
-            text=text,
             colorscale="Reds",
             zmin=0,
             # both ends fixed: with zmin alone plotly rescales, and equal counts would get a 0.6..1.4 bar
             zmax=max(1.0, float(np.nanmax(errors, initial=0.0))),
             colorbar={"title": {"text": "errors"}},
-            hovertemplate=hover,
             name="errors",
-            texttemplate="%{z:d}" if n <= 20 else None,
+            **cells,
         )
     )
     rows, cols = np.indices((n, n))

@@ -137,66 +137,35 @@ def perturbed_scores(
     }
 
     def compute() -> dict[str, np.ndarray]:
-        logits = _perturbed_logits(
-            model,
+        # Autocast covers the model only (engine.forward): the gradient is taken w.r.t. the float32 input and
+        # log s is computed in float64 outside it.
+        net = engine.inference_model(model, device, precision)
+        normalise = Normalization(tuple(mean), tuple(std)).on(device)
+
+        def perturbed_logits(batch: torch.Tensor) -> torch.Tensor:
+            """Gradient step on the normalised batch, then a clean forward pass (float32 logits)."""
+            x = normalise(batch)
+            if eps > 0:
+                x.requires_grad_(True)
+                with torch.enable_grad():
+                    objective = log_score(detector, engine.forward(net, x, precision)).sum()
+                (grad,) = torch.autograd.grad(objective, x)
+                x = x.detach() - eps * torch.sign(-grad)
+            with torch.inference_mode():
+                return engine.forward(net, x, precision)
+
+        logits = engine.batched_outputs(
+            perturbed_logits,
             images,
-            detector,
-            eps,
-            mean=mean,
-            std=std,
             device=device,
             batch_size=batch_size,
-            precision=precision,
+            task=f"input pre-processing (eps={eps:g})",
             progress=progress,
             cancel=cancel,
         )
         return {"uncertainty": np.asarray(detector.score(logits), dtype=np.float64)}
 
     return cache.cached("perturbed", key, compute)["uncertainty"]
-
-
-def _perturbed_logits(
-    model: nn.Module,
-    images: np.ndarray,
-    detector: Detector,
-    eps: float,
-    *,
-    mean: Sequence[float],
-    std: Sequence[float],
-    device: torch.device,
-    batch_size: int,
-    precision: str,
-    progress: Progress | None,
-    cancel: Cancel | None,
-) -> np.ndarray:
-    """Float32 logits of the perturbed inputs: gradient step on each batch, then a clean forward pass.
-
-    Autocast covers the model only (``engine.forward``): the gradient is taken w.r.t. the float32 input and
-    ``log s`` is computed in float64 outside it.
-    """
-    net = engine.inference_model(model, device, precision)
-    normalise = Normalization(tuple(mean), tuple(std)).on(device)
-
-    def perturbed(batch: torch.Tensor) -> torch.Tensor:
-        x = normalise(batch)
-        if eps > 0:
-            x.requires_grad_(True)
-            with torch.enable_grad():
-                objective = log_score(detector, engine.forward(net, x, precision)).sum()
-            (grad,) = torch.autograd.grad(objective, x)
-            x = x.detach() - eps * torch.sign(-grad)
-        with torch.inference_mode():
-            return engine.forward(net, x, precision)
-
-    return engine.batched_outputs(
-        perturbed,
-        images,
-        device=device,
-        batch_size=batch_size,
-        task=f"input pre-processing (eps={eps:g})",
-        progress=progress,
-        cancel=cancel,
-    )
 
 
 def make_perturbed_scorer(run: Run, eps: float, **engine_kw) -> Callable[[Detector, np.ndarray], np.ndarray]:

@@ -126,22 +126,11 @@ def split_indices(
 
 
 def correctness(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Which samples the classifier gets right: the positives of every metric.
+    """``argmax(logits, 1) == labels`` for (N, C) logits and (N,) integer labels: which samples the classifier
+    gets right, the positives of every metric and the stratum of every split (bool, N).
 
-    Parameters
-    ----------
-    logits : array-like, shape (N, C)
-    labels : array-like of int, shape (N,)
-
-    Returns
-    -------
-    ndarray of bool, shape (N,)
-        ``argmax(logits, 1) == labels``.
-
-    Raises
-    ------
-    InputError
-        For bad logits or labels.
+    Raises :class:`InputError` for logits or labels that ``detectors.validate_logits`` / ``validate_labels``
+    refuse.
     """
     logits = np.asarray(logits)
     labels = np.asarray(labels)
@@ -288,24 +277,6 @@ class EvaluationResult:
             used["hamming_fallback"] = _seed_values(self.fallback[key])
         return used
 
-    def describe_settings(self, key: str) -> str:
-        """The settings of :meth:`settings` in words: "T = 1, λ = 0.5, ε = 0", ranges when seeds differ."""
-        parts = []
-        temperatures = [t for t, _ in self.params[key]]
-        if temperatures[0] is not None:
-            parts.append(f"T = {describe_values(temperatures)}")
-        lambdas = [lam for _, lam in self.params[key]]
-        if lambdas[0] is not None:
-            parts.append(f"λ = {describe_values(lambdas)}")
-        parts.append(f"ε = {self.eps:g}")
-        n_fallback = sum(self.fallback[key])
-        if n_fallback:
-            seeds = "" if n_fallback == len(self.seeds) else f" on {n_fallback} of {len(self.seeds)} seeds"
-            parts.append(f"{FALLBACK_LABEL}{seeds}")
-        if self.n_settings[key] > 1:
-            parts.append(f"selected from {self.n_settings[key]} settings")
-        return ", ".join(parts)
-
     def paired_summary(self) -> dict[str, dict[str, object]] | None:
         """Rel-U − Doctor per metric: mean and std over seeds, per-seed values, the estimate, its interval,
         whether it is significant, and the verdict in words; None unless both were evaluated."""
@@ -344,22 +315,6 @@ class EvaluationResult:
             out[key] = row
         return out
 
-    def to_frame(self):
-        """A pandas DataFrame indexed by display name: means, stds, accuracy and the settings used in words."""
-        import pandas as pd
-
-        rows = []
-        for key in self.methods:
-            row = {"method": self.names[key], "key": key}
-            for metric in METRIC_KEYS:
-                row[metric] = self.mean(key, metric)
-                row[f"{metric}_std"] = self.std(key, metric)
-            row["accuracy"] = float(np.mean(self.accuracy))
-            row["accuracy_std"] = float(np.std(self.accuracy))
-            row["settings"] = self.describe_settings(key)
-            rows.append(row)
-        return pd.DataFrame(rows).set_index("method")
-
 
 @dataclass
 class GridResult:
@@ -378,16 +333,6 @@ class GridResult:
     best_temperature: float
     best_lam: float | None
     n_folds: int | None = None
-
-    def to_frame(self):
-        """The table as a pandas DataFrame (rows: T, columns: lam or "-")."""
-        import pandas as pd
-
-        columns = list(self.lambdas) if self.lambdas else ["-"]
-        frame = pd.DataFrame(self.table, index=list(self.temperatures), columns=columns)
-        frame.index.name = "T"
-        frame.columns.name = "lam"
-        return frame
 
 
 # ---------------------------------------------------------------------------------------- internals
@@ -480,29 +425,71 @@ def _evaluate_splits(
     return per_seed, accuracy, params, fallback, paired_scores
 
 
-def _prepare(logits, labels, tune_fraction, seeds):
-    logits = np.asarray(logits)
-    labels = np.asarray(labels)
+@dataclass(frozen=True)
+class _Splits:
+    """One protocol run's data: logits, labels, correctness, the seeds with their (tune, eval) splits, and
+    the softmax cache every fit and score shares."""
+
+    logits: np.ndarray
+    labels: np.ndarray
+    correct: np.ndarray
+    seeds: tuple[int, ...]
+    splits: list[tuple[np.ndarray, np.ndarray]]
+    cache: _ProbsCache
+
+
+#: ``fit(data, seed index, key)``: the detector ``key`` fitted on that seed's tuning part.
+_Fit = Callable[[_Splits, int, str], detectors.Detector]
+
+
+def _run_protocol(
+    logits,
+    labels,
+    methods,
+    tune_fraction,
+    seeds,
+    fitting: Callable[[tuple[str, ...]], _Fit],
+    settings_searched: Callable[[str], int],
+    selection: str,
+    *,
+    perturbed_scorer: PerturbedScorer | None = None,
+    eps: float = 0.0,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    fpr_positive: str = "correct",
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+) -> EvaluationResult:
+    """The protocol :func:`evaluate` and :func:`evaluate_with_selection` share; its keyword options are
+    theirs (documented in :func:`evaluate`), so their defaults live here once.
+
+    Checks the options, resolves ``methods``, lets ``fitting(methods)`` check the caller's own settings and
+    give the :data:`_Fit`, splits every seed, scores every method on the evaluation parts
+    (:func:`_evaluate_splits`), and adds the paired Rel-U − Doctor bootstrap when both were evaluated and
+    ``n_resamples`` > 0.
+    """
+    _check_fpr_positive(fpr_positive)
+    n_resamples = check_resamples(n_resamples)
+    methods = resolve_methods(methods)
+    fit = fitting(methods)
+    logits, labels = np.asarray(logits), np.asarray(labels)
     correct = correctness(logits, labels)
     seeds = resolve_seeds(seeds)
     splits = [split_indices(len(labels), tune_fraction, seed, stratify=correct) for seed in seeds]
-    return logits, correct, seeds, splits
-
-
-# ---------------------------------------------------------------------------------------- evaluate
-
-
-def _result(
-    methods, seeds, tune_fraction, splits, outputs, perturbed_scorer, n_settings, n_resamples, **extra
-) -> EvaluationResult:
-    """The :class:`EvaluationResult` of :func:`_evaluate_splits`' outputs (shared by both protocols), with
-    the paired Rel-U − Doctor bootstrap when both were evaluated and ``n_resamples`` > 0."""
-    per_seed, accuracy, params, fallback, paired_scores = outputs
+    data = _Splits(logits, labels, correct, seeds, splits, _ProbsCache(logits))
+    per_seed, accuracy, params, fallback, paired_scores = _evaluate_splits(
+        correct,
+        methods,
+        splits,
+        lambda s, key: fit(data, s, key),
+        data.cache,
+        perturbed_scorer,
+        progress,
+        cancel,
+        fpr_positive,
+    )
     paired = None
     if paired_scores and n_resamples:
-        paired = stats.pooled_bootstrap(
-            paired_scores, n_resamples=n_resamples, fpr_positive=extra.get("fpr_positive", "correct")
-        )
+        paired = stats.pooled_bootstrap(paired_scores, n_resamples=n_resamples, fpr_positive=fpr_positive)
     return EvaluationResult(
         methods=methods,
         names={k: detectors.label(k) for k in methods},
@@ -514,10 +501,12 @@ def _result(
         accuracy=accuracy,
         params=params,
         fallback=fallback,
-        n_settings=n_settings,
+        n_settings={k: settings_searched(k) for k in methods},
+        selection=selection,
         perturbed=perturbed_scorer is not None,
+        fpr_positive=fpr_positive,
+        eps=float(eps),
         paired=paired,
-        **extra,
     )
 
 
@@ -542,12 +531,7 @@ def evaluate(
     lam: float | str = 0.5,
     tune_fraction: float = 0.5,
     seeds: int | Sequence[int] = 10,
-    perturbed_scorer: PerturbedScorer | None = None,
-    eps: float = 0.0,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    fpr_positive: str = "correct",
-    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    **options,
 ) -> EvaluationResult:
     """Evaluate detectors with fixed hyperparameters over seeded, stratified tuning/evaluation splits.
 
@@ -570,16 +554,19 @@ def evaluate(
         Share of each split used for fitting, in (0, 1).
     seeds : int or sequence of int
         A count (seeds 0..S-1) or explicit seeds.
+
+    Keyword options (shared with :func:`evaluate_with_selection`):
+
     perturbed_scorer : callable, optional
         ``perturbed_scorer(fitted_detector, eval_idx)`` replaces the clean evaluation scores (input
         pre-processing, :mod:`relu_core.preprocessing`); fitting stays on the clean tuning logits.
-    eps : float
+    eps : float, default 0
         The pre-processing magnitude, recorded in the result.
     progress, cancel : callable, optional
         ``progress(done, total, message)``; ``cancel()`` returning True raises :class:`Cancelled`.
-    fpr_positive : {"correct", "error"}
+    fpr_positive : {"correct", "error"}, default "correct"
         The FPR convention (:data:`FPR_CONVENTIONS`).
-    n_resamples : int
+    n_resamples : int, default :data:`stats.DEFAULT_RESAMPLES`
         Bootstrap resamples of each evaluation part for the Rel-U − Doctor interval (0: none).
 
     Returns
@@ -592,39 +579,25 @@ def evaluate(
     InputError
         For bad logits, labels, methods, settings, or a split without errors or correct samples.
     """
-    _check_fpr_positive(fpr_positive)
-    n_resamples = check_resamples(n_resamples)
-    methods = resolve_methods(methods)
-    lam = detectors.check_lambda(lam)
-    if temperature is None:
-        temps = {k: detectors.REGISTRY[k].default_temperature for k in methods}
-    elif isinstance(temperature, Mapping):
-        given = {resolve_methods([k])[0]: detectors.check_temperature(t) for k, t in temperature.items()}
-        temps = {k: given.get(k, 1.0) for k in methods}
-    else:
-        t = detectors.check_temperature(temperature)
-        temps = {k: t for k in methods}
-    logits, correct, seeds, splits = _prepare(logits, labels, tune_fraction, seeds)
-    cache = _ProbsCache(logits)
 
-    def fitted_for(s: int, key: str) -> detectors.Detector:
-        return _fit(detectors.make_detector(key, temperature=temps[key], lam=lam), cache, correct, splits[s][0])
+    def fitting(methods: tuple[str, ...]) -> _Fit:
+        checked_lam = detectors.check_lambda(lam)
+        if temperature is None:
+            temps = {k: detectors.REGISTRY[k].default_temperature for k in methods}
+        elif isinstance(temperature, Mapping):
+            given = {resolve_methods([k])[0]: detectors.check_temperature(t) for k, t in temperature.items()}
+            temps = {k: given.get(k, 1.0) for k in methods}
+        else:
+            t = detectors.check_temperature(temperature)
+            temps = {k: t for k in methods}
 
-    outputs = _evaluate_splits(
-        correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel, fpr_positive
-    )
-    return _result(
-        methods,
-        seeds,
-        tune_fraction,
-        splits,
-        outputs,
-        perturbed_scorer,
-        dict.fromkeys(methods, 1),
-        n_resamples,
-        fpr_positive=fpr_positive,
-        eps=float(eps),
-    )
+        def fit(data: _Splits, s: int, key: str) -> detectors.Detector:
+            detector = detectors.make_detector(key, temperature=temps[key], lam=checked_lam)
+            return _fit(detector, data.cache, data.correct, data.splits[s][0])
+
+        return fit
+
+    return _run_protocol(logits, labels, methods, tune_fraction, seeds, fitting, lambda key: 1, FIXED_LABEL, **options)
 
 
 def _check_fpr_positive(fpr_positive: str) -> None:
@@ -895,19 +868,16 @@ def evaluate_with_selection(
     seeds: int | Sequence[int] = 10,
     n_folds: int = 5,
     criterion: str = "fpr95",
-    perturbed_scorer: PerturbedScorer | None = None,
-    eps: float = 0.0,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    fpr_positive: str = "correct",
-    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    **options,
 ) -> EvaluationResult:
     """The paper's protocol with selection: per seed and detector, :func:`select_and_fit`, then evaluate.
 
     (T, lam) are selected by :func:`grid_search` (``selection="tuning"``: cross-validated on that seed's
     tuning part only; ``"oracle"``: on its evaluation part, labelled so), the detector is refitted on the
     whole tuning part with them and scored on the evaluation part; MSP has nothing to select. Parameters
-    as :func:`evaluate` and :func:`grid_search` (``temperatures``/``lambdas`` None: each detector's grids).
+    as :func:`grid_search` (``temperatures``/``lambdas`` None: each detector's grids); ``tune_fraction``,
+    ``seeds`` and the keyword ``options`` (``perturbed_scorer``, ``eps``, ``progress``, ``cancel``,
+    ``fpr_positive``, ``n_resamples``) as :func:`evaluate`.
     Selection reads clean scores; ``perturbed_scorer`` only replaces the final evaluation-part scores.
     ``fpr_positive`` sets the reported FPR convention only; the ``"fpr95"`` selection criterion always uses
     the paper's (correct = positive).
@@ -923,18 +893,12 @@ def evaluate_with_selection(
     InputError
         As :func:`evaluate` and :func:`grid_search`.
     """
-    _check_fpr_positive(fpr_positive)
-    n_resamples = check_resamples(n_resamples)
-    methods = resolve_methods(methods)
-    logits, correct, seeds, splits = _prepare(logits, labels, tune_fraction, seeds)
-    cache = _ProbsCache(logits)
-    labels = np.asarray(labels)
 
-    def fitted_for(s: int, key: str) -> detectors.Detector:
-        tune_idx, eval_idx = splits[s]
+    def fit(data: _Splits, s: int, key: str) -> detectors.Detector:
+        tune_idx, eval_idx = data.splits[s]
         return select_and_fit(
-            logits,
-            labels,
+            data.logits,
+            data.labels,
             key,
             tune_idx=tune_idx,
             eval_idx=eval_idx,
@@ -943,26 +907,21 @@ def evaluate_with_selection(
             lambdas=lambdas,
             n_folds=n_folds,
             criterion=criterion,
-            fold_seed=seeds[s],
-            _cache=cache,
+            fold_seed=data.seeds[s],
+            _cache=data.cache,
         )
 
-    outputs = _evaluate_splits(
-        correct, methods, splits, fitted_for, cache, perturbed_scorer, progress, cancel, fpr_positive
-    )
-    n_settings = {k: grid_size(k, temperatures, lambdas) for k in methods}
-    return _result(
+    label = ORACLE_LABEL if selection == "oracle" else TUNING_LABEL
+    return _run_protocol(
+        logits,
+        labels,
         methods,
-        seeds,
         tune_fraction,
-        splits,
-        outputs,
-        perturbed_scorer,
-        n_settings,
-        n_resamples,
-        selection=ORACLE_LABEL if selection == "oracle" else TUNING_LABEL,
-        fpr_positive=fpr_positive,
-        eps=float(eps),
+        seeds,
+        lambda methods: fit,
+        lambda key: grid_size(key, temperatures, lambdas),
+        label,
+        **options,
     )
 
 

@@ -272,13 +272,11 @@ def report_for_run(
 
 
 def write_report(path: str | Path, text: str) -> Path:
-    """Write the report atomically (``cache.atomic_write``) into an existing directory, readable like any
-    document the user saves."""
+    """Write the report into an existing directory (``cache.write_document``: atomic, readable like any
+    document the user saves)."""
     from relu_core import cache
 
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"no such directory: {path.parent}")
-    cache.atomic_write(path, lambda out: out.write(text.encode("utf-8")))
-    path.chmod(0o644)  # the temporary file was private (0600)
-    return path
+    return cache.write_document(path, text)

@@ -177,7 +177,7 @@ def mismatch_study(
         if cancel is not None and cancel():
             raise Cancelled("corruption study cancelled")
         progress(done, total, f"{name} (severity {severity}): corrupting and classifying {len(sample)} images")
-        logits_by_name[name], _, sources[name] = _corrupted_logits(
+        logits_by_name[name], sources[name] = _corrupted_logits(
             run, identity, name, severity, subsample, corruption_seed, device, batch_size, cancel
         )
     progress(len(names), total, "scoring the corrupted images")
@@ -230,31 +230,6 @@ def mismatch_study(
     )
 
 
-def corrupted_logits(
-    run,
-    name: str,
-    severity: int,
-    *,
-    subsample: int | None = CPU_SUBSAMPLE,
-    corruption_seed: int = 0,
-    device: str = "auto",
-    batch_size: int | None = None,
-    cancel: Cancel | None = None,
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """Logits of the run's images under corruption ``name`` at ``severity``: ``(logits, indices, source)``.
-
-    ``indices`` (sorted) are the images classified: ``corruptions.subsample_indices(N, subsample,
-    corruption_seed)``, all of them for ``subsample=None``. ``source`` says where the corrupted pixels
-    came from (:data:`PUBLISHED` or :data:`GENERATED`, the latter through ``corruptions.corrupted_set`` and
-    its disk cache). The logits are cached under (weights hash, clean pixels, normalisation, precision,
-    corruption, severity, seed, subsample, source): a repeated call neither corrupts nor runs the model.
-    """
-    check_run(run)
-    return _corrupted_logits(
-        run, _run_identity(run, device), name, severity, subsample, corruption_seed, device, batch_size, cancel
-    )
-
-
 def _run_identity(run, device: str) -> dict:
     """What a run's corrupted logits depend on besides the corruption: weights, clean pixels, normalisation."""
     return {
@@ -267,6 +242,13 @@ def _run_identity(run, device: str) -> dict:
 
 
 def _corrupted_logits(run, identity, name, severity, subsample, corruption_seed, device, batch_size, cancel):
+    """Logits of the run's images under corruption ``name`` at ``severity``, and their ``source``.
+
+    The images classified are ``corruptions.subsample_indices(N, subsample, corruption_seed)`` (sorted; all
+    of them for ``subsample=None``). ``source`` says where the corrupted pixels came from (:data:`PUBLISHED`
+    or :data:`GENERATED`, the latter through ``corruptions.corrupted_set`` and its disk cache). The logits are cached under ``identity`` (:func:`_run_identity`) and the corruption,
+    severity, seed, subsample and source: a repeated call neither corrupts nor runs the model.
+    """
     sample = corruptions.subsample_indices(len(run.images), subsample, corruption_seed)
     published = _published_images(run, name, severity)
     source = PUBLISHED if published is not None else GENERATED
@@ -293,7 +275,7 @@ def _corrupted_logits(run, identity, name, severity, subsample, corruption_seed,
             )
         }
 
-    return cache.cached(LOGITS_NAMESPACE, key, compute)["logits"], sample, source
+    return cache.cached(LOGITS_NAMESPACE, key, compute)["logits"], source
 
 
 def _published_images(run, name: str, severity: int) -> np.ndarray | None:

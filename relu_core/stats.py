@@ -252,18 +252,9 @@ def bootstrap_differences(
     return out
 
 
-def paired_bootstrap(
-    uncertainty_a,
-    uncertainty_b,
-    correct,
-    *,
-    metrics: Sequence[str] = tuple(HIGHER_IS_BETTER),
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = 0.95,
-    fpr_positive: str = "correct",
-) -> dict[str, PairedDifference]:
-    """Paired bootstrap comparison of two detectors' uncertainties on the same evaluation samples.
+def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[str, PairedDifference]:
+    """Paired bootstrap comparison of two detectors' uncertainties on the same evaluation samples:
+    :func:`pooled_bootstrap` of this one split, whose signature holds the options and their defaults.
 
     Parameters
     ----------
@@ -271,14 +262,15 @@ def paired_bootstrap(
         Uncertainties of detector A (e.g. Rel-U) and B (e.g. Doctor); higher = more likely misclassified.
     correct : (N,) bool
         Whether each prediction was right (the positives). Both kinds must be present.
-    metrics : subset of ``("fpr95", "auroc", "aurc")``
-    n_resamples : int
+    metrics : subset of ``("fpr95", "auroc", "aurc")``, keyword
+        All three by default.
+    n_resamples : int, keyword
         Paired resamples (the issue's minimum is 1,000, the default).
-    seed : int
-        Seed of the resampling stream (same seed, same interval).
-    confidence : float
-        Coverage of the percentile interval.
-    fpr_positive : {"correct", "error"}
+    seed : int, keyword
+        Seed of the resampling stream (same seed, same interval; 0 by default).
+    confidence : float, keyword
+        Coverage of the percentile interval (0.95 by default).
+    fpr_positive : {"correct", "error"}, keyword
         FPR95 convention (:func:`metrics.fpr_at_tpr`); the paper's (correct samples positive) by default.
 
     Returns
@@ -286,14 +278,7 @@ def paired_bootstrap(
     dict
         ``{metric: PairedDifference}`` with the difference A - B on the samples and its interval.
     """
-    return pooled_bootstrap(
-        [(uncertainty_a, uncertainty_b, correct)],
-        metrics=metrics,
-        n_resamples=n_resamples,
-        seed=seed,
-        confidence=confidence,
-        fpr_positive=fpr_positive,
-    )
+    return pooled_bootstrap([(uncertainty_a, uncertainty_b, correct)], **options)
 
 
 def pooled_bootstrap(

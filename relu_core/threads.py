@@ -68,7 +68,10 @@ def configure(
     *, enabled: bool | None = None, small_work_threads: int | None = None, large_work_flops: float | None = None
 ) -> None:
     """Change the policy for the whole process: switch it off (``enabled=False``: the process's own
-    settings everywhere), or set the thread count for small work and the size from which work is large."""
+    settings everywhere), or set the thread count for small work and the size from which work is large.
+
+    Public on purpose, with no caller in this repository: the knob for a program that embeds the library
+    and manages threads itself (the README's "Threads" points here)."""
     global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS
     if enabled is not None:
         _enabled = bool(enabled)
@@ -215,11 +218,3 @@ def small_work(function: F) -> F:
             return function(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
-
-
-def current_limit() -> tuple[list[int], int]:
-    """(BLAS thread counts, torch intra-op threads) as the process has them now (for tests and benchmarks)."""
-    from threadpoolctl import ThreadpoolController
-
-    blas = [lib.num_threads for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
-    return blas, torch.get_num_threads()

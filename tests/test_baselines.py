@@ -129,19 +129,17 @@ def test_mc_dropout_features_are_the_heads_input(digits_run) -> None:
 def test_mc_dropout_seeded_differs_from_plain_and_is_unbiased(digits_run) -> None:
     run = digits_run
     args = (run.model, run.images, run.mean, run.std)
-    a = baselines.MCDropout(seed=0).score_inputs(*args, device="cpu")
-    b = baselines.MCDropout(seed=0).score_inputs(*args, device="cpu", batch_size=7)
-    c = baselines.MCDropout(seed=1).score_inputs(*args, device="cpu")
+    features, head = baselines.head_features(*args, device="cpu")
+    a = baselines.MCDropout(seed=0).score_features(features, head)
+    b = baselines.MCDropout(seed=0).score_features(*baselines.head_features(*args, device="cpu", batch_size=7))
+    c = baselines.MCDropout(seed=1).score_features(features, head)
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)  # same seed, any batch size
     assert not np.allclose(a, c)
     plain = detectors.Entropy().score(run.logits)
     assert not np.allclose(a, plain, rtol=1e-3)
     # p = 0 is the plain model; entropy of its softmax
-    np.testing.assert_allclose(
-        baselines.MCDropout(p=0.0).score_inputs(*args, device="cpu"), plain, rtol=1e-4, atol=1e-6
-    )
+    np.testing.assert_allclose(baselines.MCDropout(p=0.0).score_features(features, head), plain, rtol=1e-4, atol=1e-6)
     # inverted dropout keeps the head's expectation: the mean of many passes approaches the plain logits
-    features, head = baselines.head_features(*args, device="cpu")
     many = baselines.MCDropout(passes=400, seed=0).head_logits(features[:100], head)
     one_pass = np.abs(many[0] - run.logits[:100]).mean()
     averaged = np.abs(many.mean(0) - run.logits[:100]).mean()
@@ -330,7 +328,9 @@ def test_cli_writes_table_json_and_figures(logits_file, tmp_path, capsys) -> Non
         "risk_coverage.html",
         "roc.csv",
         "roc.html",
-    ]
+    ]  # written atomically (cache.write_document): no temporary file left, readable by all
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in out.iterdir())
+    assert (out / "roc.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
     status = cli.main(["baselines", "--logits", str(logits_file), "--seeds", "1", "--methods", "relu,doctor"])
     text = capsys.readouterr().out
     assert status == 0 and "Rel-U − Doctor" in text and "positives = correctly classified" in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relu_core import detectors, preprocessing, runs
+from relu_core import detectors, engine, preprocessing, runs
 from relu_core.errors import Cancelled, InputError
 
 EPS = 0.02
@@ -51,14 +51,14 @@ def test_eps_moves_the_uncertainty_in_the_stated_direction(run, key, temperature
 
 def test_cache_progress_cancel_and_hook(run, monkeypatch):
     detector = _fitted(run, "doctor")
-    calls = []
-    real = preprocessing._perturbed_logits
+    calls = []  # model passes over the perturbed inputs (the engine's batched loop)
+    real = engine.batched_outputs
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(preprocessing, "_perturbed_logits", counting)
+    monkeypatch.setattr(engine, "batched_outputs", counting)
     seen = []
     first = _scores(run, detector, 0.005, progress=lambda done, total, msg: seen.append((done, total)))
     assert seen[-1] == (len(SUBSET), len(SUBSET)) and len(calls) == 1

@@ -74,6 +74,7 @@ def test_report_cli_writes_the_file_and_refuses_bad_input(logits_file, tmp_path,
     out = tmp_path / "report.html"
     assert cli.main(["report", "--logits", str(logits_file), "--out", str(out), "--lambda", "auto"]) == 0
     assert out.read_text(encoding="utf-8").rstrip().endswith("</html>") and "wrote" in capsys.readouterr().out
+    assert out.stat().st_mode & 0o777 == 0o644 and not list(tmp_path.glob(".tmp-*"))  # atomic, readable by all
     for argv, message in [
         (["--logits", str(tmp_path / "missing.npz")], "no such file"),
         (["--logits", str(logits_file), "--lambda", "2"], "--lambda"),

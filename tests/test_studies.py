@@ -433,6 +433,21 @@ def test_cli_json_and_out_folder(logits_file, tmp_path, capsys) -> None:
         "fraction_fpr95.html",
         "fraction_fpr95.csv",
     } <= files
+    # written atomically (cache.write_document): complete files, readable by all, no temporary file left
+    assert json.loads((out / "result.json").read_text(encoding="utf-8")) == data
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in out.iterdir()) and not list(out.glob(".tmp-*"))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix != ".html"}  # plotly's div ids vary
+
+    class FailingText(str):
+        def encode(self, *args, **kwargs):
+            raise OSError("disk full")
+
+    with pytest.MonkeyPatch.context() as patch:  # a figure's CSV fails while it is being written
+        patch.setattr(study_figures, "figure_csv", lambda fig: FailingText("x,y"))
+        assert cli.main(argv) == cli.EXIT_BAD_INPUT
+    assert "disk full" in capsys.readouterr().err
+    assert {p.name for p in out.iterdir()} == files  # no temporary file left
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.suffix != ".html"} == before  # each file whole
     assert cli.main(["study", "calibration", "--logits", str(logits_file), "--seeds", "2", "--bootstrap", "0"]) == 0
     text = capsys.readouterr().out
     assert "[summary]" in text and "ECE" in text and "no bootstrap interval" in text

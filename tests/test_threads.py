@@ -12,10 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from threadpoolctl import ThreadpoolController
 
 from relu_core import detectors, protocol, threads
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def current_limit() -> tuple[list[int], int]:
+    """(BLAS thread counts, torch intra-op threads) as the process has them now."""
+    blas = [lib.num_threads for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    return blas, torch.get_num_threads()
+
 
 PROBE = """
 import json, sys
@@ -45,16 +53,16 @@ def test_importing_relu_core_changes_no_thread_setting():
 
 
 def test_limited_sections_pin_one_thread_and_restore_the_process_setting():
-    before = threads.current_limit()
+    before = current_limit()
     with threads.limited():
-        blas, torch_threads = threads.current_limit()
+        blas, torch_threads = current_limit()
         assert set(blas) == {1} and torch_threads == 1
         with threads.limited():  # nested: still one thread, restored only by the outermost
-            assert threads.current_limit()[1] == 1
-        assert threads.current_limit()[1] == 1
-    assert threads.current_limit() == before
+            assert current_limit()[1] == 1
+        assert current_limit()[1] == 1
+    assert current_limit() == before
     with threads.limited(work=threads.LARGE_WORK_FLOPS):  # large work keeps the process's setting
-        assert threads.current_limit() == before
+        assert current_limit() == before
 
 
 def test_library_calls_run_limited_and_leave_the_setting_alone(monkeypatch):
@@ -62,18 +70,18 @@ def test_library_calls_run_limited_and_leave_the_setting_alone(monkeypatch):
     real = detectors.quadratic_score.__wrapped__
 
     def spy(probs, matrix):
-        seen.append(threads.current_limit()[1])
+        seen.append(current_limit()[1])
         return real(probs, matrix)
 
     monkeypatch.setattr(detectors.quadratic_score, "__wrapped__", spy)
-    before = threads.current_limit()
+    before = current_limit()
     rng = np.random.default_rng(0)
     logits, labels = rng.normal(size=(400, 5)), rng.integers(0, 5, 400)
     logits[np.arange(400), labels] += 2
     protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=0)
-    assert threads.current_limit() == before
+    assert current_limit() == before
     with threads.limited():
-        inside = threads.current_limit()
+        inside = current_limit()
     assert inside[1] == 1
     assert threads.estimated_flops(np.zeros((50_000, 1000))) == 5e10 >= threads.LARGE_WORK_FLOPS
     assert threads.estimated_flops(np.zeros((10_000, 100))) == 1e8 < threads.LARGE_WORK_FLOPS
@@ -92,14 +100,14 @@ def _hot_path_blas() -> list[int]:
 
 
 def test_concurrent_sections_restore_the_setting_once_all_have_ended():
-    before = threads.current_limit()
+    before = current_limit()
     started, release = threading.Barrier(5), threading.Event()
 
     inside = []
 
     def work():
         with threads.limited():
-            inside.append((_hot_path_blas(), threads.current_limit()[1]))
+            inside.append((_hot_path_blas(), current_limit()[1]))
             started.wait(timeout=10)
             release.wait(timeout=10)
 
@@ -109,20 +117,20 @@ def test_concurrent_sections_restore_the_setting_once_all_have_ended():
     started.wait(timeout=10)
     assert all(set(blas) == {1} and torch_threads == 1 for blas, torch_threads in inside)
     assert set(_hot_path_blas()) == {1}  # BLAS: process-wide while any section runs
-    assert threads.current_limit()[1] == before[1]  # torch: per thread, this one's untouched
+    assert current_limit()[1] == before[1]  # torch: per thread, this one's untouched
     release.set()
     for worker in workers:
         worker.join(timeout=10)
-    assert threads.current_limit() == before
+    assert current_limit() == before
 
 
 def test_the_policy_can_be_switched_off(monkeypatch):
     monkeypatch.setattr(threads, "_enabled", True)
-    before = threads.current_limit()
+    before = current_limit()
     threads.configure(enabled=False)
     try:
         with threads.limited():
-            assert threads.current_limit() == before
+            assert current_limit() == before
     finally:
         threads.configure(enabled=True)
     with pytest.raises(ValueError):
@@ -143,7 +151,7 @@ def test_a_worker_thread_is_limited_even_after_the_main_thread_set_the_limit():
 
     def work():
         with threads.limited():
-            seen.append((_hot_path_blas(), threads.current_limit()[1]))
+            seen.append((_hot_path_blas(), current_limit()[1]))
 
     worker = threading.Thread(target=work)
     worker.start()
@@ -174,7 +182,7 @@ def test_large_work_runs_ordered_blocks_on_pool_workers_with_one_blas_thread(lar
     seen = []
 
     def block(start, stop):
-        seen.append((threading.current_thread().name, threads.current_limit()[1]))
+        seen.append((threading.current_thread().name, current_limit()[1]))
         inner = threads.map_row_blocks(lambda a, b: (a, b), stop - start, work=1e12)  # no nested pool
         return start, stop, inner
 

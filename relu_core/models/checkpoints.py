@@ -1,5 +1,5 @@
 """Checkpoint loading: state dicts (``torch.load(..., weights_only=True)`` or safetensors only, never full
-unpickling), TorchScript archives, the Rel-U authors' Hub checkpoints, and the content hash of weights."""
+unpickling), TorchScript archives, and the content hash of weights."""
 
 from __future__ import annotations
 
@@ -13,10 +13,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from relu_core import paths
 from relu_core.errors import InputError, one_line
 from relu_core.models.registry import (
-    HUB_MODELS,
     MODELS,
     ModelSpec,
     build_model,
@@ -193,43 +191,6 @@ def load_model_file(path: str | Path, arch: str | None = None, num_classes: int 
         num_classes = int(state[key].shape[0])
     model = build_model(arch, num_classes)
     return _apply_state_dict(model, state, path.name).eval()
-
-
-def load_hub_model(repo_id: str) -> nn.Module:
-    """A pretrained model from the Hugging Face Hub, in eval mode (needs the internet on first use).
-
-    The authors' checkpoints (``HUB_MODELS``) are built here with the matching architecture and their
-    ``pytorch_model.bin`` is downloaded once into ``cache_dir("hub")`` and loaded with ``weights_only=True``:
-    timm cannot build them from the Hub alone, since their CIFAR stem is set in the authors' code. Any other
-    repository goes through ``timm.create_model("hf_hub:" + repo_id, pretrained=True)`` (timm is optional).
-    Raises InputError when offline, when timm is missing, or when the repository is not a model.
-    """
-    entry = HUB_MODELS.get(repo_id)
-    if entry is not None:
-        target = paths.cache_dir("hub") / f"{repo_id.replace('/', '--')}.pth"
-        if not target.is_file():
-            url = f"https://huggingface.co/{repo_id}/resolve/main/pytorch_model.bin"
-            try:
-                torch.hub.download_url_to_file(url, str(target), progress=False)
-            except Exception as exc:  # URLError, HTTPError, socket and SSL errors all mean "could not fetch"
-                raise InputError(
-                    f"could not download {repo_id} from the Hugging Face Hub (connect to the internet): {one_line(exc)}"
-                ) from None
-        return load_state_dict_file(build_model(entry.arch, entry.num_classes), target).eval()
-    try:
-        import timm
-    except ImportError:
-        raise InputError(
-            f"{repo_id} is not one of the authors' models ({', '.join(HUB_MODELS)}); "
-            "for other Hub models install timm (pip install timm) and connect to the internet"
-        ) from None
-    try:
-        model = timm.create_model("hf_hub:" + repo_id, pretrained=True)
-    except Exception as exc:  # timm and huggingface_hub raise many types for offline / unknown repositories
-        raise InputError(
-            f"could not load {repo_id} through timm (offline, or not a timm model?): {one_line(exc)}"
-        ) from None
-    return model.eval()
 
 
 def weights_hash(model: nn.Module) -> str:

@@ -149,25 +149,16 @@ def eps_sweep(
     total = len(epsilons) * (len(fixed) + len(splits))
     done = 0
     for eps in epsilons:
+        perturbed = preprocessing.make_perturbed_scorer(run, eps, device=device, cancel=cancel)
 
-        def scores(detector, positions, eps=eps):
+        def scores(detector, positions, eps=eps, perturbed=perturbed):
             nonlocal done
             base.checkpoint(cancel, "ε ablation")
             report(progress, done, total, f"ε = {eps:g}: {detector.name}")
             done += 1
             if eps == 0:
                 return np.asarray(detector.score(logits[positions]), dtype=np.float64)
-            return preprocessing.perturbed_scores(
-                run.model,
-                run.images,
-                detector,
-                eps,
-                mean=run.mean,
-                std=run.std,
-                indices=sample[positions],
-                device=device,
-                cancel=cancel,
-            )
+            return perturbed(detector, sample[positions])
 
         everything = np.arange(len(sample))
         fixed_scores = {name: scores(d, everything) for name, d in fixed.items()}
@@ -304,8 +295,7 @@ def run_study(
                     f"{len(seeds_eps)} seed(s)"
                     + (" (CPU: every point runs the model forward and backward)" if cpu else "")
                 )
-        for (name, x), count in sorted(collector.fallback.items()):
-            notes.append(f"{SERIES[name]['x_label']} = {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)")
+        notes += collector.fallback_notes(lambda name, x: f"{SERIES[name]['x_label']} = {x:g}")
         report(progress, steps - 1, steps, "paired bootstrap")
         curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
         report(progress, steps, steps, "done")

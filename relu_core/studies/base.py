@@ -199,6 +199,14 @@ class Collector:
         """Count a seed on which Rel-U's D* at this point was the Hamming fallback (= Doctor)."""
         self.fallback[(series, x)] = self.fallback.get((series, x), 0) + 1
 
+    def fallback_notes(self, point: Callable[[str, float], str] = lambda series, x: f"{series} {x:g}") -> list[str]:
+        """One note per point counted by :meth:`note_fallback`, in order: "<point(series, x)>: D* is the Hamming
+        fallback (= Doctor) on n seed(s)"."""
+        return [
+            f"{point(series, x)}: D* is the {protocol.FALLBACK_LABEL} on {count} seed(s)"
+            for (series, x), count in sorted(self.fallback.items())
+        ]
+
     def finish(
         self, n_resamples: int, progress: Progress | None = None, cancel: Cancel | None = None
     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

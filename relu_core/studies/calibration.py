@@ -239,10 +239,7 @@ def run_study(
                 "tuning split)"
             )
         ]
-        notes += [
-            f"{STATE_NAMES[x]}: D* is the Hamming fallback (= Doctor) on {n} seed(s)"
-            for (_, x), n in sorted(collector.fallback.items())
-        ]
+        notes += collector.fallback_notes(lambda _, x: STATE_NAMES[x])
         report(progress, len(seeds) + 1, len(seeds) + 1, "done")
         series = {
             SERIES: {

@@ -185,24 +185,20 @@ def format_result(result) -> str:
 
 
 def write_outputs(result, folder: str | Path) -> list[Path]:
-    """Every CSV, ``result.json`` and each figure (HTML + CSV) under ``folder`` (created if missing)."""
+    """Every CSV, ``result.json`` and each figure (HTML + CSV) under ``folder`` (created if missing), each
+    file written atomically (``cache.write_document``)."""
+    from relu_core import cache
     from relu_core.studies import figures
 
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--out {folder} is a file, not a directory")
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in result.csv_files().items():
-        written.append(folder / name)
-        written[-1].write_text(text)
-    written.append(folder / "result.json")
-    written[-1].write_text(json.dumps(result.to_dict(strict_json=True), indent=1))
+    texts = dict(result.csv_files())
+    texts["result.json"] = json.dumps(result.to_dict(strict_json=True), indent=1)
     for slug, fig, sentence in figures.figures_for(result):
-        (folder / f"{slug}.html").write_text(figures.figure_html(fig, sentence))
-        (folder / f"{slug}.csv").write_text(figures.figure_csv(fig))
-        written += [folder / f"{slug}.html", folder / f"{slug}.csv"]
-    return written
+        texts[f"{slug}.html"] = figures.figure_html(fig, sentence)
+        texts[f"{slug}.csv"] = figures.figure_csv(fig)
+    return [cache.write_document(folder / name, text) for name, text in texts.items()]
 
 
 def handle(args: argparse.Namespace, bar) -> int:

@@ -44,30 +44,17 @@ def band_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure
         line = rows[rows["detector"] == detector]
         x, mean, std = line["x"].to_numpy(float), line["mean"].to_numpy(float), line["std"].to_numpy(float)
         color = core_figures.detector_color(detector)
+        # the ±1 std band: two invisible edges, the lower one filled up to the upper one
+        edge = {"x": x, "mode": "lines", "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"}
+        fig.add_trace(go.Scatter(y=mean + std, name=f"{detector} +1 std", legendgroup=detector, **edge))
         fig.add_trace(
             go.Scatter(
-                x=x,
-                y=mean + std,
-                name=f"{detector} +1 std",
-                mode="lines",
-                line={"width": 0},
-                showlegend=False,
-                hoverinfo="skip",
-                legendgroup=detector,
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=x,
                 y=mean - std,
                 name=f"{detector} −1 std",
-                mode="lines",
-                line={"width": 0},
+                legendgroup=detector,
                 fill="tonexty",
                 fillcolor=_rgba(color, 0.18),
-                showlegend=False,
-                hoverinfo="skip",
-                legendgroup=detector,
+                **edge,
             )
         )
         fig.add_trace(

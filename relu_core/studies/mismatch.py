@@ -221,7 +221,7 @@ def run_study(
             f"samples of {other.name}"
             + (f" without its {len(exclude)} classes {', '.join(exclude)}" if exclude else "")
             + "; positives: in-distribution samples classified correctly",
-            *tuning_split.fallback_notes(collector),
+            *collector.fallback_notes(),
         ]
         series = {"mismatch": {**tuning_split.SERIES_INFO}}
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)

@@ -64,13 +64,6 @@ def fraction_sweep(
             collector.add(series, fraction, base.DOCTOR, seed, doctor[evaluation], c_eval)
 
 
-def fallback_notes(collector: base.Collector) -> list[str]:
-    return [
-        f"{series} {x:g}: D* is the Hamming fallback (= Doctor) on {count} seed(s)"
-        for (series, x), count in sorted(collector.fallback.items())
-    ]
-
-
 def run_study(
     run,
     *,
@@ -101,15 +94,9 @@ def run_study(
             "eps": 0.0,
             "n_resamples": n_resamples,
         }
+        notes = collector.fallback_notes()
         return base.StudyResult(
-            NAME,
-            TITLE,
-            curves,
-            paired,
-            per_seed,
-            settings,
-            {"fraction": dict(SERIES_INFO)},
-            notes=fallback_notes(collector),
+            NAME, TITLE, curves, paired, per_seed, settings, {"fraction": dict(SERIES_INFO)}, notes=notes
         )
 
     return base.cached_result(key, compute, use_cache)

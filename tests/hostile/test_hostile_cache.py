@@ -117,6 +117,17 @@ def test_atomic_write_leaves_no_temporary_file_on_failure(own_cache, tmp_path):
     assert target.read_bytes() == b"whole"
 
 
+def test_atomic_write_mode_sets_the_permissions_of_the_finished_file(own_cache, tmp_path):
+    private = cache.atomic_write(tmp_path / "private.npz", lambda stream: stream.write(b"arrays"))
+    assert private.stat().st_mode & 0o777 == 0o600  # the cache's own files: mkstemp's private mode
+    shared = cache.atomic_write(tmp_path / "shared.txt", lambda stream: stream.write(b"text"), mode=0o640)
+    assert shared.stat().st_mode & 0o777 == 0o640 and shared.read_bytes() == b"text"
+    document = cache.write_document(tmp_path / "table.csv", "λ,auroc\n0.5,0.9\n")
+    assert document.stat().st_mode & 0o777 == cache.DOCUMENT_MODE == 0o644
+    assert document.read_text(encoding="utf-8") == "λ,auroc\n0.5,0.9\n"
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
 # ------------------------------------------------------------------------------------------ image folders
 
 
