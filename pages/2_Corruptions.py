@@ -12,19 +12,16 @@ import numpy as np
 import streamlit as st
 
 from relu_core import corruptions, detectors, explore, figures, protocol, robustness, stats
-from studio import jobbox, runs, sidebar
+from studio import jobbox, session, sidebar
 
-st.set_page_config(page_title="Corruptions · Rel-U Studio", layout="wide")
-run = sidebar.sidebar_run_picker()
-
-st.title("Robustness under corruption")
-st.caption(f"Run: {runs.run_label(run)}")
-st.markdown(
+run = sidebar.page_header(
+    "Corruptions",
+    "Robustness under corruption",
     "The paper's mismatch study: D* and the hyperparameters (T, and λ for Rel-U) are chosen by a "
     "cross-validated grid search on a **clean tuning split only**; the detectors then judge the model's "
     "predictions on **corrupted** copies of the evaluation images (the 19 CIFAR-10-C corruptions of Hendrycks "
     "& Dietterich). Neither the clean nor the corrupted evaluation images take part in the tuning. "
-    f"Positives are correctly classified samples ({protocol.FPR_CONVENTION})."
+    f"Positives are correctly classified samples ({protocol.FPR_CONVENTION}).",
 )
 
 try:
@@ -38,36 +35,28 @@ except robustness.RobustnessError as exc:
 
 N_IMAGES = len(run.labels)
 CRITERION_LABELS = {"fpr95": "FPR at 95 % TPR", "auroc": "AUROC", "aurc": "AURC", "eaurc": "E-AURC"}
-DEFAULTS = {
-    "rob_severity": 5,
-    "rob_tune_fraction": 0.2,
-    "rob_seeds": 3,
-    "rob_subsample": robustness.default_subsample() or 0,
-    "rob_detectors": list(protocol.PAIRED),
-    "rob_corruptions": list(corruptions.CORRUPTIONS),
-    "rob_criterion": "fpr95",
-    "rob_image": 0,
-}
-for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
+session.seed(session.rob_defaults())
 
 # ------------------------------------------------------------------------------------------- controls
 with st.container(border=True):
     c_sev, c_split, c_sub, c_det = st.columns([1.6, 2, 2, 2.4])
     c_sev.select_slider(
-        "severity", options=corruptions.SEVERITIES, key="rob_severity", help="The paper's radar plots use severity 5."
+        "severity",
+        options=corruptions.SEVERITIES,
+        key=session.ROB_SEVERITY,
+        help="The paper's radar plots use severity 5.",
     )
     c_split.select_slider(
         "clean tuning split",
         options=protocol.TUNE_FRACTION_PRESETS,
-        key="rob_tune_fraction",
+        key=session.ROB_TUNE_FRACTION,
         format_func=lambda f: f"{f:.0%}",
     )
-    c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key="rob_seeds")
+    c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key=session.ROB_SEEDS)
     c_sev.selectbox(
         "selection criterion",
         list(protocol.CRITERIA),
-        key="rob_criterion",
+        key=session.ROB_CRITERION,
         format_func=lambda c: CRITERION_LABELS.get(c, c),
         help="What the cross-validated grid search over T and λ on the clean tuning split optimises.",
     )
@@ -75,22 +64,24 @@ with st.container(border=True):
         "images per corruption (0 = all)",
         min_value=0,
         step=100,
-        key="rob_subsample",
+        key=session.ROB_SUBSAMPLE,
         help=f"A seeded subsample keeps CPU runs to minutes; this run has {N_IMAGES:,} images. "
         "The default is all images when a GPU is present.",
     )
-    c_det.multiselect("detectors", list(detectors.protocol_keys()), format_func=detectors.label, key="rob_detectors")
-    st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key="rob_corruptions")
+    c_det.multiselect(
+        "detectors", list(detectors.protocol_keys()), format_func=detectors.label, key=session.ROB_DETECTORS
+    )
+    st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key=session.ROB_CORRUPTIONS)
 
-subsample = int(st.session_state["rob_subsample"]) or None
+subsample = int(st.session_state[session.ROB_SUBSAMPLE]) or None
 settings = (
-    int(st.session_state["rob_severity"]),
-    float(st.session_state["rob_tune_fraction"]),
-    tuple(range(int(st.session_state["rob_seeds"]))),
+    int(st.session_state[session.ROB_SEVERITY]),
+    float(st.session_state[session.ROB_TUNE_FRACTION]),
+    tuple(range(int(st.session_state[session.ROB_SEEDS]))),
     None if subsample is None or subsample >= N_IMAGES else subsample,
-    tuple(st.session_state["rob_detectors"]),
-    tuple(st.session_state["rob_corruptions"]),
-    str(st.session_state["rob_criterion"]),
+    tuple(st.session_state[session.ROB_DETECTORS]),
+    tuple(st.session_state[session.ROB_CORRUPTIONS]),
+    str(st.session_state[session.ROB_CRITERION]),
 )
 severity, tune_fraction, seeds, subsample, keys, names, criterion = settings
 
@@ -98,10 +89,10 @@ ready = len(names) >= 3 and len(keys) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
 result, current = jobbox.study_result(
-    "corruptions",
+    session.CORRUPTIONS_PAGE,
     run.run_id,
     settings,
-    st.button("Run the study", key="rob_run", type="primary", disabled=not ready),
+    st.button("Run the study", key=session.ROB_RUN, type="primary", disabled=not ready),
     f"Corruption study: {len(names)} corruptions at severity {severity}, {subsample or N_IMAGES:,} images each",
     lambda progress, cancel: robustness.mismatch_study(
         run,
@@ -154,7 +145,7 @@ else:
             title=f"AUROC (higher is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(low, 1.0),
         )
-        st.plotly_chart(fig, config=figures.chart_config("radar_auroc"), key="rob_radar_auroc")
+        st.plotly_chart(fig, config=figures.chart_config("radar_auroc"), key=session.ROB_RADAR_AUROC)
     with right:
         fig = figures.radar_figure(
             axes,
@@ -162,7 +153,7 @@ else:
             title=f"FPR at 95 % TPR (lower is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(0.0, 1.0),
         )
-        st.plotly_chart(fig, config=figures.chart_config("radar_fpr95"), key="rob_radar_fpr")
+        st.plotly_chart(fig, config=figures.chart_config("radar_fpr95"), key=session.ROB_RADAR_FPR)
 
     # ------------------------------------------------------------------ paired statistics
     if not result.paired.empty:
@@ -193,7 +184,7 @@ else:
         title=f"Accuracy per corruption (severity {result.severity}) and clean accuracy (dashed), "
         "same evaluation images",
     )
-    st.plotly_chart(fig, config=figures.chart_config("accuracy_per_corruption"), key="rob_accuracy")
+    st.plotly_chart(fig, config=figures.chart_config("accuracy_per_corruption"), key=session.ROB_ACCURACY)
     st.caption(
         f"Clean accuracy {result.clean_accuracy:.2%}; mean corrupted accuracy {corrupted['mean'].mean():.2%} "
         f"(gap {result.clean_accuracy - corrupted['mean'].mean():.2%})."
@@ -209,7 +200,7 @@ else:
         file_name=f"corruptions_severity{result.severity}.csv",
         mime="text/csv",
         on_click="ignore",
-        key="rob_dl_table",
+        key=session.ROB_DL_TABLE,
     )
     d2.download_button(
         "Per-seed values (CSV)",
@@ -217,7 +208,7 @@ else:
         file_name=f"corruptions_severity{result.severity}_per_seed.csv",
         mime="text/csv",
         on_click="ignore",
-        key="rob_dl_seeds",
+        key=session.ROB_DL_SEEDS,
     )
     with st.expander("Hyperparameters selected on each clean tuning split"):
         st.dataframe(explore.readable_hyperparameters(result.hyperparameters), hide_index=True)
@@ -231,10 +222,10 @@ def gallery(run_id: str, index: int) -> np.ndarray:
 
 
 st.subheader("Gallery: one image under every corruption and severity")
-if not 0 <= st.session_state["rob_image"] < N_IMAGES:  # the run changed to a smaller one
-    st.session_state["rob_image"] = 0
-st.number_input("image index", min_value=0, max_value=N_IMAGES - 1, step=1, key="rob_image")
-index = int(st.session_state["rob_image"])
+if not 0 <= st.session_state[session.ROB_IMAGE] < N_IMAGES:  # the run changed to a smaller one
+    st.session_state[session.ROB_IMAGE] = 0
+st.number_input("image index", min_value=0, max_value=N_IMAGES - 1, step=1, key=session.ROB_IMAGE)
+index = int(st.session_state[session.ROB_IMAGE])
 st.caption(f"Image #{index}, true class {run.class_names[run.labels[index]]}. Columns: clean, then severity 1 to 5.")
 grid = gallery(run.run_id, index)
 clean = explore.thumbnail(run.images[index], size=96)

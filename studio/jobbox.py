@@ -49,7 +49,7 @@ def wait_for(job: jobs.Job) -> bool:
         with box.container(border=True):
             st.markdown(f"**{job.label}** on {explore.device_name()}")
             bar = st.progress(job.fraction, text=job.message)
-            st.button("Cancel", key=f"cancel_{job.key}", on_click=_cancel_from_box, args=(job,))
+            st.button("Cancel", key=session.item_key(session.CANCEL, job.key), on_click=_cancel_from_box, args=(job,))
             st.caption(
                 "Runs in the background: it goes on if you leave this page, and the jobs panel in the "
                 "sidebar follows it."
@@ -112,7 +112,7 @@ def _running_jobs_panel() -> None:
         st.rerun()  # one of this session's jobs ended: the whole page picks up its run
     for job in running:
         st.progress(job.fraction, text=f"{job.label}: {job.message}")
-        st.button("Cancel", key=f"cancel_panel_{job.key}", on_click=job.cancel)
+        st.button("Cancel", key=session.item_key(session.CANCEL_PANEL, job.key), on_click=job.cancel)
 
 
 def jobs_panel() -> None:

@@ -1,6 +1,6 @@
 """The sidebar every page draws (:func:`sidebar_run_picker`): the current run and the run picker, the jobs
 panel, a registered data set + model, and uploads (logits, or a model with a data set) turned into runs from
-their bytes (:func:`load_upload`) by background jobs."""
+their bytes (:func:`load_upload`) by background jobs; a study page's header with it (:func:`page_header`)."""
 
 from __future__ import annotations
 
@@ -139,6 +139,17 @@ def sidebar_run_picker():
     return explore.RUNS.get(st.session_state.get(session.RUN_ID), run)
 
 
+def page_header(tab_title: str, title: str, introduction: str):
+    """The top of a study page: its browser tab, the sidebar, its title, the current run and what the page
+    does (markdown). Returns the run."""
+    st.set_page_config(page_title=f"{tab_title} · Rel-U Studio", layout="wide")
+    run = sidebar_run_picker()
+    st.title(title)
+    st.caption(f"Run: {run_label(run)}")
+    st.markdown(introduction)
+    return run
+
+
 def _dataset_infos():
     try:
         from relu_core import datasets
@@ -177,19 +188,19 @@ def _sidebar_registered() -> None:
             return
         by_name = {info.name: info for info in infos}
         name = st.selectbox(
-            "Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]), key="pick_dataset"
+            "Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]), key=session.PICK_DATASET
         )
         info = by_name[name]
         choices = models.fitting_models(name)
         model_name = st.selectbox(
             "Model",
             choices,
-            key="pick_model",
+            key=session.PICK_MODEL,
             help="CIFAR ResNets appear when their pretrained weights are found; small CNNs "
             "are trained on demand and cached.",
         )
         if info.available:
-            if st.button("Compute logits", key="compute_registered", disabled=not choices):
+            if st.button("Compute logits", key=session.PICK_COMPUTE, disabled=not choices):
                 start_job(
                     f"logits:{model_name}:{name}",
                     f"Logits of {model_name} on {name}",
@@ -198,7 +209,7 @@ def _sidebar_registered() -> None:
                 st.rerun()
         else:
             st.caption(f"{name} is not in the data directories. Downloading needs internet access.")
-            if st.button(f"Download {name} and compute", key="download_registered", disabled=not choices):
+            if st.button(f"Download {name} and compute", key=session.PICK_DOWNLOAD, disabled=not choices):
                 start_job(
                     f"logits:{model_name}:{name}:download",
                     f"Downloading {name}, logits of {model_name}",
@@ -213,8 +224,8 @@ def _sidebar_upload_logits() -> None:
             "npz with `logits` and `labels` (optional `class_names`), or csv / parquet with one column "
             "per class and a `label` column."
         )
-        upload = st.file_uploader("Logits file", type=["npz", "csv", "parquet"], key="upload_logits")
-        if upload is not None and st.button("Load logits", key="load_logits"):
+        upload = st.file_uploader("Logits file", type=["npz", "csv", "parquet"], key=session.UPLOAD_LOGITS)
+        if upload is not None and st.button("Load logits", key=session.UPLOAD_LOGITS_LOAD):
             data, name = upload.getvalue(), upload.name  # a background job: it goes on when the page is left
             start_job(
                 f"upload-logits:{hashlib.sha256(data).hexdigest()[:16]}:{name}",
@@ -227,17 +238,19 @@ def _sidebar_upload_logits() -> None:
 def _sidebar_upload_model() -> None:
     with st.expander("Upload model + data set"):
         model_file = st.file_uploader(
-            "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key="upload_model"
+            "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key=session.UPLOAD_MODEL
         )
         arch = st.selectbox(
-            "Architecture (for state dicts; gives the input normalisation)", list(models.MODELS), key="upload_arch"
+            "Architecture (for state dicts; gives the input normalisation)",
+            list(models.MODELS),
+            key=session.UPLOAD_ARCH,
         )
         data_file = st.file_uploader(
-            "Data set (image-folder zip or npz with x, y)", type=["zip", "npz"], key="upload_data"
+            "Data set (image-folder zip or npz with x, y)", type=["zip", "npz"], key=session.UPLOAD_DATA
         )
         infos = [info.name for info in _dataset_infos() if info.available]
-        registered = st.selectbox("…or a registered data set", ["(uploaded)", *infos], key="upload_registered")
-        if model_file is not None and st.button("Compute logits", key="compute_upload"):
+        registered = st.selectbox("…or a registered data set", ["(uploaded)", *infos], key=session.UPLOAD_REGISTERED)
+        if model_file is not None and st.button("Compute logits", key=session.UPLOAD_COMPUTE):
 
             def job(progress, cancel):
                 return load_upload(
