@@ -4,14 +4,12 @@ their bytes (:func:`load_upload`) by background jobs; a study page's header with
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
 
-from relu_core import explore, jobs, limits, models
+from relu_core import cache, explore, jobs, limits, models
 from relu_core.errors import InputError
 from studio import session
 from studio.jobbox import jobs_panel, show_error, start_job, wait_for
@@ -109,11 +107,17 @@ def load_upload(
         images = dataset_spec
     else:
         raise InputError("choose a data set for the model: upload one or pick a registered one")
-    # the checkpoint loaders read a file (TorchScript or a state dict, told apart by its content and suffix)
-    with tempfile.TemporaryDirectory(prefix="relu_upload_") as tmp:
-        model_path = Path(tmp) / f"model{Path(model_filename or 'model.pt').suffix.lower() or '.pt'}"
-        model_path.write_bytes(model_data)
-        return runs.logits_for(arch, model_path, images, progress=progress, cancel=cancel)
+    # the checkpoint is read from its bytes too: TorchScript or a state dict, told apart by its content and by
+    # the suffix of its name (none: a torch.save file)
+    name = model_filename or "model.pt"
+    return runs.logits_for(
+        arch,
+        model_data,
+        images,
+        weights_name=name if Path(name).suffix else f"{name}.pt",
+        progress=progress,
+        cancel=cancel,
+    )
 
 
 def sidebar_run_picker():
@@ -228,7 +232,7 @@ def _sidebar_upload_logits() -> None:
         if upload is not None and st.button("Load logits", key=session.UPLOAD_LOGITS_LOAD):
             data, name = upload.getvalue(), upload.name  # a background job: it goes on when the page is left
             start_job(
-                f"upload-logits:{hashlib.sha256(data).hexdigest()[:16]}:{name}",
+                f"upload-logits:{cache.bytes_digest(data)[:16]}:{name}",
                 f"Loading {name}",
                 lambda progress, cancel: load_upload("logits", data, name),
             )
@@ -265,6 +269,6 @@ def _sidebar_upload_model() -> None:
                     cancel=cancel,
                 )
 
-            digest = hashlib.sha256(model_file.getvalue() + (data_file.getvalue() if data_file else b"")).hexdigest()
+            digest = cache.bytes_digest(model_file.getvalue(), data_file.getvalue() if data_file else b"")
             start_job(f"upload:{digest[:16]}:{arch}:{registered}", f"Logits of {model_file.name}", job)
             st.rerun()

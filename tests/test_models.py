@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import sys
@@ -22,6 +23,7 @@ from relu_core.models import (
     CheckpointError,
     build_model,
     load_hub_model,
+    load_model_bytes,
     load_model_file,
     load_state_dict_file,
     pretrained_weights,
@@ -261,6 +263,39 @@ def test_state_dict_file_infers_class_count(tmp_path: Path) -> None:
         load_model_file(path, arch="resnet20", num_classes=10)
     with pytest.raises(CheckpointError, match="no final layer weight 'classifier.weight'"):
         load_model_file(path, arch="cnn8")
+
+
+def test_checkpoints_load_from_bytes_and_file_objects_as_from_files(tmp_path: Path) -> None:
+    source = _perturbed(build_model("resnet20", num_classes=100))
+    torch.save({"state_dict": source.state_dict()}, tmp_path / "r20.pth")
+    save_file(source.state_dict(), str(tmp_path / "r20.safetensors"))
+    torch.jit.save(torch.jit.script(source.eval()), str(tmp_path / "r20_scripted.pt"))
+    for name in ("r20.pth", "r20.safetensors", "r20_scripted.pt"):
+        data = (tmp_path / name).read_bytes()
+        from_file = weights_hash(load_model_file(tmp_path / name, arch="resnet20"))
+        for upload in (data, io.BytesIO(data)):
+            model = load_model_bytes(upload, name, arch="resnet20")
+            assert weights_hash(model) == from_file and not model.training
+        if name != "r20_scripted.pt":  # a scripted model is hashed as its archive
+            assert from_file == weights_hash(source)
+    data = (tmp_path / "r20.pth").read_bytes()
+    with pytest.raises(CheckpointError, match="r20.pth holds a state dict, not a TorchScript model"):
+        load_model_bytes(data, "r20.pth")
+    with pytest.raises(CheckpointError, match="unsupported checkpoint type '.onnx'"):
+        load_model_bytes(data, "r20.onnx", arch="resnet20")
+    with pytest.raises(CheckpointError, match="upload.pt is not a valid PyTorch checkpoint"):
+        load_model_bytes(b"these are not weights\n", "upload.pt", arch="resnet20")
+
+
+def test_hostile_pickle_in_memory_is_refused_without_running(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    buffer = io.BytesIO()
+    torch.save({"state_dict": _Payload(marker)}, buffer)
+    for data in (buffer.getvalue(), pickle.dumps({"state_dict": _Payload(marker)})):
+        with pytest.raises(CheckpointError, match="hostile.pt is not a valid PyTorch checkpoint: ") as info:
+            load_model_bytes(data, "hostile.pt", arch="cnn8")
+        assert "weights_only" not in str(info.value)
+    assert not marker.exists()
 
 
 # ------------------------------------------------------------------------------------------------ hub

@@ -7,7 +7,7 @@ and checkpoints loaded separately and safely.
 - :mod:`~relu_core.models.registry`: ``MODELS`` (name -> :class:`ModelSpec`), ``HUB_MODELS``, pretrained weights on
   this machine, and which models fit which registered data set;
 - :mod:`~relu_core.models.checkpoints`: state dicts (``torch.load(..., weights_only=True)`` or safetensors only),
-  TorchScript, the Hub, and :func:`weights_hash`.
+  TorchScript, from a file or from bytes (an upload), the Hub, and :func:`weights_hash`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from relu_core.models.checkpoints import (
     CheckpointError,
     check_finite,
     load_hub_model,
+    load_model_bytes,
     load_model_file,
     load_state_dict_file,
     weights_hash,
@@ -68,6 +69,7 @@ __all__ = [
     "fitting_models",
     "get_spec",
     "load_hub_model",
+    "load_model_bytes",
     "load_model_file",
     "load_state_dict_file",
     "pretrained_weights",
