@@ -12,9 +12,9 @@ import numpy as np
 import streamlit as st
 
 from relu_core import corruptions, detectors, explore, figures, protocol, robustness, stats
-from studio import jobbox, session, sidebar
+from studio import jobbox, page, session
 
-run = sidebar.page_header(
+run = page.page_header(
     "Corruptions",
     "Robustness under corruption",
     "The paper's mismatch study: D* and the hyperparameters (T, and λ for Rel-U) are chosen by a "
@@ -74,44 +74,30 @@ with st.container(border=True):
     st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key=session.ROB_CORRUPTIONS)
 
 subsample = int(st.session_state[session.ROB_SUBSAMPLE]) or None
-settings = (
-    int(st.session_state[session.ROB_SEVERITY]),
-    float(st.session_state[session.ROB_TUNE_FRACTION]),
-    tuple(range(int(st.session_state[session.ROB_SEEDS]))),
-    None if subsample is None or subsample >= N_IMAGES else subsample,
-    tuple(st.session_state[session.ROB_DETECTORS]),
-    tuple(st.session_state[session.ROB_CORRUPTIONS]),
-    str(st.session_state[session.ROB_CRITERION]),
-)
-severity, tune_fraction, seeds, subsample, keys, names, criterion = settings
-
-ready = len(names) >= 3 and len(keys) >= 1
+options = {  # the arguments of robustness.mismatch_study, and the settings its result is kept for
+    "severity": int(st.session_state[session.ROB_SEVERITY]),
+    "tune_fraction": float(st.session_state[session.ROB_TUNE_FRACTION]),
+    "seeds": tuple(range(int(st.session_state[session.ROB_SEEDS]))),
+    "subsample": None if subsample is None or subsample >= N_IMAGES else subsample,
+    "detector_keys": tuple(st.session_state[session.ROB_DETECTORS]),
+    "corruption_names": tuple(st.session_state[session.ROB_CORRUPTIONS]),
+    "criterion": str(st.session_state[session.ROB_CRITERION]),
+}
+names = options["corruption_names"]
+ready = len(names) >= 3 and len(options["detector_keys"]) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
-result, current = jobbox.study_result(
+result = jobbox.study_run(
     session.CORRUPTIONS_PAGE,
     run.run_id,
-    settings,
-    st.button("Run the study", key=session.ROB_RUN, type="primary", disabled=not ready),
-    f"Corruption study: {len(names)} corruptions at severity {severity}, {subsample or N_IMAGES:,} images each",
-    lambda progress, cancel: robustness.mismatch_study(
-        run,
-        severity=severity,
-        corruption_names=names,
-        detector_keys=keys,
-        tune_fraction=tune_fraction,
-        seeds=seeds,
-        subsample=subsample,
-        criterion=criterion,
-        progress=progress,
-        cancel=cancel,
-    ),
+    tuple(options.items()),
+    f"Corruption study: {len(names)} corruptions at severity {options['severity']}, "
+    f"{options['subsample'] or N_IMAGES:,} images each",
+    lambda progress, cancel: robustness.mismatch_study(run, **options, progress=progress, cancel=cancel),
+    ready=ready,
+    hint="Corrupted images and their logits are cached, so later runs are quick.",
 )
-if result is None:
-    st.info("Press **Run the study**. Corrupted images and their logits are cached, so later runs are quick.")
-else:
-    if not current:
-        st.info("The settings changed since this study was run: press **Run the study** to update it.")
+if result is not None:
     n_seeds = len(result.seeds)
     st.caption(
         f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {n_seeds} seed(s) · "
@@ -193,23 +179,14 @@ else:
     # ------------------------------------------------------------------ table and downloads
     st.subheader("Mean ± std over seeds, per corruption and detector")
     st.dataframe(result.summary_table(), hide_index=True)
-    d1, d2 = st.columns(2)
-    d1.download_button(
-        "Table (CSV: corruption, severity, detector, metric, mean, std)",
-        result.table.to_csv(index=False),
-        file_name=f"corruptions_severity{result.severity}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key=session.ROB_DL_TABLE,
+    downloads = (
+        ("Table (CSV: corruption, severity, detector, metric, mean, std)", result.table, "", session.ROB_DL_TABLE),
+        ("Per-seed values (CSV)", result.per_seed, "_per_seed", session.ROB_DL_SEEDS),
     )
-    d2.download_button(
-        "Per-seed values (CSV)",
-        result.per_seed.to_csv(index=False),
-        file_name=f"corruptions_severity{result.severity}_per_seed.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key=session.ROB_DL_SEEDS,
-    )
+    for column, (label, frame, part, key) in zip(st.columns(2), downloads):
+        page.download_button(
+            column, label, frame.to_csv(index=False), f"corruptions_severity{result.severity}{part}.csv", key=key
+        )
     with st.expander("Hyperparameters selected on each clean tuning split"):
         st.dataframe(explore.readable_hyperparameters(result.hyperparameters), hide_index=True)
 

@@ -13,9 +13,9 @@ import streamlit as st
 from relu_core import datasets, figures, protocol
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
-from studio import jobbox, session, sidebar
+from studio import jobbox, page, session
 
-run = sidebar.page_header(
+run = page.page_header(
     "Studies",
     "The paper's studies",
     "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
@@ -141,19 +141,15 @@ if name == "mismatch" and options["other"] is None:
     )
     st.stop()
 
-result, current = jobbox.study_result(
+result = jobbox.study_run(
     session.STUDIES_PAGE,
     (run.run_id, name),
     repr(sorted(options.items())),
-    st.button("Run the study", key=session.STUDY_RUN, type="primary"),
     f"{study.title.split(':')[0]} study",
     lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
 )
 if result is None:
-    st.info("Press **Run the study**.")
     st.stop()
-if not current:
-    st.info("The options changed since this study was run: press **Run the study** to update it.")
 
 seeds_used = result.settings.get("seeds", [])
 st.caption(
@@ -185,20 +181,18 @@ for slug, fig, sentence in study_figures.figures_for(result):
     st.plotly_chart(fig, config=config, key=session.item_key(session.STUDY_CHART, slug))
     st.caption(sentence)
     c1, c2 = st.columns(2)
-    c1.download_button(
+    page.download_button(
+        c1,
         "data (CSV)",
         study_figures.figure_csv(fig),
-        file_name=f"{name}_{slug}.csv",
-        mime="text/csv",
-        on_click="ignore",
+        f"{name}_{slug}.csv",
         key=session.item_key(session.STUDY_DOWNLOAD, "csv", slug),
     )
-    c2.download_button(
+    page.download_button(
+        c2,
         "interactive figure (HTML)",
         lambda fig=fig, sentence=sentence: study_figures.figure_html(fig, sentence),
-        file_name=f"{name}_{slug}.html",
-        mime="text/html",
-        on_click="ignore",
+        f"{name}_{slug}.html",
         key=session.item_key(session.STUDY_DOWNLOAD, "html", slug),
     )
 
@@ -209,12 +203,11 @@ if not result.paired.empty:
 st.subheader("All numbers")
 columns = st.columns(len(result.csv_files()))
 for col, (file_name, text) in zip(columns, result.csv_files().items()):
-    col.download_button(
+    page.download_button(
+        col,
         file_name,
         text,
-        file_name=f"{name}_{file_name}",
-        mime="text/csv",
-        on_click="ignore",
+        f"{name}_{file_name}",
         key=session.item_key(session.STUDY_DOWNLOAD, file_name),
     )
 st.caption(

@@ -11,9 +11,9 @@ from __future__ import annotations
 import streamlit as st
 
 from relu_core import baselines, detectors, explore, figures, protocol
-from studio import jobbox, session, sidebar
+from studio import jobbox, page, session
 
-run = sidebar.page_header(
+run = page.page_header(
     "Baselines",
     "More baselines",
     "The paper's comparison with other families of detectors (its Table 5 and conformal appendix), on the same "
@@ -55,37 +55,25 @@ unavailable = {k: reason for k, reason in available.items() if reason is not Non
 if unavailable:
     st.info("Not available on this run: " + "; ".join(unavailable.values()) + ".")
 
-settings = (
-    float(st.session_state[session.BL_TUNE_FRACTION]),
-    tuple(range(int(st.session_state[session.BL_SEEDS]))),
-    round(float(st.session_state[session.BL_COVERAGE]), 4),
-    tuple(st.session_state[session.BL_DETECTORS]),
-)
-tune_fraction, seeds, coverage, keys = settings
-
-if not keys:
+options = {  # the arguments of baselines.baselines_study, and the settings its result is kept for
+    "tune_fraction": float(st.session_state[session.BL_TUNE_FRACTION]),
+    "seeds": tuple(range(int(st.session_state[session.BL_SEEDS]))),
+    "coverage": round(float(st.session_state[session.BL_COVERAGE]), 4),
+    "keys": tuple(st.session_state[session.BL_DETECTORS]),
+}
+if not options["keys"]:
     st.warning("Choose at least one detector.")
-result, current = jobbox.study_result(
+result = jobbox.study_run(
     session.BASELINES_PAGE,
     run.run_id,
-    settings,
-    st.button("Run the study", key=session.BL_RUN, type="primary", disabled=not keys),
-    f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
-    lambda progress, cancel: baselines.baselines_study(
-        run,
-        keys=keys,
-        tune_fraction=tune_fraction,
-        seeds=seeds,
-        coverage=coverage,
-        progress=progress,
-        cancel=cancel,
-    ),
+    tuple(options.items()),
+    f"Baselines: {len(options['keys'])} detectors, {len(options['seeds'])} seed(s)",
+    lambda progress, cancel: baselines.baselines_study(run, **options, progress=progress, cancel=cancel),
+    ready=bool(options["keys"]),
+    hint="Model passes are cached, so later runs are quick.",
 )
 if result is None:
-    st.info("Press **Run the study**. Model passes are cached, so later runs are quick.")
     st.stop()
-if not current:
-    st.info("The settings changed since this study was run: press **Run the study** to update it.")
 st.caption(
     f"Tuning split {result.tune_fraction:.0%} · {len(result.seeds)} seed(s) · {result.n_tune:,} tuning / "
     f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}"
@@ -140,37 +128,33 @@ with right:
 
 # ------------------------------------------------------------------------------------------- downloads
 row1, row2 = st.columns(3), st.columns(3)
-row1[0].download_button(
+page.download_button(
+    row1[0],
     "Table (CSV)",
     table.to_csv(index=False),
-    file_name="baselines.csv",
-    mime="text/csv",
-    on_click="ignore",
+    "baselines.csv",
     key=session.BL_DL_TABLE,
 )
-row1[1].download_button(
+page.download_button(
+    row1[1],
     "Per-seed values (CSV)",
     result.per_seed.to_csv(index=False),
-    file_name="baselines_per_seed.csv",
-    mime="text/csv",
-    on_click="ignore",
+    "baselines_per_seed.csv",
     key=session.BL_DL_SEEDS,
 )
 for column, (name, fig) in zip(row2, (("roc", roc), ("risk_coverage", rc))):
-    column.download_button(
+    page.download_button(
+        column,
         f"{fig.layout.title.text.split(' (')[0].split(',')[0]} (HTML)",
         fig.to_html(include_plotlyjs="cdn"),
-        file_name=f"baselines_{name}.html",
-        mime="text/html",
-        on_click="ignore",
+        f"baselines_{name}.html",
         key=session.item_key(session.BL_DOWNLOAD, name, "html"),
     )
-    column.download_button(
+    page.download_button(
+        column,
         f"{fig.layout.title.text.split(' (')[0].split(',')[0]} data (CSV)",
         figures.figure_csv(fig),
-        file_name=f"baselines_{name}.csv",
-        mime="text/csv",
-        on_click="ignore",
+        f"baselines_{name}.csv",
         key=session.item_key(session.BL_DOWNLOAD, name, "csv"),
     )
 st.caption("The HTML figures load plotly.js from its CDN when opened; the camera button on each chart saves a PNG.")

@@ -191,6 +191,28 @@ def study_result(page: str, scope, settings, pressed: bool, label: str, work: Ca
     return results[(scope, shown)], shown == settings
 
 
+def study_run(
+    page: str,
+    scope,
+    settings,
+    label: str,
+    work: Callable[[Callable, Callable], object],
+    *,
+    ready: bool = True,
+    hint: str = "",
+):
+    """A study page's **Run the study** button (disabled unless ``ready``) and the result to show
+    (:func:`study_result`), or None before the first run, with a line asking to press the button (then ``hint``);
+    a result computed with other settings is shown with a line saying so."""
+    pressed = st.button("Run the study", key=session.run_button_key(page), type="primary", disabled=not ready)
+    result, current = study_result(page, scope, settings, pressed, label, work)
+    if result is None:
+        st.info(f"Press **Run the study**. {hint}".rstrip())
+    elif not current:
+        st.info("The settings changed since this study was run: press **Run the study** to update it.")
+    return result
+
+
 def eps_job(
     run_id: str,
     temperature: float,

@@ -62,6 +62,11 @@ def last_key(page: str) -> str:
     return f"{page}_last"
 
 
+def run_button_key(page: str) -> str:
+    """A study page's Run button (``jobbox.study_run``); ``page`` is its prefix."""
+    return f"{page}_run"
+
+
 def item_key(prefix: str, *parts: str) -> str:
     """The key of one of several widgets of a kind (a job's Cancel button, a chart): ``prefix_part_...``."""
     return "_".join((prefix, *parts))
@@ -101,7 +106,7 @@ START_CONFUSION = "start_confusion"
 START_EXPLORE = "start_explore"
 
 # ---- Corruptions (pages/2_Corruptions.py)
-#: The page's prefix: its results in ``jobbox.study_result``.
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
 CORRUPTIONS_PAGE = "rob"
 ROB_SEVERITY = "rob_severity"
 ROB_TUNE_FRACTION = "rob_tune_fraction"
@@ -111,7 +116,6 @@ ROB_DETECTORS = "rob_detectors"
 ROB_CORRUPTIONS = "rob_corruptions"
 ROB_CRITERION = "rob_criterion"
 ROB_IMAGE = "rob_image"
-ROB_RUN = "rob_run"
 ROB_RADAR_AUROC = "rob_radar_auroc"
 ROB_RADAR_FPR = "rob_radar_fpr"
 ROB_ACCURACY = "rob_accuracy"
@@ -135,7 +139,7 @@ def rob_defaults() -> dict[str, object]:
 
 
 # ---- Studies (pages/3_Studies.py)
-#: The page's prefix: its results in ``jobbox.study_result``.
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
 STUDIES_PAGE = "study"
 STUDY_NAME = "study_name"
 STUDY_SEEDS = "study_seeds"
@@ -149,7 +153,6 @@ STUDY_OTHER = "study_other"
 STUDY_EXCLUDE = "study_exclude"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 STUDY_KEPT = "study_kept"
-STUDY_RUN = "study_run"
 STUDY_IMAGE_FORMAT = "study_image_format"
 #: Prefixes (:func:`item_key`) of a chart (with its slug) and of a download button (``csv`` or ``html`` and the
 #: chart's slug, or a CSV file's name).
@@ -173,7 +176,7 @@ def study_defaults() -> dict[str, object]:
 
 
 # ---- Baselines (pages/4_Baselines.py)
-#: The page's prefix: its results in ``jobbox.study_result``.
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
 BASELINES_PAGE = "bl"
 BL_TUNE_FRACTION = "bl_tune_fraction"
 BL_SEEDS = "bl_seeds"
@@ -181,7 +184,6 @@ BL_COVERAGE = "bl_coverage"
 BL_DETECTORS = "bl_detectors"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 BL_KEPT = "bl_kept"
-BL_RUN = "bl_run"
 BL_ROC = "bl_roc"
 BL_RISK_COVERAGE = "bl_rc"
 BL_DL_TABLE = "bl_dl_table"

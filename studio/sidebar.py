@@ -1,6 +1,6 @@
 """The sidebar every page draws (:func:`sidebar_run_picker`): the current run and the run picker, the jobs
 panel, a registered data set + model, and uploads (logits, or a model with a data set) turned into runs from
-their bytes (:func:`load_upload`) by background jobs; a study page's header with it (:func:`page_header`)."""
+their bytes (:func:`load_upload`) by background jobs."""
 
 from __future__ import annotations
 
@@ -141,17 +141,6 @@ def sidebar_run_picker():
         _sidebar_upload_logits()
         _sidebar_upload_model()
     return explore.RUNS.get(st.session_state.get(session.RUN_ID), run)
-
-
-def page_header(tab_title: str, title: str, introduction: str):
-    """The top of a study page: its browser tab, the sidebar, its title, the current run and what the page
-    does (markdown). Returns the run."""
-    st.set_page_config(page_title=f"{tab_title} · Rel-U Studio", layout="wide")
-    run = sidebar_run_picker()
-    st.title(title)
-    st.caption(f"Run: {run_label(run)}")
-    st.markdown(introduction)
-    return run
 
 
 def _dataset_infos():
