@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from relu_core import explore, metrics
-from studio import sidebar
+from studio import session, sidebar
 
 START_HEIGHT = 400  # pixels per matrix figure
 
@@ -31,16 +31,18 @@ cm, cm_fig = explore.confusion_figure(
 # compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
-    st.plotly_chart(go.Figure(heat).update_layout(**compact), config={"displayModeBar": False}, key="start_dstar")
+    st.plotly_chart(go.Figure(heat).update_layout(**compact), config={"displayModeBar": False}, key=session.START_DSTAR)
 with right:
-    st.plotly_chart(go.Figure(cm_fig).update_layout(**compact), config={"displayModeBar": False}, key="start_confusion")
+    st.plotly_chart(
+        go.Figure(cm_fig).update_layout(**compact), config={"displayModeBar": False}, key=session.START_CONFUSION
+    )
 with side:
     n, c = run.logits.shape
     errors = int((np.argmax(run.logits, 1) != run.labels).sum())
     st.metric("accuracy", f"{metrics.accuracy(run.logits, run.labels):.2%}")
     st.metric("errors", f"{errors:,} of {n:,}")
     st.metric("in the evaluation split", f"{int((~view.correct[view.eval_idx]).sum()):,} errors")
-    if st.button("Explore this run", type="primary", key="start_explore"):
+    if st.button("Explore this run", type="primary", key=session.START_EXPLORE):
         st.switch_page("pages/1_Explore.py")
 
 st.caption(

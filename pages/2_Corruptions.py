@@ -12,19 +12,16 @@ import numpy as np
 import streamlit as st
 
 from relu_core import corruptions, detectors, explore, figures, protocol, robustness, stats
-from studio import jobbox, runs, sidebar
+from studio import jobbox, page, session
 
-st.set_page_config(page_title="Corruptions · Rel-U Studio", layout="wide")
-run = sidebar.sidebar_run_picker()
-
-st.title("Robustness under corruption")
-st.caption(f"Run: {runs.run_label(run)}")
-st.markdown(
+run = page.page_header(
+    "Corruptions",
+    "Robustness under corruption",
     "The paper's mismatch study: D* and the hyperparameters (T, and λ for Rel-U) are chosen by a "
     "cross-validated grid search on a **clean tuning split only**; the detectors then judge the model's "
     "predictions on **corrupted** copies of the evaluation images (the 19 CIFAR-10-C corruptions of Hendrycks "
     "& Dietterich). Neither the clean nor the corrupted evaluation images take part in the tuning. "
-    f"Positives are correctly classified samples ({protocol.FPR_CONVENTION})."
+    f"Positives are correctly classified samples ({protocol.FPR_CONVENTION}).",
 )
 
 try:
@@ -38,36 +35,28 @@ except robustness.RobustnessError as exc:
 
 N_IMAGES = len(run.labels)
 CRITERION_LABELS = {"fpr95": "FPR at 95 % TPR", "auroc": "AUROC", "aurc": "AURC", "eaurc": "E-AURC"}
-DEFAULTS = {
-    "rob_severity": 5,
-    "rob_tune_fraction": 0.2,
-    "rob_seeds": 3,
-    "rob_subsample": robustness.default_subsample() or 0,
-    "rob_detectors": list(protocol.PAIRED),
-    "rob_corruptions": list(corruptions.CORRUPTIONS),
-    "rob_criterion": "fpr95",
-    "rob_image": 0,
-}
-for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
+session.seed(session.rob_defaults())
 
 # ------------------------------------------------------------------------------------------- controls
 with st.container(border=True):
     c_sev, c_split, c_sub, c_det = st.columns([1.6, 2, 2, 2.4])
     c_sev.select_slider(
-        "severity", options=corruptions.SEVERITIES, key="rob_severity", help="The paper's radar plots use severity 5."
+        "severity",
+        options=corruptions.SEVERITIES,
+        key=session.ROB_SEVERITY,
+        help="The paper's radar plots use severity 5.",
     )
     c_split.select_slider(
         "clean tuning split",
         options=protocol.TUNE_FRACTION_PRESETS,
-        key="rob_tune_fraction",
+        key=session.ROB_TUNE_FRACTION,
         format_func=lambda f: f"{f:.0%}",
     )
-    c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key="rob_seeds")
+    c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key=session.ROB_SEEDS)
     c_sev.selectbox(
         "selection criterion",
         list(protocol.CRITERIA),
-        key="rob_criterion",
+        key=session.ROB_CRITERION,
         format_func=lambda c: CRITERION_LABELS.get(c, c),
         help="What the cross-validated grid search over T and λ on the clean tuning split optimises.",
     )
@@ -75,52 +64,40 @@ with st.container(border=True):
         "images per corruption (0 = all)",
         min_value=0,
         step=100,
-        key="rob_subsample",
+        key=session.ROB_SUBSAMPLE,
         help=f"A seeded subsample keeps CPU runs to minutes; this run has {N_IMAGES:,} images. "
         "The default is all images when a GPU is present.",
     )
-    c_det.multiselect("detectors", list(detectors.protocol_keys()), format_func=detectors.label, key="rob_detectors")
-    st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key="rob_corruptions")
+    c_det.multiselect(
+        "detectors", list(detectors.protocol_keys()), format_func=detectors.label, key=session.ROB_DETECTORS
+    )
+    st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key=session.ROB_CORRUPTIONS)
 
-subsample = int(st.session_state["rob_subsample"]) or None
-settings = (
-    int(st.session_state["rob_severity"]),
-    float(st.session_state["rob_tune_fraction"]),
-    tuple(range(int(st.session_state["rob_seeds"]))),
-    None if subsample is None or subsample >= N_IMAGES else subsample,
-    tuple(st.session_state["rob_detectors"]),
-    tuple(st.session_state["rob_corruptions"]),
-    str(st.session_state["rob_criterion"]),
-)
-severity, tune_fraction, seeds, subsample, keys, names, criterion = settings
-
-ready = len(names) >= 3 and len(keys) >= 1
+subsample = int(st.session_state[session.ROB_SUBSAMPLE]) or None
+options = {  # the arguments of robustness.mismatch_study, and the settings its result is kept for
+    "severity": int(st.session_state[session.ROB_SEVERITY]),
+    "tune_fraction": float(st.session_state[session.ROB_TUNE_FRACTION]),
+    "seeds": tuple(range(int(st.session_state[session.ROB_SEEDS]))),
+    "subsample": None if subsample is None or subsample >= N_IMAGES else subsample,
+    "detector_keys": tuple(st.session_state[session.ROB_DETECTORS]),
+    "corruption_names": tuple(st.session_state[session.ROB_CORRUPTIONS]),
+    "criterion": str(st.session_state[session.ROB_CRITERION]),
+}
+names = options["corruption_names"]
+ready = len(names) >= 3 and len(options["detector_keys"]) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
-result, current = jobbox.study_result(
-    "corruptions",
+result = jobbox.study_run(
+    session.CORRUPTIONS_PAGE,
     run.run_id,
-    settings,
-    st.button("Run the study", key="rob_run", type="primary", disabled=not ready),
-    f"Corruption study: {len(names)} corruptions at severity {severity}, {subsample or N_IMAGES:,} images each",
-    lambda progress, cancel: robustness.mismatch_study(
-        run,
-        severity=severity,
-        corruption_names=names,
-        detector_keys=keys,
-        tune_fraction=tune_fraction,
-        seeds=seeds,
-        subsample=subsample,
-        criterion=criterion,
-        progress=progress,
-        cancel=cancel,
-    ),
+    tuple(options.items()),
+    f"Corruption study: {len(names)} corruptions at severity {options['severity']}, "
+    f"{options['subsample'] or N_IMAGES:,} images each",
+    lambda progress, cancel: robustness.mismatch_study(run, **options, progress=progress, cancel=cancel),
+    ready=ready,
+    hint="Corrupted images and their logits are cached, so later runs are quick.",
 )
-if result is None:
-    st.info("Press **Run the study**. Corrupted images and their logits are cached, so later runs are quick.")
-else:
-    if not current:
-        st.info("The settings changed since this study was run: press **Run the study** to update it.")
+if result is not None:
     n_seeds = len(result.seeds)
     st.caption(
         f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {n_seeds} seed(s) · "
@@ -154,7 +131,7 @@ else:
             title=f"AUROC (higher is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(low, 1.0),
         )
-        st.plotly_chart(fig, config=figures.chart_config("radar_auroc"), key="rob_radar_auroc")
+        st.plotly_chart(fig, config=figures.chart_config("radar_auroc"), key=session.ROB_RADAR_AUROC)
     with right:
         fig = figures.radar_figure(
             axes,
@@ -162,7 +139,7 @@ else:
             title=f"FPR at 95 % TPR (lower is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(0.0, 1.0),
         )
-        st.plotly_chart(fig, config=figures.chart_config("radar_fpr95"), key="rob_radar_fpr")
+        st.plotly_chart(fig, config=figures.chart_config("radar_fpr95"), key=session.ROB_RADAR_FPR)
 
     # ------------------------------------------------------------------ paired statistics
     if not result.paired.empty:
@@ -193,7 +170,7 @@ else:
         title=f"Accuracy per corruption (severity {result.severity}) and clean accuracy (dashed), "
         "same evaluation images",
     )
-    st.plotly_chart(fig, config=figures.chart_config("accuracy_per_corruption"), key="rob_accuracy")
+    st.plotly_chart(fig, config=figures.chart_config("accuracy_per_corruption"), key=session.ROB_ACCURACY)
     st.caption(
         f"Clean accuracy {result.clean_accuracy:.2%}; mean corrupted accuracy {corrupted['mean'].mean():.2%} "
         f"(gap {result.clean_accuracy - corrupted['mean'].mean():.2%})."
@@ -202,23 +179,14 @@ else:
     # ------------------------------------------------------------------ table and downloads
     st.subheader("Mean ± std over seeds, per corruption and detector")
     st.dataframe(result.summary_table(), hide_index=True)
-    d1, d2 = st.columns(2)
-    d1.download_button(
-        "Table (CSV: corruption, severity, detector, metric, mean, std)",
-        result.table.to_csv(index=False),
-        file_name=f"corruptions_severity{result.severity}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key="rob_dl_table",
+    downloads = (
+        ("Table (CSV: corruption, severity, detector, metric, mean, std)", result.table, "", session.ROB_DL_TABLE),
+        ("Per-seed values (CSV)", result.per_seed, "_per_seed", session.ROB_DL_SEEDS),
     )
-    d2.download_button(
-        "Per-seed values (CSV)",
-        result.per_seed.to_csv(index=False),
-        file_name=f"corruptions_severity{result.severity}_per_seed.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key="rob_dl_seeds",
-    )
+    for column, (label, frame, part, key) in zip(st.columns(2), downloads):
+        page.download_button(
+            column, label, frame.to_csv(index=False), f"corruptions_severity{result.severity}{part}.csv", key=key
+        )
     with st.expander("Hyperparameters selected on each clean tuning split"):
         st.dataframe(explore.readable_hyperparameters(result.hyperparameters), hide_index=True)
 
@@ -231,10 +199,10 @@ def gallery(run_id: str, index: int) -> np.ndarray:
 
 
 st.subheader("Gallery: one image under every corruption and severity")
-if not 0 <= st.session_state["rob_image"] < N_IMAGES:  # the run changed to a smaller one
-    st.session_state["rob_image"] = 0
-st.number_input("image index", min_value=0, max_value=N_IMAGES - 1, step=1, key="rob_image")
-index = int(st.session_state["rob_image"])
+if not 0 <= st.session_state[session.ROB_IMAGE] < N_IMAGES:  # the run changed to a smaller one
+    st.session_state[session.ROB_IMAGE] = 0
+st.number_input("image index", min_value=0, max_value=N_IMAGES - 1, step=1, key=session.ROB_IMAGE)
+index = int(st.session_state[session.ROB_IMAGE])
 st.caption(f"Image #{index}, true class {run.class_names[run.labels[index]]}. Columns: clean, then severity 1 to 5.")
 grid = gallery(run.run_id, index)
 clean = explore.thumbnail(run.images[index], size=96)

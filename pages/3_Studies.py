@@ -13,42 +13,27 @@ import streamlit as st
 from relu_core import datasets, figures, protocol
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
-from studio import jobbox, runs, sidebar
+from studio import jobbox, page, session
 
-st.set_page_config(page_title="Studies · Rel-U Studio", layout="wide")
-run = sidebar.sidebar_run_picker()
-
-st.title("The paper's studies")
-st.caption(f"Run: {runs.run_label(run)}")
-st.markdown(
+run = page.page_header(
+    "Studies",
+    "The paper's studies",
     "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
     "(mean ± std) and reports the paired difference Rel-U − Doctor with its 95 % bootstrap interval. "
-    f"Convention: {protocol.FPR_CONVENTION}. Results are cached by their settings."
+    f"Convention: {protocol.FPR_CONVENTION}. Results are cached by their settings.",
 )
 
 has_model = run.model is not None and run.images is not None
-DEFAULTS = {
-    "study_name": "ablation",
-    "study_seeds": 0,
-    "study_fraction": 0.5,
-    "study_bootstrap": 1000,
-    "study_axes": ["lambda", "temperature"],
-    "study_subsample": 0,
-    "study_fractions": list(protocol.TUNE_FRACTION_PRESETS),
-    "study_extra_fractions": "",
-    "study_other": "cifar100-exact",
-    "study_exclude": "",
-}
-# A widget's state is dropped on a run that does not draw it (another study, another page): re-assigned every run
-# from a plain copy, so the choices survive both (the browser showed the slider's first option, 10 %, and a visit
-# to another page reset every option).
-kept: dict = st.session_state.setdefault("study_kept", {})
-for key, value in DEFAULTS.items():
-    st.session_state[key] = st.session_state.get(key, kept.get(key, value))
+defaults = session.study_defaults()
+session.restore(defaults, session.STUDY_KEPT)  # the options survive another study's or another page's run
 AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
 
 name = st.radio(
-    "study", list(STUDIES), format_func=lambda n: STUDIES[n].title.split(":")[0], horizontal=True, key="study_name"
+    "study",
+    list(STUDIES),
+    format_func=lambda n: STUDIES[n].title.split(":")[0],
+    horizontal=True,
+    key=session.STUDY_NAME,
 )
 study = STUDIES[name]
 st.markdown(f"**{study.title}.** {study.description}.")
@@ -60,7 +45,7 @@ def _controls() -> dict:
     with st.container(border=True):
         c1, c2, c3 = st.columns(3)
         seeds = c1.number_input(
-            "seeds (0 = default: 10; the ε axis on a CPU: 3)", min_value=0, max_value=100, step=1, key="study_seeds"
+            "seeds (0 = default: 10; the ε axis on a CPU: 3)", min_value=0, max_value=100, key=session.STUDY_SEEDS
         )
         options["seeds"] = int(seeds) or None
         options["n_resamples"] = int(
@@ -69,32 +54,32 @@ def _controls() -> dict:
                 min_value=0,
                 max_value=10_000,
                 step=100,
-                key="study_bootstrap",
+                key=session.STUDY_BOOTSTRAP,
             )
         )
         if name in ("ablation", "calibration"):
             options["tune_fraction"] = c3.select_slider(
                 "tuning fraction",
                 options=protocol.TUNE_FRACTION_PRESETS,
-                key="study_fraction",
+                key=session.STUDY_FRACTION,
                 format_func=lambda f: f"{f:.0%}",
             )
         if name in ("tuning-split", "mismatch"):
             chosen = c3.multiselect(
                 "tuning fractions",
                 list(protocol.TUNE_FRACTION_PRESETS),
-                key="study_fractions",
+                key=session.STUDY_FRACTIONS,
                 format_func=lambda f: f"{f:.0%}",
             )
             extra = st.text_input(
-                "more tuning fractions (comma-separated, e.g. 0.05, 0.7)", key="study_extra_fractions"
+                "more tuning fractions (comma-separated, e.g. 0.05, 0.7)", key=session.STUDY_EXTRA_FRACTIONS
             )
             options["fractions"] = [*chosen, *(float(p) for p in extra.split(",") if p.strip())]
         if name == "ablation":
             axes = list(ablation.AXES) if has_model else ["lambda", "temperature"]
-            if st.session_state["study_axes"] and not set(st.session_state["study_axes"]) <= set(axes):
-                st.session_state["study_axes"] = [a for a in st.session_state["study_axes"] if a in axes]
-            options["axes"] = st.multiselect("axes", axes, key="study_axes", format_func=AXIS_LABELS.get)
+            if st.session_state[session.STUDY_AXES] and not set(st.session_state[session.STUDY_AXES]) <= set(axes):
+                st.session_state[session.STUDY_AXES] = [a for a in st.session_state[session.STUDY_AXES] if a in axes]
+            options["axes"] = st.multiselect("axes", axes, key=session.STUDY_AXES, format_func=AXIS_LABELS.get)
             if not has_model:
                 st.caption("The ε axis perturbs the inputs: it needs a run with its model and images.")
             if "eps" in options["axes"]:
@@ -102,7 +87,7 @@ def _controls() -> dict:
                     "images for the ε axis (0 = automatic: 1,000 on a CPU, all on a GPU)",
                     min_value=0,
                     step=100,
-                    key="study_subsample",
+                    key=session.STUDY_SUBSAMPLE,
                     help=f"A seeded subsample keeps CPU runs short; this run has {len(run.labels):,}.",
                 )
                 options["subsample"] = int(subsample) or "auto"
@@ -116,19 +101,19 @@ def _controls() -> dict:
             ]
             options["other"] = None
             if fitting:
-                if st.session_state["study_other"] not in fitting:
-                    st.session_state["study_other"] = fitting[0]
+                if st.session_state[session.STUDY_OTHER] not in fitting:
+                    st.session_state[session.STUDY_OTHER] = fitting[0]
                 options["other"] = st.selectbox(
                     "other data set (its images go through this run's model)",
                     fitting,
-                    key="study_other",
+                    key=session.STUDY_OTHER,
                     help="the data sets on this machine whose images "
                     f"have this run's shape ({'x'.join(map(str, shape))})",
                 )
             exclude = st.text_input(
                 "classes of the other set to drop (comma-separated; empty: the paper's 13 for "
                 "CIFAR-100, none otherwise)",
-                key="study_exclude",
+                key=session.STUDY_EXCLUDE,
             )
             if exclude.strip():
                 options["exclude"] = [c.strip() for c in exclude.split(",") if c.strip()]
@@ -137,7 +122,7 @@ def _controls() -> dict:
 
 try:
     options = _controls()
-    kept.update({key: st.session_state[key] for key in DEFAULTS})
+    session.keep(defaults, session.STUDY_KEPT)
 except ValueError as exc:
     jobbox.show_error(ValueError(f"a tuning fraction is not a number: {exc}"))
     st.stop()
@@ -156,19 +141,15 @@ if name == "mismatch" and options["other"] is None:
     )
     st.stop()
 
-result, current = jobbox.study_result(
-    "study",
+result = jobbox.study_run(
+    session.STUDIES_PAGE,
     (run.run_id, name),
     repr(sorted(options.items())),
-    st.button("Run the study", key="study_run", type="primary"),
     f"{study.title.split(':')[0]} study",
     lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
 )
 if result is None:
-    st.info("Press **Run the study**.")
     st.stop()
-if not current:
-    st.info("The options changed since this study was run: press **Run the study** to update it.")
 
 seeds_used = result.settings.get("seeds", [])
 st.caption(
@@ -191,30 +172,28 @@ image_format = st.radio(
     "the camera button of each chart saves",
     ["png", "svg"],
     horizontal=True,
-    key="study_image_format",
+    key=session.STUDY_IMAGE_FORMAT,
     help="Drawn by your browser (no server-side rendering needed).",
 )
 for slug, fig, sentence in study_figures.figures_for(result):
     config = figures.chart_config(f"{name}_{slug}")
     config["toImageButtonOptions"] = {**config["toImageButtonOptions"], "format": image_format}
-    st.plotly_chart(fig, config=config, key=f"study_chart_{slug}")
+    st.plotly_chart(fig, config=config, key=session.item_key(session.STUDY_CHART, slug))
     st.caption(sentence)
     c1, c2 = st.columns(2)
-    c1.download_button(
+    page.download_button(
+        c1,
         "data (CSV)",
         study_figures.figure_csv(fig),
-        file_name=f"{name}_{slug}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key=f"study_dl_csv_{slug}",
+        f"{name}_{slug}.csv",
+        key=session.item_key(session.STUDY_DOWNLOAD, "csv", slug),
     )
-    c2.download_button(
+    page.download_button(
+        c2,
         "interactive figure (HTML)",
         lambda fig=fig, sentence=sentence: study_figures.figure_html(fig, sentence),
-        file_name=f"{name}_{slug}.html",
-        mime="text/html",
-        on_click="ignore",
-        key=f"study_dl_html_{slug}",
+        f"{name}_{slug}.html",
+        key=session.item_key(session.STUDY_DOWNLOAD, "html", slug),
     )
 
 if not result.paired.empty:
@@ -224,13 +203,12 @@ if not result.paired.empty:
 st.subheader("All numbers")
 columns = st.columns(len(result.csv_files()))
 for col, (file_name, text) in zip(columns, result.csv_files().items()):
-    col.download_button(
+    page.download_button(
+        col,
         file_name,
         text,
-        file_name=f"{name}_{file_name}",
-        mime="text/csv",
-        on_click="ignore",
-        key=f"study_dl_{file_name}",
+        f"{name}_{file_name}",
+        key=session.item_key(session.STUDY_DOWNLOAD, file_name),
     )
 st.caption(
     "PNG or SVG: the camera button of each chart (drawn by the browser). Rendering image files on the server "

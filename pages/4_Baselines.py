@@ -11,90 +11,69 @@ from __future__ import annotations
 import streamlit as st
 
 from relu_core import baselines, detectors, explore, figures, protocol
-from studio import jobbox, runs, sidebar
+from studio import jobbox, page, session
 
-st.set_page_config(page_title="Baselines · Rel-U Studio", layout="wide")
-run = sidebar.sidebar_run_picker()
-
-st.title("More baselines")
-st.caption(f"Run: {runs.run_label(run)}")
-st.markdown(
+run = page.page_header(
+    "Baselines",
+    "More baselines",
     "The paper's comparison with other families of detectors (its Table 5 and conformal appendix), on the same "
     "seeded splits as Rel-U and Doctor: an **MLP** trained on the tuning split's soft-predictions to predict "
     "errors (early stopping on a held-out part of the tuning split), **MC-Dropout** (10 passes with dropout 0.2 "
     "before the classifier head; entropy of the softmax of the averaged logits), **Deep Ensembles** (MSP of the "
     "average of several models' logits) and **conformal** prediction sets (APS calibrated on the tuning split; "
     "a prediction is rejected when its set holds more than one label). Rel-U (λ = 0.5) and Doctor at T = 1. "
-    f"Every detector judges the run's own predictions; {protocol.FPR_CONVENTION}."
+    f"Every detector judges the run's own predictions; {protocol.FPR_CONVENTION}.",
 )
 
 available = baselines.available_keys(run)
 usable = [k for k in detectors.REGISTRY if available[k] is None]
-DEFAULTS = {
-    "bl_tune_fraction": 0.2,
-    "bl_seeds": 3,
-    "bl_coverage": baselines.DEFAULT_COVERAGE,
-    "bl_detectors": [k for k in baselines.STUDY_KEYS if k in usable],
-}
-# A widget's state is dropped on a run of another page: re-assigned every run from a plain copy, so the choices
-# survive a visit to another page.
-kept: dict = st.session_state.setdefault("bl_kept", {})
-for key, value in DEFAULTS.items():
-    st.session_state[key] = st.session_state.get(key, kept.get(key, value))
-st.session_state["bl_detectors"] = [k for k in st.session_state["bl_detectors"] if k in usable]
+defaults = session.bl_defaults(usable)
+session.restore(defaults, session.BL_KEPT)  # the settings survive a visit to another page
+st.session_state[session.BL_DETECTORS] = [k for k in st.session_state[session.BL_DETECTORS] if k in usable]
 
 # ------------------------------------------------------------------------------------------- controls
 with st.container(border=True):
     c_split, c_seeds, c_cov = st.columns(3)
     c_split.select_slider(
-        "tuning split", options=protocol.TUNE_FRACTION_PRESETS, key="bl_tune_fraction", format_func=lambda f: f"{f:.0%}"
+        "tuning split",
+        options=protocol.TUNE_FRACTION_PRESETS,
+        key=session.BL_TUNE_FRACTION,
+        format_func=lambda f: f"{f:.0%}",
     )
     c_seeds.number_input(
         "seeds (splits averaged)",
+        help="The paper averages 10 seeds; each seed trains one MLP.",
         min_value=1,
         max_value=10,
         step=1,
-        key="bl_seeds",
-        help="The paper averages 10 seeds; each seed trains one MLP.",
+        key=session.BL_SEEDS,
     )
-    c_cov.slider("conformal coverage (1 − α)", min_value=0.5, max_value=0.99, step=0.01, key="bl_coverage")
-    st.multiselect("detectors", usable, format_func=detectors.label, key="bl_detectors")
-kept.update({key: st.session_state[key] for key in DEFAULTS})
+    c_cov.slider("conformal coverage (1 − α)", min_value=0.5, max_value=0.99, step=0.01, key=session.BL_COVERAGE)
+    st.multiselect("detectors", usable, format_func=detectors.label, key=session.BL_DETECTORS)
+session.keep(defaults, session.BL_KEPT)
 unavailable = {k: reason for k, reason in available.items() if reason is not None and k in baselines.STUDY_KEYS}
 if unavailable:
     st.info("Not available on this run: " + "; ".join(unavailable.values()) + ".")
 
-settings = (
-    float(st.session_state["bl_tune_fraction"]),
-    tuple(range(int(st.session_state["bl_seeds"]))),
-    round(float(st.session_state["bl_coverage"]), 4),
-    tuple(st.session_state["bl_detectors"]),
-)
-tune_fraction, seeds, coverage, keys = settings
-
-if not keys:
+options = {  # the arguments of baselines.baselines_study, and the settings its result is kept for
+    "tune_fraction": float(st.session_state[session.BL_TUNE_FRACTION]),
+    "seeds": tuple(range(int(st.session_state[session.BL_SEEDS]))),
+    "coverage": round(float(st.session_state[session.BL_COVERAGE]), 4),
+    "keys": tuple(st.session_state[session.BL_DETECTORS]),
+}
+if not options["keys"]:
     st.warning("Choose at least one detector.")
-result, current = jobbox.study_result(
-    "baselines",
+result = jobbox.study_run(
+    session.BASELINES_PAGE,
     run.run_id,
-    settings,
-    st.button("Run the study", key="bl_run", type="primary", disabled=not keys),
-    f"Baselines: {len(keys)} detectors, {len(seeds)} seed(s)",
-    lambda progress, cancel: baselines.baselines_study(
-        run,
-        keys=keys,
-        tune_fraction=tune_fraction,
-        seeds=seeds,
-        coverage=coverage,
-        progress=progress,
-        cancel=cancel,
-    ),
+    tuple(options.items()),
+    f"Baselines: {len(options['keys'])} detectors, {len(options['seeds'])} seed(s)",
+    lambda progress, cancel: baselines.baselines_study(run, **options, progress=progress, cancel=cancel),
+    ready=bool(options["keys"]),
+    hint="Model passes are cached, so later runs are quick.",
 )
 if result is None:
-    st.info("Press **Run the study**. Model passes are cached, so later runs are quick.")
     st.stop()
-if not current:
-    st.info("The settings changed since this study was run: press **Run the study** to update it.")
 st.caption(
     f"Tuning split {result.tune_fraction:.0%} · {len(result.seeds)} seed(s) · {result.n_tune:,} tuning / "
     f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}"
@@ -135,13 +114,13 @@ if result.paired:
 roc, rc = baselines.study_figures(result)
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(roc, config=figures.chart_config("baselines_roc"), key="bl_roc")
+    st.plotly_chart(roc, config=figures.chart_config("baselines_roc"), key=session.BL_ROC)
     st.caption(
         "Each curve shows, for one detector, the share of correct predictions accepted (up) against the "
         "share of errors wrongly accepted (right) as its threshold moves; higher and further left is better."
     )
 with right:
-    st.plotly_chart(rc, config=figures.chart_config("baselines_risk_coverage"), key="bl_rc")
+    st.plotly_chart(rc, config=figures.chart_config("baselines_risk_coverage"), key=session.BL_RISK_COVERAGE)
     st.caption(
         "Each curve shows the error rate among the accepted predictions (up) when a detector keeps only its "
         "most confident fraction of the samples (right); lower is better."
@@ -149,37 +128,33 @@ with right:
 
 # ------------------------------------------------------------------------------------------- downloads
 row1, row2 = st.columns(3), st.columns(3)
-row1[0].download_button(
+page.download_button(
+    row1[0],
     "Table (CSV)",
     table.to_csv(index=False),
-    file_name="baselines.csv",
-    mime="text/csv",
-    on_click="ignore",
-    key="bl_dl_table",
+    "baselines.csv",
+    key=session.BL_DL_TABLE,
 )
-row1[1].download_button(
+page.download_button(
+    row1[1],
     "Per-seed values (CSV)",
     result.per_seed.to_csv(index=False),
-    file_name="baselines_per_seed.csv",
-    mime="text/csv",
-    on_click="ignore",
-    key="bl_dl_seeds",
+    "baselines_per_seed.csv",
+    key=session.BL_DL_SEEDS,
 )
 for column, (name, fig) in zip(row2, (("roc", roc), ("risk_coverage", rc))):
-    column.download_button(
+    page.download_button(
+        column,
         f"{fig.layout.title.text.split(' (')[0].split(',')[0]} (HTML)",
         fig.to_html(include_plotlyjs="cdn"),
-        file_name=f"baselines_{name}.html",
-        mime="text/html",
-        on_click="ignore",
-        key=f"bl_dl_{name}_html",
+        f"baselines_{name}.html",
+        key=session.item_key(session.BL_DOWNLOAD, name, "html"),
     )
-    column.download_button(
+    page.download_button(
+        column,
         f"{fig.layout.title.text.split(' (')[0].split(',')[0]} data (CSV)",
         figures.figure_csv(fig),
-        file_name=f"baselines_{name}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key=f"bl_dl_{name}_csv",
+        f"baselines_{name}.csv",
+        key=session.item_key(session.BL_DOWNLOAD, name, "csv"),
     )
 st.caption("The HTML figures load plotly.js from its CDN when opened; the camera button on each chart saves a PNG.")

@@ -51,6 +51,14 @@ def array_digest(*arrays: np.ndarray) -> str:
     return digest.hexdigest()
 
 
+def bytes_digest(*chunks: bytes) -> str:
+    """SHA-256 hex digest of bytes held in memory (an upload), the chunks read one after the other."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
 def file_digest(path: Path) -> str:
     """SHA-256 hex digest of a file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256()

@@ -269,9 +269,10 @@ def small_cnn(
 
 def logits_for(
     model_name: str,
-    weights: str | Path | None,
+    weights: str | Path | bytes | None,
     dataset_spec: str | datasets.ImageSet,
     *,
+    weights_name: str = "model.pt",
     device: str = "auto",
     batch_size: int | None = None,
     precision: str = "auto",
@@ -282,7 +283,8 @@ def logits_for(
 ) -> Run:
     """The :class:`Run` of model ``model_name`` on the test split of ``dataset_spec``, logits cached by content.
 
-    ``weights``: a checkpoint file (state dict for ``model_name`` or TorchScript); None uses the shared
+    ``weights``: a checkpoint file (state dict for ``model_name`` or TorchScript), or its bytes (an upload, read
+    without a file) named ``weights_name`` (its suffix tells safetensors from ``torch.save``); None uses the shared
     pretrained weights of ``model_name`` or, for a small CNN, one trained on the data set's training split
     (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). The cache key is (weights hash, data set fingerprint, mean, std, input size,
     precision), so the same model on the same pixels is computed once whatever the file or set is called.
@@ -297,7 +299,10 @@ def logits_for(
     )
     n_classes = len(data.class_names)
     limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
-    if weights is not None:
+    if isinstance(weights, bytes):
+        model = models.load_model_bytes(weights, weights_name, arch=model_name, num_classes=n_classes)
+        source = f"{model_name} ({weights_name}) on {data.name}"
+    elif weights is not None:
         model = models.load_model_file(weights, arch=model_name, num_classes=n_classes)
         source = f"{model_name} ({Path(weights).name}) on {data.name}"
     elif (pretrained := models.pretrained_weights(model_name)) is not None:

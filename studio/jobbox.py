@@ -49,7 +49,7 @@ def wait_for(job: jobs.Job) -> bool:
         with box.container(border=True):
             st.markdown(f"**{job.label}** on {explore.device_name()}")
             bar = st.progress(job.fraction, text=job.message)
-            st.button("Cancel", key=f"cancel_{job.key}", on_click=_cancel_from_box, args=(job,))
+            st.button("Cancel", key=session.item_key(session.CANCEL, job.key), on_click=_cancel_from_box, args=(job,))
             st.caption(
                 "Runs in the background: it goes on if you leave this page, and the jobs panel in the "
                 "sidebar follows it."
@@ -112,7 +112,7 @@ def _running_jobs_panel() -> None:
         st.rerun()  # one of this session's jobs ended: the whole page picks up its run
     for job in running:
         st.progress(job.fraction, text=f"{job.label}: {job.message}")
-        st.button("Cancel", key=f"cancel_panel_{job.key}", on_click=job.cancel)
+        st.button("Cancel", key=session.item_key(session.CANCEL_PANEL, job.key), on_click=job.cancel)
 
 
 def jobs_panel() -> None:
@@ -189,6 +189,28 @@ def study_result(page: str, scope, settings, pressed: bool, label: str, work: Ca
     if shown is None or (scope, shown) not in results:
         return None, False
     return results[(scope, shown)], shown == settings
+
+
+def study_run(
+    page: str,
+    scope,
+    settings,
+    label: str,
+    work: Callable[[Callable, Callable], object],
+    *,
+    ready: bool = True,
+    hint: str = "",
+):
+    """A study page's **Run the study** button (disabled unless ``ready``) and the result to show
+    (:func:`study_result`), or None before the first run, with a line asking to press the button (then ``hint``);
+    a result computed with other settings is shown with a line saying so."""
+    pressed = st.button("Run the study", key=session.run_button_key(page), type="primary", disabled=not ready)
+    result, current = study_result(page, scope, settings, pressed, label, work)
+    if result is None:
+        st.info(f"Press **Run the study**. {hint}".rstrip())
+    elif not current:
+        st.info("The settings changed since this study was run: press **Run the study** to update it.")
+    return result
 
 
 def eps_job(

@@ -1,17 +1,21 @@
-"""Every session-state key the shared glue uses, declared in one place.
+"""Every session-state key of the dashboard, declared in one place, with the defaults the pages start from.
 
 Widget keys are session-state keys too. Each page prefixes its own (widgets, defaults, results) so that two
 pages never share a key by accident: Start ``start_``, Corruptions ``rob_``, Studies ``study_``, Baselines
-``bl_``, the sidebar ``pick_`` / ``upload_`` / ``compute_`` / ``load_``; Explore's settings keep the short
-names below, which its URL parameters set. The keys here are the ones several modules (or a page and the
-glue) read and write.
+``bl_``; the sidebar ``pick_`` (a registered data set + model) and ``upload_`` (uploads), the job boxes
+``cancel_``. Explore's settings keep the short names its URL parameters set. A key made per item (a chart,
+a job) is a prefix declared here joined to the item (:func:`item_key`). The pages and the glue name keys only
+through this module (``tests/test_session_keys.py``).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection, Iterable, Mapping
 
 import streamlit as st
+
+from relu_core import baselines, corruptions, protocol, robustness
 
 # ---- runs (studio.runs, studio.sidebar)
 #: The current run's id.
@@ -20,6 +24,19 @@ RUN_ID = "run_id"
 RUN_IDS = "run_ids"
 #: The sidebar's run picker (follows ``RUN_ID``).
 RUN_PICKER = "run_picker"
+
+# ---- sidebar (studio.sidebar): a registered data set + model, uploads
+PICK_DATASET = "pick_dataset"
+PICK_MODEL = "pick_model"
+PICK_COMPUTE = "pick_compute"
+PICK_DOWNLOAD = "pick_download"
+UPLOAD_LOGITS = "upload_logits"
+UPLOAD_LOGITS_LOAD = "upload_logits_load"
+UPLOAD_MODEL = "upload_model"
+UPLOAD_ARCH = "upload_arch"
+UPLOAD_DATA = "upload_data"
+UPLOAD_REGISTERED = "upload_registered"
+UPLOAD_COMPUTE = "upload_compute"
 
 # ---- jobs (studio.jobbox)
 #: This session's background jobs whose run is still to be adopted: job key -> make it current.
@@ -30,6 +47,160 @@ JOB_MESSAGES = "job_messages"
 CANCELLED_HERE = "cancelled_here"
 #: A random id of this session (groups its ε passes so that a new one cancels the previous ones).
 SESSION_ID = "_session_key"
+#: Prefixes of the Cancel buttons of a job (:func:`item_key` with the job's key): in its progress box, in the
+#: sidebar's jobs panel.
+CANCEL, CANCEL_PANEL = "cancel", "cancel_panel"
+
+
+def results_key(page: str) -> str:
+    """A study page's results (``jobbox.study_result``), least recently used dropped; ``page`` is its prefix."""
+    return f"{page}_results"
+
+
+def last_key(page: str) -> str:
+    """A study page's last settings per scope (``jobbox.study_result``); ``page`` is its prefix."""
+    return f"{page}_last"
+
+
+def run_button_key(page: str) -> str:
+    """A study page's Run button (``jobbox.study_run``); ``page`` is its prefix."""
+    return f"{page}_run"
+
+
+def item_key(prefix: str, *parts: str) -> str:
+    """The key of one of several widgets of a kind (a job's Cancel button, a chart): ``prefix_part_...``."""
+    return "_".join((prefix, *parts))
+
+
+def session_id() -> str:
+    """This session's random id (made on first use)."""
+    return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
+
+
+# ---- defaults: seeded before a page draws its widgets
+def seed(defaults: Mapping[str, object]) -> None:
+    """Give each key its default unless this session holds a value for it."""
+    for key, value in defaults.items():
+        st.session_state.setdefault(key, value)
+
+
+def restore(defaults: Mapping[str, object], kept_key: str) -> None:
+    """Give each key the value :func:`keep` saved, else its default, unless this session holds a value for it.
+
+    Streamlit drops a widget's state on a run that does not draw it (another page, another study): re-assigned
+    every run from a plain copy, the choices survive both (without it the browser showed a slider's first
+    option, and a visit to another page reset every option)."""
+    kept = st.session_state.setdefault(kept_key, {})
+    for key, value in defaults.items():
+        st.session_state[key] = st.session_state.get(key, kept.get(key, value))
+
+
+def keep(keys: Iterable[str], kept_key: str) -> None:
+    """Save the widgets' values in the plain copy that :func:`restore` reads."""
+    st.session_state.setdefault(kept_key, {}).update({key: st.session_state[key] for key in keys})
+
+
+# ---- Start (Start.py)
+START_DSTAR = "start_dstar"
+START_CONFUSION = "start_confusion"
+START_EXPLORE = "start_explore"
+
+# ---- Corruptions (pages/2_Corruptions.py)
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
+CORRUPTIONS_PAGE = "rob"
+ROB_SEVERITY = "rob_severity"
+ROB_TUNE_FRACTION = "rob_tune_fraction"
+ROB_SEEDS = "rob_seeds"
+ROB_SUBSAMPLE = "rob_subsample"
+ROB_DETECTORS = "rob_detectors"
+ROB_CORRUPTIONS = "rob_corruptions"
+ROB_CRITERION = "rob_criterion"
+ROB_IMAGE = "rob_image"
+ROB_RADAR_AUROC = "rob_radar_auroc"
+ROB_RADAR_FPR = "rob_radar_fpr"
+ROB_ACCURACY = "rob_accuracy"
+ROB_DL_TABLE = "rob_dl_table"
+ROB_DL_SEEDS = "rob_dl_seeds"
+
+
+def rob_defaults() -> dict[str, object]:
+    """The Corruptions page's settings until changed: severity 5 as in the paper's radar plots, a subsample of
+    the images per corruption on a CPU and every image on a GPU."""
+    return {
+        ROB_SEVERITY: 5,
+        ROB_TUNE_FRACTION: 0.2,
+        ROB_SEEDS: 3,
+        ROB_SUBSAMPLE: robustness.default_subsample() or 0,
+        ROB_DETECTORS: list(protocol.PAIRED),
+        ROB_CORRUPTIONS: list(corruptions.CORRUPTIONS),
+        ROB_CRITERION: "fpr95",
+        ROB_IMAGE: 0,
+    }
+
+
+# ---- Studies (pages/3_Studies.py)
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
+STUDIES_PAGE = "study"
+STUDY_NAME = "study_name"
+STUDY_SEEDS = "study_seeds"
+STUDY_FRACTION = "study_fraction"
+STUDY_BOOTSTRAP = "study_bootstrap"
+STUDY_AXES = "study_axes"
+STUDY_SUBSAMPLE = "study_subsample"
+STUDY_FRACTIONS = "study_fractions"
+STUDY_EXTRA_FRACTIONS = "study_extra_fractions"
+STUDY_OTHER = "study_other"
+STUDY_EXCLUDE = "study_exclude"
+#: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
+STUDY_KEPT = "study_kept"
+STUDY_IMAGE_FORMAT = "study_image_format"
+#: Prefixes (:func:`item_key`) of a chart (with its slug) and of a download button (``csv`` or ``html`` and the
+#: chart's slug, or a CSV file's name).
+STUDY_CHART, STUDY_DOWNLOAD = "study_chart", "study_dl"
+
+
+def study_defaults() -> dict[str, object]:
+    """The Studies page's options until changed."""
+    return {
+        STUDY_NAME: "ablation",
+        STUDY_SEEDS: 0,
+        STUDY_FRACTION: 0.5,
+        STUDY_BOOTSTRAP: 1000,
+        STUDY_AXES: ["lambda", "temperature"],
+        STUDY_SUBSAMPLE: 0,
+        STUDY_FRACTIONS: list(protocol.TUNE_FRACTION_PRESETS),
+        STUDY_EXTRA_FRACTIONS: "",
+        STUDY_OTHER: "cifar100-exact",
+        STUDY_EXCLUDE: "",
+    }
+
+
+# ---- Baselines (pages/4_Baselines.py)
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
+BASELINES_PAGE = "bl"
+BL_TUNE_FRACTION = "bl_tune_fraction"
+BL_SEEDS = "bl_seeds"
+BL_COVERAGE = "bl_coverage"
+BL_DETECTORS = "bl_detectors"
+#: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
+BL_KEPT = "bl_kept"
+BL_ROC = "bl_roc"
+BL_RISK_COVERAGE = "bl_rc"
+BL_DL_TABLE = "bl_dl_table"
+BL_DL_SEEDS = "bl_dl_seeds"
+#: The prefix (:func:`item_key`) of a figure's download button (with the figure's name and ``html`` or ``csv``).
+BL_DOWNLOAD = "bl_dl"
+
+
+def bl_defaults(usable: Collection[str]) -> dict[str, object]:
+    """The Baselines page's settings until changed; the detectors are the study's that the run can score."""
+    return {
+        BL_TUNE_FRACTION: 0.2,
+        BL_SEEDS: 3,
+        BL_COVERAGE: baselines.DEFAULT_COVERAGE,
+        BL_DETECTORS: [k for k in baselines.STUDY_KEYS if k in usable],
+    }
+
 
 # ---- URL query parameters (studio.query); Explore's widgets are seeded from them
 QUERY_PARAMS_READ = "_query_params_read"
@@ -38,17 +209,4 @@ QUERY_RUN_NOTICE = "_query_run_notice"
 #: Explore's widgets that the URL sets (``lam``, ``T``, ``eps``, ``tune``, ``seed``).
 LAM, LAM_AUTO, TEMPERATURE, EPS, TUNE_FRACTION, SEED = "lam", "lam_auto", "temperature", "eps", "tune_fraction", "seed"
 
-
-def results_key(page: str) -> str:
-    """A study page's results (``jobbox.study_result``), least recently used dropped."""
-    return f"{page}_results"
-
-
-def last_key(page: str) -> str:
-    """A study page's last settings per scope (``jobbox.study_result``)."""
-    return f"{page}_last"
-
-
-def session_id() -> str:
-    """This session's random id (made on first use)."""
-    return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
+# ---- Explore (pages/1_Explore.py)

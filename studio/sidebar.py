@@ -4,14 +4,12 @@ their bytes (:func:`load_upload`) by background jobs."""
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
 
-from relu_core import explore, jobs, limits, models
+from relu_core import cache, explore, jobs, limits, models
 from relu_core.errors import InputError
 from studio import session
 from studio.jobbox import jobs_panel, show_error, start_job, wait_for
@@ -109,11 +107,17 @@ def load_upload(
         images = dataset_spec
     else:
         raise InputError("choose a data set for the model: upload one or pick a registered one")
-    # the checkpoint loaders read a file (TorchScript or a state dict, told apart by its content and suffix)
-    with tempfile.TemporaryDirectory(prefix="relu_upload_") as tmp:
-        model_path = Path(tmp) / f"model{Path(model_filename or 'model.pt').suffix.lower() or '.pt'}"
-        model_path.write_bytes(model_data)
-        return runs.logits_for(arch, model_path, images, progress=progress, cancel=cancel)
+    # the checkpoint is read from its bytes too: TorchScript or a state dict, told apart by its content and by
+    # the suffix of its name (none: a torch.save file)
+    name = model_filename or "model.pt"
+    return runs.logits_for(
+        arch,
+        model_data,
+        images,
+        weights_name=name if Path(name).suffix else f"{name}.pt",
+        progress=progress,
+        cancel=cancel,
+    )
 
 
 def sidebar_run_picker():
@@ -177,19 +181,19 @@ def _sidebar_registered() -> None:
             return
         by_name = {info.name: info for info in infos}
         name = st.selectbox(
-            "Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]), key="pick_dataset"
+            "Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]), key=session.PICK_DATASET
         )
         info = by_name[name]
         choices = models.fitting_models(name)
         model_name = st.selectbox(
             "Model",
             choices,
-            key="pick_model",
+            key=session.PICK_MODEL,
             help="CIFAR ResNets appear when their pretrained weights are found; small CNNs "
             "are trained on demand and cached.",
         )
         if info.available:
-            if st.button("Compute logits", key="compute_registered", disabled=not choices):
+            if st.button("Compute logits", key=session.PICK_COMPUTE, disabled=not choices):
                 start_job(
                     f"logits:{model_name}:{name}",
                     f"Logits of {model_name} on {name}",
@@ -198,7 +202,7 @@ def _sidebar_registered() -> None:
                 st.rerun()
         else:
             st.caption(f"{name} is not in the data directories. Downloading needs internet access.")
-            if st.button(f"Download {name} and compute", key="download_registered", disabled=not choices):
+            if st.button(f"Download {name} and compute", key=session.PICK_DOWNLOAD, disabled=not choices):
                 start_job(
                     f"logits:{model_name}:{name}:download",
                     f"Downloading {name}, logits of {model_name}",
@@ -213,11 +217,11 @@ def _sidebar_upload_logits() -> None:
             "npz with `logits` and `labels` (optional `class_names`), or csv / parquet with one column "
             "per class and a `label` column."
         )
-        upload = st.file_uploader("Logits file", type=["npz", "csv", "parquet"], key="upload_logits")
-        if upload is not None and st.button("Load logits", key="load_logits"):
+        upload = st.file_uploader("Logits file", type=["npz", "csv", "parquet"], key=session.UPLOAD_LOGITS)
+        if upload is not None and st.button("Load logits", key=session.UPLOAD_LOGITS_LOAD):
             data, name = upload.getvalue(), upload.name  # a background job: it goes on when the page is left
             start_job(
-                f"upload-logits:{hashlib.sha256(data).hexdigest()[:16]}:{name}",
+                f"upload-logits:{cache.bytes_digest(data)[:16]}:{name}",
                 f"Loading {name}",
                 lambda progress, cancel: load_upload("logits", data, name),
             )
@@ -227,17 +231,19 @@ def _sidebar_upload_logits() -> None:
 def _sidebar_upload_model() -> None:
     with st.expander("Upload model + data set"):
         model_file = st.file_uploader(
-            "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key="upload_model"
+            "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key=session.UPLOAD_MODEL
         )
         arch = st.selectbox(
-            "Architecture (for state dicts; gives the input normalisation)", list(models.MODELS), key="upload_arch"
+            "Architecture (for state dicts; gives the input normalisation)",
+            list(models.MODELS),
+            key=session.UPLOAD_ARCH,
         )
         data_file = st.file_uploader(
-            "Data set (image-folder zip or npz with x, y)", type=["zip", "npz"], key="upload_data"
+            "Data set (image-folder zip or npz with x, y)", type=["zip", "npz"], key=session.UPLOAD_DATA
         )
         infos = [info.name for info in _dataset_infos() if info.available]
-        registered = st.selectbox("…or a registered data set", ["(uploaded)", *infos], key="upload_registered")
-        if model_file is not None and st.button("Compute logits", key="compute_upload"):
+        registered = st.selectbox("…or a registered data set", ["(uploaded)", *infos], key=session.UPLOAD_REGISTERED)
+        if model_file is not None and st.button("Compute logits", key=session.UPLOAD_COMPUTE):
 
             def job(progress, cancel):
                 return load_upload(
@@ -252,6 +258,6 @@ def _sidebar_upload_model() -> None:
                     cancel=cancel,
                 )
 
-            digest = hashlib.sha256(model_file.getvalue() + (data_file.getvalue() if data_file else b"")).hexdigest()
+            digest = cache.bytes_digest(model_file.getvalue(), data_file.getvalue() if data_file else b"")
             start_job(f"upload:{digest[:16]}:{arch}:{registered}", f"Logits of {model_file.name}", job)
             st.rerun()

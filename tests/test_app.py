@@ -232,7 +232,7 @@ def test_url_parameters_set_the_view():
 
 def _upload_logits(at: AppTest, name: str, content: bytes) -> AppTest:
     at.file_uploader(key="upload_logits").upload(name, content).run()
-    at.button(key="load_logits").click().run()
+    at.button(key="upload_logits_load").click().run()
     if at.session_state["pending_jobs"]:  # a background job: still running, its outcome comes on the next run
         _settle(at)
     return at
@@ -291,7 +291,7 @@ def test_non_checkpoint_model_upload_shows_an_error(start):
     start.file_uploader(key="upload_model").upload("model.pt", b"this is not a checkpoint").run()
     start.selectbox(key="upload_arch").set_value("cnn8")
     start.selectbox(key="upload_registered").set_value("digits").run()
-    start.button(key="compute_upload").click().run()
+    start.button(key="upload_compute").click().run()
     _settle(start)  # the upload runs as a background job; its failure is reported once, in the sidebar
     _no_exceptions(start)
     assert len(start.error) == 1 and "model.pt" in start.error[0].value
@@ -349,7 +349,7 @@ def test_logits_upload_is_a_background_job_that_survives_a_page_change(start, mo
     expected = runs.load_logits_upload(data, "late.npz").run_id
     before = start.session_state["run_id"]
     start.file_uploader(key="upload_logits").upload("late.npz", data).run()
-    start.button(key="load_logits").click().run()
+    start.button(key="upload_logits_load").click().run()
     _no_exceptions(start)
     assert "Jobs" in [h.value for h in start.sidebar.subheader]  # in the jobs panel, with its progress
     assert any(p.proto.text.startswith("Loading late.npz") for p in start.sidebar.get("progress"))
@@ -418,7 +418,7 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
     start.selectbox(key="pick_dataset").set_value("cifar10-exact").run()
     assert "resnet20" in start.selectbox(key="pick_model").options
     start.selectbox(key="pick_model").set_value("resnet20").run()
-    start.button(key="compute_registered").click().run()
+    start.button(key="pick_compute").click().run()
     _settle(start)
     _no_exceptions(start)
     assert not start.error, [e.value for e in start.error]

@@ -190,6 +190,13 @@ def test_key_digest_is_order_independent_and_discriminating():
     assert cache.key_digest({"a": 1, "eps": 0.001}) != cache.key_digest({"a": 1, "eps": 0.002})
 
 
+def test_bytes_digest_is_the_sha256_of_the_chunks_joined(tmp_path):
+    (tmp_path / "upload.bin").write_bytes(b"weights and data")
+    expected = cache.file_digest(tmp_path / "upload.bin")
+    assert cache.bytes_digest(b"weights", b" and data") == cache.bytes_digest(b"weights and data") == expected
+    assert cache.bytes_digest(b"weights", b" and data!") != expected
+
+
 # --------------------------------------------------------------------------- logits_for on real data
 
 

@@ -1,9 +1,13 @@
-"""Model zoo: strict loading and accuracy of the real pretrained ResNets, builders, checkpoints, hashing."""
+"""Model zoo: strict loading and accuracy of the real pretrained ResNets, builders, checkpoints, hub, hashing."""
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
+import sys
+import types
+import urllib.error
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +18,12 @@ from safetensors.torch import save_file
 from relu_core import models
 from relu_core.errors import InputError
 from relu_core.models import (
+    HUB_MODELS,
     MODELS,
     CheckpointError,
     build_model,
+    load_hub_model,
+    load_model_bytes,
     load_model_file,
     load_state_dict_file,
     pretrained_weights,
@@ -113,6 +120,7 @@ def test_paper_variants_have_the_authors_layout() -> None:
     assert densenet["features.conv0.weight"].shape == (24, 3, 3, 3)
     assert not any(k.startswith("features.norm0.") for k in densenet)
     assert densenet["classifier.weight"].shape == (100, 384)
+    assert {h.arch for h in HUB_MODELS.values()} <= set(MODELS)
 
 
 def test_build_model_rejects_bad_arguments() -> None:
@@ -257,6 +265,80 @@ def test_state_dict_file_infers_class_count(tmp_path: Path) -> None:
         load_model_file(path, arch="cnn8")
 
 
+def test_checkpoints_load_from_bytes_and_file_objects_as_from_files(tmp_path: Path) -> None:
+    source = _perturbed(build_model("resnet20", num_classes=100))
+    torch.save({"state_dict": source.state_dict()}, tmp_path / "r20.pth")
+    save_file(source.state_dict(), str(tmp_path / "r20.safetensors"))
+    torch.jit.save(torch.jit.script(source.eval()), str(tmp_path / "r20_scripted.pt"))
+    for name in ("r20.pth", "r20.safetensors", "r20_scripted.pt"):
+        data = (tmp_path / name).read_bytes()
+        from_file = weights_hash(load_model_file(tmp_path / name, arch="resnet20"))
+        for upload in (data, io.BytesIO(data)):
+            model = load_model_bytes(upload, name, arch="resnet20")
+            assert weights_hash(model) == from_file and not model.training
+        if name != "r20_scripted.pt":  # a scripted model is hashed as its archive
+            assert from_file == weights_hash(source)
+    data = (tmp_path / "r20.pth").read_bytes()
+    with pytest.raises(CheckpointError, match="r20.pth holds a state dict, not a TorchScript model"):
+        load_model_bytes(data, "r20.pth")
+    with pytest.raises(CheckpointError, match="unsupported checkpoint type '.onnx'"):
+        load_model_bytes(data, "r20.onnx", arch="resnet20")
+    with pytest.raises(CheckpointError, match="upload.pt is not a valid PyTorch checkpoint"):
+        load_model_bytes(b"these are not weights\n", "upload.pt", arch="resnet20")
+
+
+def test_hostile_pickle_in_memory_is_refused_without_running(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    buffer = io.BytesIO()
+    torch.save({"state_dict": _Payload(marker)}, buffer)
+    for data in (buffer.getvalue(), pickle.dumps({"state_dict": _Payload(marker)})):
+        with pytest.raises(CheckpointError, match="hostile.pt is not a valid PyTorch checkpoint: ") as info:
+            load_model_bytes(data, "hostile.pt", arch="cnn8")
+        assert "weights_only" not in str(info.value)
+    assert not marker.exists()
+
+
+# ------------------------------------------------------------------------------------------------ hub
+
+
+def test_hub_offline_is_a_clear_input_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RELU_STUDIO_CACHE", str(tmp_path))
+
+    def offline(url: str, dst: str, **kwargs: object) -> None:
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", offline)
+    with pytest.raises(InputError, match="could not download edadaltocg/resnet34_cifar10 .*internet"):
+        load_hub_model("edadaltocg/resnet34_cifar10")
+
+
+def test_hub_model_from_cache_loads_with_the_authors_architecture(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RELU_STUDIO_CACHE", str(tmp_path))
+    source = _perturbed(build_model("densenet121_cifar", num_classes=100))
+    (tmp_path / "hub").mkdir()
+    torch.save(source.state_dict(), tmp_path / "hub" / "edadaltocg--densenet121_cifar100.pth")
+    monkeypatch.setattr(torch.hub, "download_url_to_file", pytest.fail)  # cached: nothing is downloaded
+    model = load_hub_model("edadaltocg/densenet121_cifar100")
+    assert weights_hash(model) == weights_hash(source) and not model.training
+
+
+def test_other_hub_models_need_timm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "timm", None)  # import timm -> ImportError
+    with pytest.raises(InputError, match="install timm"):
+        load_hub_model("someone/some_model")
+    fake_timm = types.ModuleType("timm")
+
+    def create_model(name: str, pretrained: bool) -> torch.nn.Module:
+        raise OSError("We couldn't connect to 'https://huggingface.co'")
+
+    fake_timm.create_model = create_model
+    monkeypatch.setitem(sys.modules, "timm", fake_timm)
+    with pytest.raises(InputError, match="could not load someone/some_model through timm .*offline"):
+        load_hub_model("someone/some_model")
+
+
 # ------------------------------------------------------------------------------------------------ hashing
 
 
@@ -315,6 +397,11 @@ def test_normalization_travels_with_the_spec_and_matches_torchvision_arithmetic(
     assert out.dtype == torch.float32 and out.shape == (3, spec.in_channels, 5, 4)
     assert out.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_hub_models_carry_their_normalization() -> None:
+    entry = HUB_MODELS["edadaltocg/resnet18_cifar100"]
+    assert entry.normalization == models.Normalization((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761))
 
 
 def test_fitting_models_match_the_data_sets_shapes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -4,10 +4,10 @@ and checkpoints loaded separately and safely.
 - :mod:`~relu_core.models.resnet_cifar`, :mod:`~relu_core.models.paper_cifar`, :mod:`~relu_core.models.small_cnn`:
   the architectures;
 - :mod:`~relu_core.models.normalization`: the input normalisation that travels with the weights;
-- :mod:`~relu_core.models.registry`: ``MODELS`` (name -> :class:`ModelSpec`), pretrained weights on this
-  machine, and which models fit which registered data set;
+- :mod:`~relu_core.models.registry`: ``MODELS`` (name -> :class:`ModelSpec`), ``HUB_MODELS``, pretrained weights on
+  this machine, and which models fit which registered data set;
 - :mod:`~relu_core.models.checkpoints`: state dicts (``torch.load(..., weights_only=True)`` or safetensors only),
-  TorchScript, and :func:`weights_hash`.
+  TorchScript, from a file or from bytes (an upload), the Hub, and :func:`weights_hash`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from relu_core.models.checkpoints import (
     CHECKPOINT_SUFFIXES,
     CheckpointError,
     check_finite,
+    load_hub_model,
+    load_model_bytes,
     load_model_file,
     load_state_dict_file,
     weights_hash,
@@ -28,7 +30,9 @@ from relu_core.models.paper_cifar import (
 )
 from relu_core.models.registry import (
     DATASET_MODELS,
+    HUB_MODELS,
     MODELS,
+    HubModel,
     ModelSpec,
     build_model,
     fitting_models,
@@ -48,9 +52,11 @@ from relu_core.models.small_cnn import SmallCNN, cnn8, cnn28, cnn32
 __all__ = [
     "CHECKPOINT_SUFFIXES",
     "DATASET_MODELS",
+    "HUB_MODELS",
     "MODELS",
     "CheckpointError",
     "CifarResNet",
+    "HubModel",
     "ModelSpec",
     "Normalization",
     "SmallCNN",
@@ -62,6 +68,8 @@ __all__ = [
     "densenet121_cifar",
     "fitting_models",
     "get_spec",
+    "load_hub_model",
+    "load_model_bytes",
     "load_model_file",
     "load_state_dict_file",
     "pretrained_weights",

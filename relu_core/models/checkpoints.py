@@ -1,5 +1,8 @@
 """Checkpoint loading: state dicts (``torch.load(..., weights_only=True)`` or safetensors only, never full
-unpickling), TorchScript archives, and the content hash of weights."""
+unpickling), TorchScript archives, the Rel-U authors' Hub checkpoints, and the content hash of weights.
+
+Checkpoints are read from memory: an upload's bytes go straight in (:func:`load_model_bytes`), and a file is
+read into bytes first (:func:`load_model_file`, :func:`load_state_dict_file`), so both take one path."""
 
 from __future__ import annotations
 
@@ -9,12 +12,15 @@ import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from torch import nn
 
+from relu_core import paths
 from relu_core.errors import InputError, one_line
 from relu_core.models.registry import (
+    HUB_MODELS,
     MODELS,
     ModelSpec,
     build_model,
@@ -51,44 +57,58 @@ def _unwrap(obj: object) -> object:
     return obj
 
 
-def _read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """The tensors of a state-dict file, on CPU, wrappers and ``module.`` prefixes removed."""
-    path = Path(path)
-    suffix = path.suffix.lower()
+def _checked_suffix(name: str) -> str:
+    """The checkpoint type that ``name``'s suffix gives (lower case); CheckpointError for any other."""
+    suffix = Path(name).suffix.lower()
     if suffix not in CHECKPOINT_SUFFIXES:
         raise CheckpointError(
-            f"{path.name}: unsupported checkpoint type {suffix or '(no extension)'!r}; "
+            f"{name}: unsupported checkpoint type {suffix or '(no extension)'!r}; "
             f"use one of {', '.join(CHECKPOINT_SUFFIXES)}"
         )
+    return suffix
+
+
+def _file_bytes(path: Path) -> bytes:
+    """The bytes of a checkpoint file (the loaders read checkpoints from memory, uploads and files alike)."""
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
-    if suffix == ".safetensors":
-        from safetensors.torch import load_file
+    return path.read_bytes()
+
+
+def _content(source: bytes | BinaryIO) -> bytes:
+    """A checkpoint's bytes, given as such or as a binary file object (read from where it stands)."""
+    return source if isinstance(source, bytes) else source.read()
+
+
+def _read_state_dict(data: bytes, name: str) -> dict[str, torch.Tensor]:
+    """The tensors of the state-dict checkpoint ``name`` held in ``data``, on CPU, wrappers and ``module.``
+    prefixes removed (the suffix of ``name`` tells a safetensors file from a ``torch.save`` one)."""
+    if _checked_suffix(name) == ".safetensors":
+        from safetensors.torch import load
 
         try:
-            obj: object = load_file(str(path), device="cpu")
+            obj: object = load(data)
         except Exception as exc:  # safetensors raises its own error types for every malformed header
-            raise CheckpointError(f"{path.name} is not a valid safetensors checkpoint: {one_line(exc)}") from None
-    elif _is_torchscript(path):
+            raise CheckpointError(f"{name} is not a valid safetensors checkpoint: {one_line(exc)}") from None
+    elif _is_torchscript(data):
         raise CheckpointError(
-            f"{path.name} is not a valid state-dict checkpoint: it is a TorchScript model (load it without an architecture)"
+            f"{name} is not a valid state-dict checkpoint: it is a TorchScript model (load it without an architecture)"
         )
     else:
         try:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
         except Exception as exc:  # a non-pickle, a truncated zip, or a pickle with globals weights_only refuses
-            raise CheckpointError(f"{path.name} is not a valid PyTorch checkpoint: {_torch_load_reason(exc)}") from None
+            raise CheckpointError(f"{name} is not a valid PyTorch checkpoint: {_torch_load_reason(exc)}") from None
     obj = _unwrap(obj)
     if not isinstance(obj, Mapping) or not obj:
         raise CheckpointError(
-            f"{path.name} is not a valid state-dict checkpoint: expected a mapping of names to tensors, "
+            f"{name} is not a valid state-dict checkpoint: expected a mapping of names to tensors, "
             f"found {type(obj).__name__}{' (empty)' if isinstance(obj, Mapping) else ''}"
         )
     not_tensors = [str(k) for k, v in obj.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
     if not_tensors:
         raise CheckpointError(
-            f"{path.name} is not a valid state-dict checkpoint: entries that are not named tensors: "
-            f"{_preview(not_tensors)}"
+            f"{name} is not a valid state-dict checkpoint: entries that are not named tensors: {_preview(not_tensors)}"
         )
     return {k.removeprefix("module."): v for k, v in obj.items()}
 
@@ -144,14 +164,15 @@ def load_state_dict_file(model: nn.Module, path: str | Path) -> nn.Module:
     unexpected keys and the shape mismatches, or saying the file is not a checkpoint at all.
     """
     path = Path(path)
-    return _apply_state_dict(model, _read_state_dict(path), path.name)
+    _checked_suffix(path.name)  # a file of another kind is named as such, whether it exists or not
+    return _apply_state_dict(model, _read_state_dict(_file_bytes(path), path.name), path.name)
 
 
-def _is_torchscript(path: Path) -> bool:
+def _is_torchscript(data: bytes) -> bool:
     """TorchScript archives are zips holding ``code/`` and ``constants.pkl``; ``torch.save`` zips hold neither."""
-    if not zipfile.is_zipfile(path):
+    if not zipfile.is_zipfile(io.BytesIO(data)):
         return False
-    with zipfile.ZipFile(path) as archive:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         return any(n.endswith("/constants.pkl") or "/code/" in n for n in archive.namelist())
 
 
@@ -164,33 +185,80 @@ def _final_layer_key(spec: ModelSpec) -> str:
 
 
 def load_model_file(path: str | Path, arch: str | None = None, num_classes: int | None = None) -> nn.Module:
-    """A model in eval mode from a TorchScript file, or from a state dict for architecture ``arch``.
-
-    For a state dict, ``num_classes`` defaults to the output size of the checkpoint's final layer.
-    """
+    """A model in eval mode from a TorchScript file, or from a state dict for architecture ``arch``
+    (:func:`load_model_bytes` on the file's bytes)."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    if _is_torchscript(path):
+    return load_model_bytes(_file_bytes(path), path.name, arch, num_classes)
+
+
+def load_model_bytes(
+    source: bytes | BinaryIO, name: str, arch: str | None = None, num_classes: int | None = None
+) -> nn.Module:
+    """A model in eval mode from a checkpoint held in memory (an upload: its bytes or a binary file object), no
+    file written: a TorchScript archive, or a state dict for architecture ``arch``.
+
+    ``name`` is the checkpoint's file name: its suffix tells a safetensors state dict from a ``torch.save``
+    one, and every message names it. For a state dict, ``num_classes`` defaults to the output size of the
+    checkpoint's final layer.
+    """
+    data = _content(source)
+    if _is_torchscript(data):
         try:
-            scripted = torch.jit.load(str(path), map_location="cpu").eval()
+            scripted = torch.jit.load(io.BytesIO(data), map_location="cpu").eval()
         except Exception as exc:  # a damaged archive surfaces as several error types
-            raise CheckpointError(f"{path.name} is not a valid TorchScript model: {one_line(exc)}") from None
-        check_finite([*scripted.named_parameters(), *scripted.named_buffers()], path.name)
+            raise CheckpointError(f"{name} is not a valid TorchScript model: {one_line(exc)}") from None
+        check_finite([*scripted.named_parameters(), *scripted.named_buffers()], name)
         return scripted
     if arch is None:
         raise CheckpointError(
-            f"{path.name} holds a state dict, not a TorchScript model: choose its architecture ({', '.join(MODELS)})"
+            f"{name} holds a state dict, not a TorchScript model: choose its architecture ({', '.join(MODELS)})"
         )
     spec = get_spec(arch)
-    state = _read_state_dict(path)
+    state = _read_state_dict(data, name)
     if num_classes is None:
         key = _final_layer_key(spec)
         if key not in state or state[key].ndim != 2:
-            raise CheckpointError(f"{path.name} does not fit {arch}: no final layer weight {key!r} in the file")
+            raise CheckpointError(f"{name} does not fit {arch}: no final layer weight {key!r} in the file")
         num_classes = int(state[key].shape[0])
     model = build_model(arch, num_classes)
-    return _apply_state_dict(model, state, path.name).eval()
+    return _apply_state_dict(model, state, name).eval()
+
+
+def load_hub_model(repo_id: str) -> nn.Module:
+    """A pretrained model from the Hugging Face Hub, in eval mode (needs the internet on first use).
+
+    The authors' checkpoints (``HUB_MODELS``) are built here with the matching architecture and their
+    ``pytorch_model.bin`` is downloaded once into ``cache_dir("hub")`` and loaded with ``weights_only=True``:
+    timm cannot build them from the Hub alone, since their CIFAR stem is set in the authors' code. Any other
+    repository goes through ``timm.create_model("hf_hub:" + repo_id, pretrained=True)`` (timm is optional).
+    Raises InputError when offline, when timm is missing, or when the repository is not a model.
+    """
+    entry = HUB_MODELS.get(repo_id)
+    if entry is not None:
+        target = paths.cache_dir("hub") / f"{repo_id.replace('/', '--')}.pth"
+        if not target.is_file():
+            url = f"https://huggingface.co/{repo_id}/resolve/main/pytorch_model.bin"
+            try:
+                torch.hub.download_url_to_file(url, str(target), progress=False)
+            except Exception as exc:  # URLError, HTTPError, socket and SSL errors all mean "could not fetch"
+                raise InputError(
+                    f"could not download {repo_id} from the Hugging Face Hub (connect to the internet): {one_line(exc)}"
+                ) from None
+        return load_state_dict_file(build_model(entry.arch, entry.num_classes), target).eval()
+    try:
+        import timm
+    except ImportError:
+        raise InputError(
+            f"{repo_id} is not one of the authors' models ({', '.join(HUB_MODELS)}); "
+            "for other Hub models install timm (pip install timm) and connect to the internet"
+        ) from None
+    try:
+        model = timm.create_model("hf_hub:" + repo_id, pretrained=True)
+    except Exception as exc:  # timm and huggingface_hub raise many types for offline / unknown repositories
+        raise InputError(
+            f"could not load {repo_id} through timm (offline, or not a timm model?): {one_line(exc)}"
+        ) from None
+    return model.eval()
 
 
 def weights_hash(model: nn.Module) -> str:

@@ -8,9 +8,9 @@ Architectures (``MODELS``):
   weights (akamaster) expect RGB in [0, 1] normalised with the ImageNet statistics (0.485, 0.456, 0.406) /
   (0.229, 0.224, 0.225).
 * ``resnet18_cifar resnet34_cifar densenet121_cifar``: the CIFAR variants used by the Rel-U paper
-  (:mod:`relu_core.models.paper_cifar`), whose checkpoints the authors publish on the Hugging Face Hub.
-  Normalisation: the CIFAR-10 statistics the authors trained with, mean (0.4914, 0.4822, 0.4465) and std
-  (0.2023, 0.1994, 0.2010).
+  (:mod:`relu_core.models.paper_cifar`), whose checkpoints the authors publish on the Hugging Face Hub
+  (``HUB_MODELS``). Normalisation: the CIFAR-10 statistics the authors trained with, mean (0.4914, 0.4822,
+  0.4465) and std (0.2023, 0.1994, 0.2010).
 * ``cnn8 cnn28 cnn32``: small BatchNorm CNNs (:mod:`relu_core.models.small_cnn`) trained on CPU by
   :mod:`relu_core.training`. They normalise with mean 0.5 and std 0.5 per channel (maps [0, 1] to [-1, 1];
   BatchNorm makes the exact values matter little).
@@ -29,6 +29,8 @@ from relu_core.errors import InputError
 from relu_core.models.normalization import (
     CIFAR10_MEAN,
     CIFAR10_STD,
+    CIFAR100_MEAN,
+    CIFAR100_STD,
     IMAGENET_MEAN,
     IMAGENET_STD,
     Normalization,
@@ -124,6 +126,31 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 _AKAMASTER_MODELS = ("resnet20", "resnet32", "resnet44", "resnet56")
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A checkpoint the Rel-U authors publish on the Hugging Face Hub, and how to read it."""
+
+    arch: str
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    @property
+    def normalization(self) -> Normalization:
+        """The input normalisation the checkpoint was trained with."""
+        return Normalization(self.mean, self.std)
+
+
+HUB_MODELS: dict[str, HubModel] = {
+    "edadaltocg/resnet18_cifar10": HubModel("resnet18_cifar", 10, CIFAR10_MEAN, CIFAR10_STD),
+    "edadaltocg/resnet34_cifar10": HubModel("resnet34_cifar", 10, CIFAR10_MEAN, CIFAR10_STD),
+    "edadaltocg/densenet121_cifar10": HubModel("densenet121_cifar", 10, CIFAR10_MEAN, CIFAR10_STD),
+    "edadaltocg/resnet18_cifar100": HubModel("resnet18_cifar", 100, CIFAR100_MEAN, CIFAR100_STD),
+    "edadaltocg/resnet34_cifar100": HubModel("resnet34_cifar", 100, CIFAR100_MEAN, CIFAR100_STD),
+    "edadaltocg/densenet121_cifar100": HubModel("densenet121_cifar", 100, CIFAR100_MEAN, CIFAR100_STD),
+}
 
 
 def get_spec(name: str) -> ModelSpec:

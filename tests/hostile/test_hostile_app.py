@@ -40,7 +40,7 @@ def _one_error_kept(at: AppTest, before: str) -> str:
 
 def _upload_logits(at: AppTest, name: str, content: bytes) -> None:
     at.file_uploader(key="upload_logits").upload(name, content).run()
-    at.button(key="load_logits").click().run()
+    at.button(key="upload_logits_load").click().run()
     if at.session_state["pending_jobs"]:  # a background job: still running, its outcome comes on the next run
         _settle(at)
 
@@ -57,7 +57,7 @@ def _upload_model(at: AppTest, path: Path) -> None:
     at.file_uploader(key="upload_model").upload("model.pt", path.read_bytes()).run()
     at.selectbox(key="upload_arch").set_value("cnn8")
     at.selectbox(key="upload_registered").set_value("digits").run()
-    at.button(key="compute_upload").click().run()
+    at.button(key="upload_compute").click().run()
     _settle(at)  # the upload runs as a background job; its outcome reaches the page on the next run
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 import re
+import tempfile
 
 import hostile_files as hf
 import numpy as np
 import pytest
 import torch
 
-from relu_core import detectors, engine, errors, limits, preprocessing, runs
+from relu_core import detectors, engine, errors, limits, models, preprocessing, runs
 from relu_core.datasets import load_uploaded_dataset
 from relu_core.errors import InputError
 from studio import sidebar
@@ -145,6 +146,28 @@ def test_scripted_cnn_runs_end_to_end(scripted_digits):
     np.testing.assert_allclose(perturbed, reference, rtol=1e-4, atol=1e-6)
     clean = doctor.score(scripted.logits[idx])
     assert not np.allclose(perturbed, clean)  # ε moved the scores
+
+
+@pytest.mark.slow
+def test_uploaded_checkpoint_is_read_from_its_bytes_without_a_temporary_file(scripted_digits, monkeypatch):
+    upload = {"model_data": scripted_digits.read_bytes(), "model_filename": "cnn8.pt", "arch": "cnn8"}
+    first = sidebar.load_upload("model", b"", "", dataset_spec="digits", **upload)  # caches the logits (atomic writes)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the uploaded checkpoint went through a file")
+
+    for name in (
+        "TemporaryDirectory",
+        "NamedTemporaryFile",
+        "TemporaryFile",
+        "SpooledTemporaryFile",
+        "mkdtemp",
+        "mkstemp",
+    ):
+        monkeypatch.setattr(tempfile, name, refuse)
+    monkeypatch.setattr(models, "load_model_file", refuse)
+    again = sidebar.load_upload("model", b"", "", dataset_spec="digits", **upload)
+    assert again.run_id == first.run_id and again.source.startswith("cnn8 (cnn8.pt) on ")  # the upload's name
 
 
 @pytest.mark.slow

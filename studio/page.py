@@ -1,0 +1,33 @@
+"""What the study pages (Corruptions, Studies, Baselines) draw around their own content: the header with the
+sidebar (:func:`page_header`) and download buttons (:func:`download_button`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from studio.runs import run_label
+from studio.sidebar import sidebar_run_picker
+
+#: The mime type of each kind of file the pages offer, by suffix.
+MIME_TYPES = {".csv": "text/csv", ".html": "text/html"}
+
+
+def page_header(tab_title: str, title: str, introduction: str):
+    """The top of a study page: its browser tab, the sidebar, its title, the current run and what the page
+    does (markdown). Returns the run."""
+    st.set_page_config(page_title=f"{tab_title} · Rel-U Studio", layout="wide")
+    run = sidebar_run_picker()
+    st.title(title)
+    st.caption(f"Run: {run_label(run)}")
+    st.markdown(introduction)
+    return run
+
+
+def download_button(place, label: str, data, file_name: str, *, key: str) -> None:
+    """A download button in ``place`` (``st`` or a column) for ``data`` (text, or a function making it on
+    demand) saved as ``file_name``, its mime type from the suffix. Pressing it does not rerun the page."""
+    place.download_button(
+        label, data, file_name=file_name, mime=MIME_TYPES[Path(file_name).suffix], on_click="ignore", key=key
+    )
