@@ -151,7 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         "column per class and a label column",
     )
     source.add_argument("--model", metavar="NAME", help="a registered model (see `models`); needs --dataset")
-    ev.add_argument("--weights", metavar="FILE", help="checkpoint for --model (default: its known weights)")
+    ev.add_argument(
+        "--weights",
+        metavar="FILE",
+        help="checkpoint for --model (default: its known weights), or hf:REPO for one of the authors' "
+        "Hugging Face Hub checkpoints (e.g. hf:edadaltocg/resnet34_cifar10; downloaded once)",
+    )
     ev.add_argument("--dataset", metavar="SPEC", help="a registered data set, imagefolder:PATH, npz:PATH or zip:PATH")
     ev.add_argument("--methods", default=None, help="comma-separated detector keys or names (default: every detector)")
     ev.add_argument(
@@ -213,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     lg = sub.add_parser("logits", help="compute a model's logits on a data set and write them to an npz")
     lg.add_argument("--model", required=True, metavar="NAME")
-    lg.add_argument("--weights", metavar="FILE")
+    lg.add_argument("--weights", metavar="FILE", help="checkpoint, or hf:REPO (see evaluate --help)")
     lg.add_argument("--dataset", required=True, metavar="SPEC")
     lg.add_argument("--out", required=True, metavar="FILE.npz")
     _add_engine_arguments(lg)

@@ -267,6 +267,22 @@ def small_cnn(
     return model.eval()
 
 
+#: ``weights`` of :func:`logits_for` starting with this name a Hugging Face Hub repository.
+HUB_PREFIX = "hf:"
+
+
+def _hub_model(repo_id: str, model_name: str, n_classes: int) -> tuple[nn.Module, models.Normalization]:
+    """One of the authors' Hub checkpoints for ``model_name`` on ``n_classes`` classes, and its normalisation."""
+    entry = models.HUB_MODELS.get(repo_id)
+    if entry is None:
+        raise InputError(f"unknown Hub checkpoint {repo_id!r}; the authors' are: {', '.join(models.HUB_MODELS)}")
+    if (entry.arch, entry.num_classes) != (model_name, n_classes):
+        raise InputError(
+            f"{repo_id} is a {entry.arch} for {entry.num_classes} classes, not a {model_name} for {n_classes}"
+        )
+    return models.load_hub_model(repo_id), entry.normalization
+
+
 def logits_for(
     model_name: str,
     weights: str | Path | bytes | None,
@@ -284,7 +300,9 @@ def logits_for(
     """The :class:`Run` of model ``model_name`` on the test split of ``dataset_spec``, logits cached by content.
 
     ``weights``: a checkpoint file (state dict for ``model_name`` or TorchScript), or its bytes (an upload, read
-    without a file) named ``weights_name`` (its suffix tells safetensors from ``torch.save``); None uses the shared
+    without a file) named ``weights_name`` (its suffix tells safetensors from ``torch.save``), or
+    ``"hf:<repo>"``, one of the Rel-U authors' checkpoints on the Hugging Face Hub (``models.HUB_MODELS``,
+    downloaded once, with the normalisation it was trained with); None uses the shared
     pretrained weights of ``model_name`` or, for a small CNN, one trained on the data set's training split
     (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). The cache key is (weights hash, data set fingerprint, mean, std, input size,
     precision), so the same model on the same pixels is computed once whatever the file or set is called.
@@ -299,9 +317,13 @@ def logits_for(
     )
     n_classes = len(data.class_names)
     limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
+    normalization = spec.normalization
     if isinstance(weights, bytes):
         model = models.load_model_bytes(weights, weights_name, arch=model_name, num_classes=n_classes)
         source = f"{model_name} ({weights_name}) on {data.name}"
+    elif isinstance(weights, str) and weights.startswith(HUB_PREFIX):
+        model, normalization = _hub_model(weights.removeprefix(HUB_PREFIX), model_name, n_classes)
+        source = f"{model_name} (Hugging Face Hub {weights.removeprefix(HUB_PREFIX)}) on {data.name}"
     elif weights is not None:
         model = models.load_model_file(weights, arch=model_name, num_classes=n_classes)
         source = f"{model_name} ({Path(weights).name}) on {data.name}"
@@ -320,8 +342,8 @@ def logits_for(
         "kind": "logits",
         "weights": models.weights_hash(model),
         "data": data.fingerprint,
-        "mean": list(spec.mean),
-        "std": list(spec.std),
+        "mean": list(normalization.mean),
+        "std": list(normalization.std),
         "input_size": spec.input_size,
         "precision": resolved,
     }
@@ -330,8 +352,8 @@ def logits_for(
         logits = engine.compute_logits(
             model,
             data.images,
-            mean=spec.mean,
-            std=spec.std,
+            mean=normalization.mean,
+            std=normalization.std,
             device=device,
             batch_size=batch_size,
             precision=resolved,
@@ -352,19 +374,19 @@ def logits_for(
         images=data.images,
         model=model,
         model_name=model_name,
-        mean=tuple(spec.mean),
-        std=tuple(spec.std),
+        mean=tuple(normalization.mean),
+        std=tuple(normalization.std),
         dataset_name=data.name,
         source=source,
         # a registered set with known weights can be recomputed from these arguments (:func:`reopen`)
         recipe=(
             ("model_name", model_name),
-            ("weights", None),
+            ("weights", weights),
             ("dataset_spec", dataset_spec),
             ("device", device),
             ("epochs", epochs),
         )
-        if weights is None and registered
+        if (weights is None or (isinstance(weights, str) and weights.startswith(HUB_PREFIX))) and registered
         else (),
     )
 

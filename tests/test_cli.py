@@ -464,6 +464,24 @@ def test_model_errors_give_one_error_line(tmp_path, capsys):
         _assert_one_error_line(rc, captured.out, captured.err)
 
 
+def test_hub_weights_offline_give_one_error_line(tmp_path, capsys, monkeypatch):
+    import urllib.error
+
+    import torch
+
+    def offline(url: str, dst: str, **kwargs: object) -> None:
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setenv("RELU_STUDIO_CACHE", str(tmp_path))
+    monkeypatch.setattr(torch.hub, "download_url_to_file", offline)
+    argv = ["--model", "resnet18_cifar", "--dataset", "digits", "--weights", "hf:edadaltocg/resnet18_cifar10"]
+    rc = cli.main(["logits", *argv, "--out", str(tmp_path / "l.npz")])
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)
+    assert "could not download edadaltocg/resnet18_cifar10" in captured.err and "internet" in captured.err
+    assert not (tmp_path / "l.npz").exists()
+
+
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_reuses_its_cache(capsys, monkeypatch):
     from relu_core import training

@@ -8,8 +8,9 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from relu_core import engine, runs, training
+from relu_core import engine, models, runs, training
 from relu_core.errors import InputError
 
 RNG = np.random.default_rng(0)
@@ -146,3 +147,35 @@ def test_real_default_is_fashion_mnist_with_hundreds_of_errors(monkeypatch, shar
     errors = int((run.logits.argmax(1) != run.labels).sum())
     assert 0.85 <= 1 - errors / 10_000 < 0.99  # a real classifier with real confusions
     assert errors >= 400  # hundreds of errors in each half of a 50 % split
+
+
+def _hub_cached(tmp_path, monkeypatch, repo: str, arch: str, n_classes: int) -> torch.nn.Module:
+    """The authors' Hub checkpoint ``repo`` as if downloaded before (a seeded model in the cache); nothing is
+    fetched."""
+    monkeypatch.setenv("RELU_STUDIO_CACHE", str(tmp_path))
+    torch.manual_seed(0)
+    source = models.build_model(arch, n_classes).eval()
+    (tmp_path / "hub").mkdir(exist_ok=True)
+    torch.save(source.state_dict(), tmp_path / "hub" / f"{repo.replace('/', '--')}.pth")
+    monkeypatch.setattr(torch.hub, "download_url_to_file", pytest.fail)
+    return source
+
+
+def test_hub_weights_give_a_run_with_the_checkpoints_normalisation(tmp_path, monkeypatch):
+    from relu_core.datasets import ImageSet
+    from relu_core.models.normalization import CIFAR100_MEAN, CIFAR100_STD
+
+    source = _hub_cached(tmp_path, monkeypatch, "edadaltocg/resnet18_cifar100", "resnet18_cifar", 100)
+    rng = np.random.default_rng(0)
+    data = ImageSet(
+        "tiny", rng.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8), np.arange(6), tuple(map(str, range(100)))
+    )
+    run = runs.logits_for("resnet18_cifar", "hf:edadaltocg/resnet18_cifar100", data, device="cpu")
+    assert (run.mean, run.std) == (CIFAR100_MEAN, CIFAR100_STD)  # not the model family's CIFAR-10 statistics
+    assert "Hugging Face Hub edadaltocg/resnet18_cifar100" in run.source
+    expected = engine.compute_logits(source, data.images, mean=CIFAR100_MEAN, std=CIFAR100_STD, device="cpu")
+    np.testing.assert_allclose(run.logits, expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(InputError, match="is a resnet18_cifar for 100 classes, not a resnet34_cifar for 100"):
+        runs.logits_for("resnet34_cifar", "hf:edadaltocg/resnet18_cifar100", data, device="cpu")
+    with pytest.raises(InputError, match="unknown Hub checkpoint 'someone/else'"):
+        runs.logits_for("resnet18_cifar", "hf:someone/else", data, device="cpu")
