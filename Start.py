@@ -12,9 +12,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from relu_core import explore, metrics
-from studio import session, sidebar
+from studio import page, session, sidebar
 
 START_HEIGHT = 400  # pixels per matrix figure
+NO_MODEBAR = {"displayModeBar": False}
 
 st.set_page_config(page_title="Rel-U Studio", layout="wide")
 run = sidebar.sidebar_run_picker()
@@ -31,10 +32,10 @@ cm, cm_fig = explore.confusion_figure(
 # compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
-    st.plotly_chart(go.Figure(heat).update_layout(**compact), config={"displayModeBar": False}, key=session.START_DSTAR)
+    page.chart(st, go.Figure(heat).update_layout(**compact), "dstar", key=session.START_DSTAR, config=NO_MODEBAR)
 with right:
-    st.plotly_chart(
-        go.Figure(cm_fig).update_layout(**compact), config={"displayModeBar": False}, key=session.START_CONFUSION
+    page.chart(
+        st, go.Figure(cm_fig).update_layout(**compact), "confusion", key=session.START_CONFUSION, config=NO_MODEBAR
     )
 with side:
     n, c = run.logits.shape

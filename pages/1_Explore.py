@@ -12,7 +12,7 @@ import streamlit as st
 from relu_core import comparison, detectors, explore, figures, jobs, metrics, protocol
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import LRURegistry
-from studio import jobbox, query, runs, sidebar
+from studio import jobbox, page, query, runs, sidebar
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
 query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
@@ -62,7 +62,7 @@ def _npy(matrix: np.ndarray) -> bytes:
 
 
 def _chart(fig, stem: str, **kwargs):
-    return st.plotly_chart(fig, config=figures.chart_config(stem), key=f"chart_{stem}", **kwargs)
+    return page.chart(st, fig, stem, key=f"chart_{stem}", **kwargs)
 
 
 def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):

@@ -131,7 +131,7 @@ if result is not None:
             title=f"AUROC (higher is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(low, 1.0),
         )
-        st.plotly_chart(fig, config=figures.chart_config("radar_auroc"), key=session.ROB_RADAR_AUROC)
+        page.chart(st, fig, "radar_auroc", key=session.ROB_RADAR_AUROC)
     with right:
         fig = figures.radar_figure(
             axes,
@@ -139,7 +139,7 @@ if result is not None:
             title=f"FPR at 95 % TPR (lower is better), severity {result.severity}, mean over {n_seeds} seed(s)",
             radial_range=(0.0, 1.0),
         )
-        st.plotly_chart(fig, config=figures.chart_config("radar_fpr95"), key=session.ROB_RADAR_FPR)
+        page.chart(st, fig, "radar_fpr95", key=session.ROB_RADAR_FPR)
 
     # ------------------------------------------------------------------ paired statistics
     if not result.paired.empty:
@@ -170,7 +170,7 @@ if result is not None:
         title=f"Accuracy per corruption (severity {result.severity}) and clean accuracy (dashed), "
         "same evaluation images",
     )
-    st.plotly_chart(fig, config=figures.chart_config("accuracy_per_corruption"), key=session.ROB_ACCURACY)
+    page.chart(st, fig, "accuracy_per_corruption", key=session.ROB_ACCURACY)
     st.caption(
         f"Clean accuracy {result.clean_accuracy:.2%}; mean corrupted accuracy {corrupted['mean'].mean():.2%} "
         f"(gap {result.clean_accuracy - corrupted['mean'].mean():.2%})."

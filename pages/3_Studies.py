@@ -178,7 +178,7 @@ image_format = st.radio(
 for slug, fig, sentence in study_figures.figures_for(result):
     config = figures.chart_config(f"{name}_{slug}")
     config["toImageButtonOptions"] = {**config["toImageButtonOptions"], "format": image_format}
-    st.plotly_chart(fig, config=config, key=session.item_key(session.STUDY_CHART, slug))
+    page.chart(st, fig, slug, key=session.item_key(session.STUDY_CHART, slug), config=config)
     st.caption(sentence)
     c1, c2 = st.columns(2)
     page.download_button(

@@ -114,13 +114,13 @@ if result.paired:
 roc, rc = baselines.study_figures(result)
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(roc, config=figures.chart_config("baselines_roc"), key=session.BL_ROC)
+    page.chart(st, roc, "baselines_roc", key=session.BL_ROC)
     st.caption(
         "Each curve shows, for one detector, the share of correct predictions accepted (up) against the "
         "share of errors wrongly accepted (right) as its threshold moves; higher and further left is better."
     )
 with right:
-    st.plotly_chart(rc, config=figures.chart_config("baselines_risk_coverage"), key=session.BL_RISK_COVERAGE)
+    page.chart(st, rc, "baselines_risk_coverage", key=session.BL_RISK_COVERAGE)
     st.caption(
         "Each curve shows the error rate among the accepted predictions (up) when a detector keeps only its "
         "most confident fraction of the samples (right); lower is better."

@@ -1,5 +1,5 @@
-"""What the study pages (Corruptions, Studies, Baselines) draw around their own content: the header with the
-sidebar (:func:`page_header`) and download buttons (:func:`download_button`)."""
+"""What the pages draw around their own content: the study pages' header with the sidebar (:func:`page_header`),
+download buttons (:func:`download_button`), and every chart (:func:`chart`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from relu_core import figures
 from studio.runs import run_label
 from studio.sidebar import sidebar_run_picker
 
@@ -31,3 +32,12 @@ def download_button(place, label: str, data, file_name: str, *, key: str) -> Non
     place.download_button(
         label, data, file_name=file_name, mime=MIME_TYPES[Path(file_name).suffix], on_click="ignore", key=key
     )
+
+
+def chart(place, fig, stem: str, *, key: str, config: dict | None = None, **kwargs):
+    """``fig`` in ``place`` (``st`` or a column) as the library built it, in Plotly's own theme (the HTML report's
+    look too): Streamlit's theme is merged into every figure in the browser each time it is drawn, which took
+    about a third of the browser's time per λ move on Explore (``bench/bench_browser.py``). The camera button
+    saves ``stem``.png unless ``config`` replaces the chart config. Returns what ``st.plotly_chart`` returns."""
+    config = figures.chart_config(stem) if config is None else config
+    return place.plotly_chart(fig, config=config, theme=None, key=key, **kwargs)
