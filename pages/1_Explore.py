@@ -12,7 +12,7 @@ import streamlit as st
 from relu_core import comparison, detectors, explore, figures, jobs, metrics, protocol
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import LRURegistry
-from studio import jobbox, page, query, runs, sidebar
+from studio import jobbox, page, query, runs, session, sidebar
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
 query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
@@ -23,19 +23,7 @@ st.title("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
 query.query_run_notice()
 
-DEFAULTS = {
-    "lam": 0.5,
-    "lam_auto": False,
-    "temperature": 1.0,
-    "eps": 0.0,
-    "tune_fraction": 0.5,
-    "seed": 0,
-    "detectors": list(protocol.PAIRED),
-    "op_kind": "target TPR",
-    "op_target": 0.95,
-}
-for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
+session.seed(session.explore_defaults())
 
 
 def _download_row(fig, stem: str, extra: list[tuple[str, object, str, str]] = ()) -> None:
@@ -49,10 +37,17 @@ def _download_row(fig, stem: str, extra: list[tuple[str, object, str, str]] = ()
         file_name=f"{stem}.csv",
         mime="text/csv",
         on_click="ignore",
-        key=f"dl_{stem}",
+        key=session.item_key(session.EX_DOWNLOAD, stem),
     )
     for col, (label, payload, name, mime) in zip(cols[1:], extra, strict=True):
-        col.download_button(label, payload, file_name=name, mime=mime, on_click="ignore", key=f"dl_{name}")
+        col.download_button(
+            label,
+            payload,
+            file_name=name,
+            mime=mime,
+            on_click="ignore",
+            key=session.item_key(session.EX_DOWNLOAD, name),
+        )
 
 
 def _npy(matrix: np.ndarray) -> bytes:
@@ -62,13 +57,13 @@ def _npy(matrix: np.ndarray) -> bytes:
 
 
 def _chart(fig, stem: str, **kwargs):
-    return page.chart(st, fig, stem, key=f"chart_{stem}", **kwargs)
+    return page.chart(st, fig, stem, key=session.item_key(session.EX_CHART, stem), **kwargs)
 
 
 def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):
     """What the panels show under input pre-processing, never blocking: ``(perturbed, subset, note, job)``.
 
-    The ε pass runs as background jobs (``jobbox.eps_job``): on CPU a stated subsample of the evaluation split
+    The ε pass runs as background jobs (``explore.eps_job``): on CPU a stated subsample of the evaluation split
     first, then the whole split. ``perturbed`` is the best finished result for this setting (None: none yet,
     the previous result of this view is kept, else the clean scores), ``note`` says what is shown and ``job``
     is the pass still running (None when all is done)."""
@@ -76,7 +71,7 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
     subset = explore.eps_subsample(run_id, tune_fraction, seed)
     shown, pending = None, None
     for stage in ([subset] if subset is not None else []) + [None]:
-        job = jobbox.eps_job(run_id, temperature, lam, tune_fraction, seed, eps, stage)
+        job = explore.eps_job(run_id, temperature, lam, tune_fraction, seed, eps, stage, session=session.session_id())
         if job.state == jobs.DONE:
             shown = (job.result, stage, eps)
             continue
@@ -86,9 +81,9 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
         else:
             pending = job
         break
-    last = st.session_state.get("eps_last")
+    last = st.session_state.get(session.EX_EPS_LAST)
     if shown is not None:
-        st.session_state["eps_last"] = (settings, shown)
+        st.session_state[session.EX_EPS_LAST] = (settings, shown)
     elif last is not None and last[0] == settings:
         shown = last[1]
     if shown is None:
@@ -108,7 +103,7 @@ def _view(
     leave the setting alone (operating point, galleries, toggles) reuse its curves and paired bootstrap."""
     if perturbed is not None:  # ε results arrive in stages from background jobs: always recomputed
         return explore.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
-    store = st.session_state.setdefault("explore_views", LRURegistry(4))
+    store = st.session_state.setdefault(session.EX_VIEWS, LRURegistry(4))
     key = (run_id, temperature, lam, tune_fraction, seed, tuple(keys))
     if key not in store:
         store[key] = explore.explore(run_id, temperature, lam, tune_fraction, seed, keys)
@@ -178,13 +173,13 @@ def _report_buttons(run_, view: explore.ExploreView, figs: list, table: pd.DataF
     wanted = (view.run_id, tuple(settings.items()))
     if st.button(
         "Download report",
-        key="build_report",
+        key=session.EX_BUILD_REPORT,
         help="One HTML file of this view (interactive figures, "
         "metrics with intervals, settings, provenance) that opens offline.",
     ):
         paired = view.paired or explore.paired_for(view, int(settings["split seed"]))
         verdict = "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
-        st.session_state["report_html"] = (
+        st.session_state[session.EX_REPORT_HTML] = (
             wanted,
             report.render_html(
                 title=f"Rel-U Studio report: {run_.source or run_.run_id}",
@@ -196,7 +191,7 @@ def _report_buttons(run_, view: explore.ExploreView, figs: list, table: pd.DataF
                 paired=paired,
             ),
         )
-    built = st.session_state.get("report_html")
+    built = st.session_state.get(session.EX_REPORT_HTML)
     if built is not None and built[0] == wanted:
         st.download_button(
             "Save report (HTML)",
@@ -204,7 +199,7 @@ def _report_buttons(run_, view: explore.ExploreView, figs: list, table: pd.DataF
             file_name="relu_studio_report.html",
             mime="text/html",
             on_click="ignore",
-            key="dl_report",
+            key=session.EX_DL_REPORT,
             type="primary",
         )
 
@@ -228,13 +223,13 @@ def _controls(has_model: bool):
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([2, 2.4, 2, 2, 2.6])
         with c_lam:
-            lam_auto = st.checkbox("λ auto = N+ / (N+ + N−)", key="lam_auto")
-            st.slider("λ (weight of the errors in D*)", 0.0, 1.0, step=0.01, key="lam", disabled=lam_auto)
+            lam_auto = st.checkbox("λ auto = N+ / (N+ + N−)", key=session.EX_LAM_AUTO)
+            st.slider("λ (weight of the errors in D*)", 0.0, 1.0, step=0.01, key=session.EX_LAM, disabled=lam_auto)
         with c_t:
             st.select_slider(
                 "T (softmax temperature, log scale)",
                 options=explore.TEMPERATURES,
-                key="temperature",
+                key=session.EX_TEMPERATURE,
                 format_func=lambda t: f"{t:g}",
                 help="Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
                 "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
@@ -242,11 +237,11 @@ def _controls(has_model: bool):
             )
         with c_eps:
             if not has_model:  # the slider shows the ε actually used
-                st.session_state["eps"] = 0.0
+                st.session_state[session.EX_EPS] = 0.0
             st.select_slider(
                 "ε (input pre-processing)",
                 options=explore.EPSILONS,
-                key="eps",
+                key=session.EX_EPS,
                 format_func=lambda e: f"{e:g}",
                 disabled=not has_model,
             )
@@ -256,25 +251,27 @@ def _controls(has_model: bool):
             st.select_slider(
                 "tuning split fraction",
                 options=protocol.TUNE_FRACTION_PRESETS,
-                key="tune_fraction",
+                key=session.EX_TUNE_FRACTION,
                 format_func=lambda f: f"{f:.0%}",
             )
-            st.number_input("split seed", min_value=0, max_value=10_000, step=1, key="seed")
+            st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
         with c_det:
-            st.multiselect("detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label, key="detectors")
+            st.multiselect(
+                "detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label, key=session.EX_DETECTORS
+            )
             o1, o2 = st.columns(2)
-            o1.radio("operating point", ["target TPR", "coverage"], key="op_kind")
-            o2.slider("target", 0.05, 1.0, step=0.01, key="op_target")
+            o1.radio("operating point", ["target TPR", "coverage"], key=session.EX_OP_KIND)
+            o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET)
     state = st.session_state
     settings = Settings(
-        lam="auto" if lam_auto else float(state["lam"]),
-        temperature=float(state["temperature"]),
-        eps=float(state["eps"]) if has_model else 0.0,
-        tune_fraction=float(state["tune_fraction"]),
-        seed=int(state["seed"]),
-        keys=list(state["detectors"]) or list(protocol.PAIRED),
-        op_kind="tpr" if state["op_kind"] == "target TPR" else "coverage",
-        op_target=float(state["op_target"]),
+        lam="auto" if lam_auto else float(state[session.EX_LAM]),
+        temperature=float(state[session.EX_TEMPERATURE]),
+        eps=float(state[session.EX_EPS]) if has_model else 0.0,
+        tune_fraction=float(state[session.EX_TUNE_FRACTION]),
+        seed=int(state[session.EX_SEED]),
+        keys=list(state[session.EX_DETECTORS]) or list(protocol.PAIRED),
+        op_kind="tpr" if state[session.EX_OP_KIND] == "target TPR" else "coverage",
+        op_target=float(state[session.EX_OP_TARGET]),
     )
     return settings, c_eps
 
@@ -284,7 +281,9 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
     gallery's pair. Returns the two figures drawn."""
     left, right = st.columns(2)
     with left:
-        doctor_matrix = st.toggle("Show Doctor's implicit matrix instead (ones off the diagonal)", key="show_doctor")
+        doctor_matrix = st.toggle(
+            "Show Doctor's implicit matrix instead (ones off the diagonal)", key=session.EX_SHOW_DOCTOR
+        )
         if doctor_matrix:
             heat = figures.dstar_heatmap(
                 detectors.hamming_matrix(len(class_names)),
@@ -318,17 +317,19 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
             "Rows: true class, columns: predicted class (tuning split). Grey: correct predictions. "
             "Click a cell to see its samples below."
         )
-    if st.session_state.get("_pair_run") != run_id:  # a new run opens its gallery on its most frequent confusion
-        st.session_state["_pair_run"] = run_id
-        st.session_state["pair_true"], st.session_state["pair_pred"] = (
+    if (
+        st.session_state.get(session.EX_PAIR_RUN) != run_id
+    ):  # a new run opens its gallery on its most frequent confusion
+        st.session_state[session.EX_PAIR_RUN] = run_id
+        st.session_state[session.EX_PAIR_TRUE], st.session_state[session.EX_PAIR_PRED] = (
             int(v) for v in np.unravel_index(np.argmax(np.where(np.eye(len(cm), dtype=bool), -1, cm)), cm.shape)
         )
     points_selected = (event or {}).get("selection", {}).get("points", []) if event else []
     if points_selected and "customdata" in points_selected[0]:
         pair = tuple(int(v) for v in points_selected[0]["customdata"][:2])
-        if st.session_state.get("_applied_pair") != pair:
-            st.session_state["_applied_pair"] = pair
-            st.session_state["pair_true"], st.session_state["pair_pred"] = pair
+        if st.session_state.get(session.EX_CLICKED_PAIR) != pair:
+            st.session_state[session.EX_CLICKED_PAIR] = pair
+            st.session_state[session.EX_PAIR_TRUE], st.session_state[session.EX_PAIR_PRED] = pair
     return heat, cm_fig
 
 
@@ -379,7 +380,12 @@ def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_not
         )
     )
     st.download_button(
-        "metrics (CSV)", table.to_csv, file_name="metrics.csv", mime="text/csv", on_click="ignore", key="dl_metrics"
+        "metrics (CSV)",
+        table.to_csv,
+        file_name="metrics.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key=session.EX_DL_METRICS,
     )
     return table
 
@@ -418,13 +424,13 @@ def _galleries(run_, view: explore.ExploreView, points: dict, keys: list[str], c
     st.subheader("Samples of a confusion-matrix cell")
     g1, g2, g3 = st.columns([2, 2, 3])
     true_class = g1.selectbox(
-        "true class", range(len(class_names)), format_func=class_names.__getitem__, key="pair_true"
+        "true class", range(len(class_names)), format_func=class_names.__getitem__, key=session.EX_PAIR_TRUE
     )
     pred_class = g2.selectbox(
-        "predicted class", range(len(class_names)), format_func=class_names.__getitem__, key="pair_pred"
+        "predicted class", range(len(class_names)), format_func=class_names.__getitem__, key=session.EX_PAIR_PRED
     )
     split_name = g3.radio(
-        "from", ["tuning split (as the matrix)", "evaluation split"], horizontal=True, key="gallery_split"
+        "from", ["tuning split (as the matrix)", "evaluation split"], horizontal=True, key=session.EX_GALLERY_SPLIT
     )
     pool = view.tune_idx if split_name.startswith("tuning") else view.eval_idx
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
@@ -459,7 +465,7 @@ def _report_settings(view: explore.ExploreView, s: Settings, eps_note: str) -> d
         "split seed": s.seed,
         "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
         "detectors": ", ".join(view.detectors[k].name for k in s.keys),
-        "operating point": f"{st.session_state['op_kind']} {s.op_target:g}",
+        "operating point": f"{st.session_state[session.EX_OP_KIND]} {s.op_target:g}",
         "selection": "fixed settings (no search)",
     }
 

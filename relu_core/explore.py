@@ -291,48 +291,62 @@ def eps_subsample(run_id: str, tune_fraction: float, seed: int) -> np.ndarray | 
     return np.sort(np.random.default_rng(seed).choice(eval_idx, EPS_SUBSAMPLE, replace=False))
 
 
-def perturbed_scores(
+def eps_job(
     run_id: str,
     temperature: float,
     lam: float | str,
     tune_fraction: float,
     seed: int,
     eps: float,
+    subset: np.ndarray | None,
     *,
-    indices: np.ndarray | None = None,
-    progress=None,
-    cancel=None,
-) -> dict[str, np.ndarray]:
-    """Uncertainty of Rel-U and Doctor on inputs pre-processed with magnitude ``eps``, on the evaluation split
-    (or on ``indices``) (``preprocessing.perturbed_scores``; the engine caches it on disk). Rel-U is fitted on
-    the clean tuning split, as in the paper."""
-    run = get_run(run_id)
-    if run.model is None or run.images is None:
-        raise InputError("input pre-processing needs the model and the images; this run has logits only")
-    _, correct = correctness(run_id)
-    tune_idx, eval_idx = split_for(run_id, tune_fraction, seed)
-    probs = probs_at(run_id, temperature)
-    fitted = {
-        "relu": detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx]),
-        "doctor": detectors.Doctor(temperature),
-    }
-    return {
-        key: np.asarray(
-            preprocessing.perturbed_scores(
-                run.model,
-                run.images,
-                detector,
-                eps,
-                mean=run.mean,
-                std=run.std,
-                indices=eval_idx if indices is None else indices,
-                progress=progress,
-                cancel=cancel,
-            ),
-            dtype=np.float64,
-        )
-        for key, detector in fitted.items()
-    }
+    session: str,
+) -> jobs.Job:
+    """The background ε pass of one setting: Rel-U and Doctor uncertainty on inputs pre-processed with magnitude
+    ``eps`` (``preprocessing.perturbed_scores``; the engine caches it on disk), on ``subset`` of the evaluation
+    split or the whole split when None. Rel-U is fitted on the clean tuning split, as in the paper.
+
+    The job (:data:`jobs.MANAGER`) is shared by every session asking for the same setting; a new setting asked
+    by ``session`` (a session id) cancels that session's previous ε passes, so only the last value is computed.
+    Its result is ``{"relu": (M,), "doctor": (M,)}``."""
+    part = "all" if subset is None else f"sub{subset.size}"
+
+    def compute(progress, cancel) -> dict[str, np.ndarray]:
+        run = get_run(run_id)
+        if run.model is None or run.images is None:
+            raise InputError("input pre-processing needs the model and the images; this run has logits only")
+        _, correct = correctness(run_id)
+        tune_idx, eval_idx = split_for(run_id, tune_fraction, seed)
+        probs = probs_at(run_id, temperature)
+        fitted = {
+            "relu": detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx]),
+            "doctor": detectors.Doctor(temperature),
+        }
+        return {
+            key: np.asarray(
+                preprocessing.perturbed_scores(
+                    run.model,
+                    run.images,
+                    detector,
+                    eps,
+                    mean=run.mean,
+                    std=run.std,
+                    indices=eval_idx if subset is None else subset,
+                    progress=progress,
+                    cancel=cancel,
+                ),
+                dtype=np.float64,
+            )
+            for key, detector in fitted.items()
+        }
+
+    what = "the whole evaluation split" if subset is None else f"{subset.size:,} evaluation images"
+    return jobs.MANAGER.submit(
+        f"eps:{run_id}:{temperature:g}:{lam}:{tune_fraction:g}:{seed}:{eps:g}:{part}",
+        f"Input pre-processing ε = {eps:g} on {what}",
+        compute,
+        group=f"eps:{session}:{part}",
+    )
 
 
 def view_figures(

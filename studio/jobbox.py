@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import streamlit as st
 
 from relu_core import explore, jobs, limits
@@ -211,30 +210,3 @@ def study_run(
     elif not current:
         st.info("The settings changed since this study was run: press **Run the study** to update it.")
     return result
-
-
-def eps_job(
-    run_id: str,
-    temperature: float,
-    lam: float | str,
-    tune_fraction: float,
-    seed: int,
-    eps: float,
-    subset: np.ndarray | None,
-) -> jobs.Job:
-    """The background ε pass of one setting (on ``subset``, or on the whole evaluation split when None).
-
-    Jobs are shared by every session asking for the same setting; a new setting asked by this session cancels
-    its previous ε passes (only the last value is computed)."""
-    part = "all" if subset is None else f"sub{subset.size}"
-    key = f"eps:{run_id}:{temperature:g}:{lam}:{tune_fraction:g}:{seed}:{eps:g}:{part}"
-    group = f"eps:{session.session_id()}:{part}"
-    what = "the whole evaluation split" if subset is None else f"{subset.size:,} evaluation images"
-    return jobs.MANAGER.submit(
-        key,
-        f"Input pre-processing ε = {eps:g} on {what}",
-        lambda progress, cancel: explore.perturbed_scores(
-            run_id, temperature, lam, tune_fraction, seed, eps, indices=subset, progress=progress, cancel=cancel
-        ),
-        group=group,
-    )

@@ -37,18 +37,18 @@ def init_from_query_params() -> None:
     params = st.query_params
     lam = params.get("lam")
     if lam == "auto":
-        st.session_state[session.LAM_AUTO] = True
+        st.session_state[session.EX_LAM_AUTO] = True
     elif (value := _parse_float(lam, None, 0.0, 1.0)) is not None:
-        st.session_state[session.LAM], st.session_state[session.LAM_AUTO] = round(value, 2), False
+        st.session_state[session.EX_LAM], st.session_state[session.EX_LAM_AUTO] = round(value, 2), False
     if (value := _parse_float(params.get("T"), explore.TEMPERATURES, 0.1, 1000.0)) is not None:
-        st.session_state[session.TEMPERATURE] = value
+        st.session_state[session.EX_TEMPERATURE] = value
     if (value := _parse_float(params.get("eps"), None, 0.0, 0.004)) is not None:
-        st.session_state[session.EPS] = min(explore.EPSILONS, key=lambda e: abs(e - value))
+        st.session_state[session.EX_EPS] = min(explore.EPSILONS, key=lambda e: abs(e - value))
     if (value := _parse_float(params.get("tune"), None, 0.05, 0.95)) is not None:
-        st.session_state[session.TUNE_FRACTION] = round(value, 2)
+        st.session_state[session.EX_TUNE_FRACTION] = round(value, 2)
     seed = params.get("seed")
     if seed is not None and seed.isdigit():
-        st.session_state[session.SEED] = int(seed)
+        st.session_state[session.EX_SEED] = int(seed)
 
 
 def open_run_from_query() -> None:

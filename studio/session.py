@@ -206,7 +206,50 @@ def bl_defaults(usable: Collection[str]) -> dict[str, object]:
 QUERY_PARAMS_READ = "_query_params_read"
 QUERY_RUN_READ = "_query_run_read"
 QUERY_RUN_NOTICE = "_query_run_notice"
-#: Explore's widgets that the URL sets (``lam``, ``T``, ``eps``, ``tune``, ``seed``).
-LAM, LAM_AUTO, TEMPERATURE, EPS, TUNE_FRACTION, SEED = "lam", "lam_auto", "temperature", "eps", "tune_fraction", "seed"
 
-# ---- Explore (pages/1_Explore.py)
+# ---- Explore (pages/1_Explore.py); the URL parameters lam, T, eps, tune and seed set the first six (studio.query)
+EX_LAM = "ex_lam"
+EX_LAM_AUTO = "ex_lam_auto"
+EX_TEMPERATURE = "ex_temperature"
+EX_EPS = "ex_eps"
+EX_TUNE_FRACTION = "ex_tune_fraction"
+EX_SEED = "ex_seed"
+EX_DETECTORS = "ex_detectors"
+EX_OP_KIND = "ex_op_kind"
+EX_OP_TARGET = "ex_op_target"
+EX_SHOW_DOCTOR = "ex_show_doctor"
+#: The confusion-matrix cell whose samples the gallery shows, and the split they come from.
+EX_PAIR_TRUE = "ex_pair_true"
+EX_PAIR_PRED = "ex_pair_pred"
+EX_GALLERY_SPLIT = "ex_gallery_split"
+#: The run whose gallery cell was last set (a new run opens on its most frequent confusion).
+EX_PAIR_RUN = "ex_pair_run"
+#: The last cell picked by a click on the confusion matrix (a click is applied once).
+EX_CLICKED_PAIR = "ex_clicked_pair"
+#: ``(setting, result)`` of the last ε pass shown, kept on screen while the next one runs.
+EX_EPS_LAST = "ex_eps_last"
+#: The session's last computed views (an LRU registry), reused by widgets that keep the setting.
+EX_VIEWS = "ex_views"
+EX_BUILD_REPORT = "ex_build_report"
+#: ``(what it shows, html)`` of the report built on demand.
+EX_REPORT_HTML = "ex_report_html"
+EX_DL_REPORT = "ex_dl_report"
+EX_DL_METRICS = "ex_dl_metrics"
+#: The prefixes (:func:`item_key`) of a chart and of a download button (with the chart's or file's name).
+EX_CHART = "ex_chart"
+EX_DOWNLOAD = "ex_dl"
+
+
+def explore_defaults() -> dict[str, object]:
+    """The Explore page's settings until changed (or set by the URL)."""
+    return {
+        EX_LAM: 0.5,
+        EX_LAM_AUTO: False,
+        EX_TEMPERATURE: 1.0,
+        EX_EPS: 0.0,
+        EX_TUNE_FRACTION: 0.5,
+        EX_SEED: 0,
+        EX_DETECTORS: list(protocol.PAIRED),
+        EX_OP_KIND: "target TPR",
+        EX_OP_TARGET: 0.95,
+    }

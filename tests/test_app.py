@@ -144,7 +144,7 @@ def test_explore_shows_every_panel_on_the_default(explore):
     np.testing.assert_allclose(op.loc[["Rel-U", "Doctor"], "FPR"], table.loc[["Rel-U", "Doctor"], "FPR95 ↓"])
     # the cell gallery opens on the run's most frequent confusion (off the diagonal)
     counts = _array(_figure(explore, "Confusion matrix")["data"][1]["z"]).astype(float)
-    pair = explore.session_state["pair_true"], explore.session_state["pair_pred"]
+    pair = explore.session_state["ex_pair_true"], explore.session_state["ex_pair_pred"]
     assert pair[0] != pair[1] and counts[pair] == np.nanmax(counts)
     # the view is in the URL
     assert explore.query_params["lam"] == "0.5" and explore.query_params["T"] == "1"
@@ -153,7 +153,7 @@ def test_explore_shows_every_panel_on_the_default(explore):
 def test_moving_lambda_changes_dstar_and_metrics(explore):
     before_z = _array(_figure(explore, "D* (Rel-U")["data"][0]["z"])
     before = _metrics(explore).loc["Rel-U"].copy()
-    explore.slider(key="lam").set_value(0.05).run()
+    explore.slider(key="ex_lam").set_value(0.05).run()
     _no_exceptions(explore)
     after = _figure(explore, "D* (Rel-U")
     assert "λ = 0.05" in after["layout"]["title"]["text"]
@@ -163,10 +163,10 @@ def test_moving_lambda_changes_dstar_and_metrics(explore):
 
 
 def test_moving_temperature_changes_dstar_and_metrics(explore):
-    assert explore.slider(key="lam").value == 0.5  # where D* is learned (at λ ≈ 0 it is the Hamming fallback)
+    assert explore.slider(key="ex_lam").value == 0.5  # where D* is learned (at λ ≈ 0 it is the Hamming fallback)
     before_z = _array(_figure(explore, "D* (Rel-U")["data"][0]["z"])
     before = _metrics(explore).loc["Doctor"].copy()
-    explore.select_slider(key="temperature").set_value(10.0).run()
+    explore.select_slider(key="ex_temperature").set_value(10.0).run()
     _no_exceptions(explore)
     after_z = _array(_figure(explore, "D* (Rel-U")["data"][0]["z"])
     assert not np.allclose(after_z, before_z)
@@ -175,18 +175,18 @@ def test_moving_temperature_changes_dstar_and_metrics(explore):
 
 
 def test_auto_lambda_and_extra_detectors(explore):
-    explore.checkbox(key="lam_auto").check().run()
-    explore.multiselect(key="detectors").set_value(["relu", "doctor", "msp", "energy"]).run()
+    explore.checkbox(key="ex_lam_auto").check().run()
+    explore.multiselect(key="ex_detectors").set_value(["relu", "doctor", "msp", "energy"]).run()
     _no_exceptions(explore)
     assert explore.query_params["lam"] == "auto"
     assert {"MSP", "Energy"} <= set(_metrics(explore).index)
-    assert explore.slider(key="lam").disabled
+    assert explore.slider(key="ex_lam").disabled
 
 
 def test_class_pair_gallery_and_operating_point(explore):
-    explore.session_state["pair_true"] = 3
-    explore.session_state["pair_pred"] = 3
-    explore.radio(key="op_kind").set_value("coverage").run()
+    explore.session_state["ex_pair_true"] = 3
+    explore.session_state["ex_pair_pred"] = 3
+    explore.radio(key="ex_op_kind").set_value("coverage").run()
     _no_exceptions(explore)
     captions = " ".join(c.value for c in explore.caption)
     assert "samples with true class 3 predicted as 3" in captions
@@ -202,9 +202,9 @@ def test_class_pair_gallery_and_operating_point(explore):
 
 
 def test_input_preprocessing_on_demand(explore):
-    assert not explore.checkbox(key="lam_auto").value
+    assert not explore.checkbox(key="ex_lam_auto").value
     clean = _metrics(explore).loc[["Rel-U", "Doctor"]].copy()
-    explore.select_slider(key="eps").set_value(0.002).run()
+    explore.select_slider(key="ex_eps").set_value(0.002).run()
     _no_exceptions(explore)
     assert "being computed" in " ".join(c.value for c in explore.caption)  # never blocks: clean scores meanwhile
     _settle(explore)
@@ -220,10 +220,10 @@ def test_url_parameters_set_the_view():
     at.query_params.update({"lam": "0.3", "T": "2", "tune": "0.33", "seed": "4", "eps": "0.0012"})
     at.run()
     _no_exceptions(at)
-    assert at.slider(key="lam").value == 0.3
-    assert at.select_slider(key="temperature").value == 2.0
-    assert at.select_slider(key="tune_fraction").value == 0.33
-    assert at.number_input(key="seed").value == 4
+    assert at.slider(key="ex_lam").value == 0.3
+    assert at.select_slider(key="ex_temperature").value == 2.0
+    assert at.select_slider(key="ex_tune_fraction").value == 0.33
+    assert at.number_input(key="ex_seed").value == 4
     assert "T = 2" in " ".join(c.value for c in at.caption)
 
 
@@ -254,11 +254,11 @@ def test_good_logits_upload_becomes_the_current_run(start):
     assert not start.error, [e.value for e in start.error]
     errors = next(m for m in start.metric if m.label == "errors")
     assert errors.value.endswith("of 200")
-    start.session_state["eps"] = 0.002  # left over from a run with a model
+    start.session_state["ex_eps"] = 0.002  # left over from a run with a model
     start.switch_page("pages/1_Explore.py").run()
     _no_exceptions(start)
-    assert start.select_slider(key="eps").disabled  # logits only: no input pre-processing
-    assert start.select_slider(key="eps").value == 0.0 and start.query_params["eps"] == "0"
+    assert start.select_slider(key="ex_eps").disabled  # logits only: no input pre-processing
+    assert start.select_slider(key="ex_eps").value == 0.0 and start.query_params["eps"] == "0"
     assert _figure(start, "D* (Rel-U")["data"][0]["x"] == ["a", "b", "c", "d"]
 
 
@@ -432,9 +432,9 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
 
 
 def test_download_report_builds_a_self_contained_file(explore):
-    explore.button(key="build_report").click().run()
+    explore.button(key="ex_build_report").click().run()
     _no_exceptions(explore)
-    html_text = explore.session_state["report_html"][1]
+    html_text = explore.session_state["ex_report_html"][1]
     assert html_text.startswith("<!DOCTYPE html>") and "Is Rel-U better than Doctor here?" in html_text
     assert explore.session_state["run_id"] in html_text and "version: numpy" in html_text
     assert any(b.label == "Save report (HTML)" for b in explore.get("download_button"))
@@ -454,7 +454,7 @@ def test_shared_url_names_the_run_and_reopens_it():
     fresh.run()
     _no_exceptions(fresh)
     assert fresh.session_state["run_id"] == run_id and not fresh.warning, [w.value for w in fresh.warning]
-    assert fresh.slider(key="lam").value == 0.3
+    assert fresh.slider(key="ex_lam").value == 0.3
     # a run this machine never saw: a clear notice naming it, and the current run stays usable
     other = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
     other.query_params.update({"run": "0123456789abcdef", "run_name": "resnet56 on cifar10"})
@@ -471,9 +471,9 @@ def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatc
     monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)  # digits' 449 evaluation images: subsample first
     monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
-    at.select_slider(key="eps").set_value(0.0005).run()
+    at.select_slider(key="ex_eps").set_value(0.0005).run()
     first = [j for j in jobs.MANAGER.jobs() if ":0.0005:sub100" in j.key]
-    at.select_slider(key="eps").set_value(0.001).run()  # a new value: the previous pass is cancelled
+    at.select_slider(key="ex_eps").set_value(0.001).run()  # a new value: the previous pass is cancelled
     assert first and first[0].wait(TIMEOUT) and first[0].state in (jobs.CANCELLED, jobs.DONE)
     _settle(at)  # the subsample is done: shown, and the whole split starts in the background
     _no_exceptions(at)
@@ -484,7 +484,7 @@ def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatc
     captions = " ".join(c.value for c in at.caption)
     assert "ε = 0.001 on the whole evaluation split" in captions
     assert "Evaluation split: 449 samples" in captions or "Evaluation split: 450 samples" in captions
-    at.select_slider(key="eps").set_value(0.0).run()
+    at.select_slider(key="ex_eps").set_value(0.0).run()
 
 
 def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
@@ -501,10 +501,10 @@ def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert len(calls) == 1
-    at.slider(key="op_target").set_value(0.8).run()  # the operating point: same setting, same view
+    at.slider(key="ex_op_target").set_value(0.8).run()  # the operating point: same setting, same view
     _no_exceptions(at)
     assert len(calls) == 1
-    at.slider(key="lam").set_value(0.8).run()  # a new λ: computed once
+    at.slider(key="ex_lam").set_value(0.8).run()  # a new λ: computed once
     _no_exceptions(at)
     assert len(calls) == 2 and calls[-1][2] == 0.8
 

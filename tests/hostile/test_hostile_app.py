@@ -96,7 +96,7 @@ def test_valid_scripted_cnn_becomes_the_run_with_eps(start, tmp_path):
     run_id = start.session_state["run_id"]
     start.switch_page("pages/1_Explore.py").run()
     assert not start.exception
-    start.select_slider(key="eps").set_value(0.002).run()
+    start.select_slider(key="ex_eps").set_value(0.002).run()
     _settle(start)  # the ε pass is a background job (subsample first, then the whole split)
     assert not start.exception and not start.error, [e.value for e in start.error]
     assert "pre-processed" in " ".join(c.value for c in start.caption)
@@ -112,7 +112,7 @@ def test_1000_class_upload_keeps_explore_interactive(start):
     assert not start.exception and not start.error, [e.value for e in start.error]
     start.switch_page("pages/1_Explore.py").run(timeout=120)
     assert not start.exception
-    start.slider(key="lam").set_value(0.8).run(timeout=60)
+    start.slider(key="ex_lam").set_value(0.8).run(timeout=60)
     assert not start.exception and not start.error
     heatmaps = [json.loads(c.proto.spec) for c in start.get("plotly_chart")]
     titled = [s for s in heatmaps if "top 50 of 1000 classes" in s["layout"].get("title", {}).get("text", "")]
