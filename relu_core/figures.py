@@ -101,27 +101,37 @@ def _class_ticks(names: Sequence[str]) -> dict:
     return {"tickmode": "array", "tickvals": shown, "ticktext": shown}
 
 
-def _matrix_layout(fig: go.Figure, title: str, x_title: str, y_title: str, names: Sequence[str]) -> None:
-    n = len(names)
-    fig.update_layout(
-        title=title,
-        xaxis={
-            "title": x_title,
+def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str]) -> dict:
+    """The layout of a class-by-class matrix: square cells, row 0 at the top, the same class ticks on both axes."""
+    return {
+        "title": {"text": title},
+        "xaxis": {
+            "title": {"text": x_title},
             "type": "category",
-            "tickangle": -45 if n > 5 else 0,
+            "tickangle": -45 if len(names) > 5 else 0,
             "constrain": "domain",
             **_class_ticks(names),
         },
-        yaxis={
-            "title": y_title,
+        "yaxis": {
+            "title": {"text": y_title},
             "type": "category",
             "autorange": "reversed",
             "scaleanchor": "x",
             **_class_ticks(names),
         },
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        plot_bgcolor="white",
-    )
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+        "plot_bgcolor": "white",
+    }
+
+
+def _unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain trace and layout dicts, without plotly.py's property-by-property validation.
+
+    The figures Explore redraws on every slider move (D*, ROC, risk-coverage) are built this way: validating
+    them took about 50 ms of each move at 100 classes, more than computing what they show.
+    ``tests/test_figures.py`` rebuilds each of them with validation on, so a wrong property still fails there.
+    """
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "D* (Rel-U)") -> go.Figure:
@@ -136,20 +146,18 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     title = _top_note(title, keep.size, matrix.shape[0], "largest D* row + column sums")
     matrix = matrix[np.ix_(keep, keep)]
     names = [str(class_names[k]) for k in keep]
-    fig = go.Figure(
-        go.Heatmap(
-            z=matrix,
-            x=names,
-            y=names,
-            customdata=_exact(matrix),
-            colorscale="Viridis",
-            colorbar={"title": {"text": "D*"}},
-            hovertemplate="class i: %{y}<br>class j: %{x}<br>D* = %{customdata}<extra></extra>",
-            name="D*",
-        )
-    )
-    _matrix_layout(fig, title, "class j", "class i", names)
-    return fig
+    heatmap = {
+        "type": "heatmap",
+        "z": matrix,
+        "x": names,
+        "y": names,
+        "customdata": _exact(matrix),
+        "colorscale": "Viridis",
+        "colorbar": {"title": {"text": "D*"}},
+        "hovertemplate": "class i: %{y}<br>class j: %{x}<br>D* = %{customdata}<extra></extra>",
+        "name": "D*",
+    }
+    return _unvalidated_figure([heatmap], _matrix_layout(title, "class j", "class i", names))
 
 
 def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "Confusion matrix") -> go.Figure:
@@ -213,7 +221,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
             showlegend=False,
         )
     )
-    _matrix_layout(fig, title, "predicted class", "true class", names)
+    fig.update_layout(**_matrix_layout(title, "predicted class", "true class", names))
     fig.update_layout(clickmode="event+select", dragmode=False)
     return fig
 
@@ -245,75 +253,96 @@ def roc_figure(
     of the metrics table); ``operating_points`` (``name -> (fpr, tpr)``) adds the user's chosen point.
     ``max_points`` thins the drawn line (the markers stay exact).
     """
-    fig = go.Figure()
+    traces = []
     for name, (fpr, tpr, auc) in curves.items():
         fpr, tpr = np.asarray(fpr, dtype=np.float64), np.asarray(tpr, dtype=np.float64)
-        fig.add_trace(_curve_trace(name, fpr, tpr, f"AUROC {auc:.4f}", "FPR", "TPR", max_points))
+        traces.append(_curve_trace(name, fpr, tpr, f"AUROC {auc:.4f}", "FPR", "TPR", max_points))
         at = _first_at_least(tpr, tpr_target)
         if at is not None:
-            fig.add_trace(
-                go.Scatter(
-                    x=[fpr[at]],
-                    y=[tpr[at]],
-                    mode="markers",
-                    name=f"{name} @ TPR {tpr_target:.0%}",
-                    legendgroup=name,
-                    showlegend=False,
-                    marker={"color": detector_color(name), "size": 10, "symbol": "circle-open", "line": {"width": 2}},
-                    hovertemplate=f"{name}: FPR at TPR {tpr_target:.0%} = %{{x:.4f}}<extra></extra>",
-                )
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": [fpr[at]],
+                    "y": [tpr[at]],
+                    "mode": "markers",
+                    "name": f"{name} @ TPR {tpr_target:.0%}",
+                    "legendgroup": name,
+                    "showlegend": False,
+                    "marker": {
+                        "color": detector_color(name),
+                        "size": 10,
+                        "symbol": "circle-open",
+                        "line": {"width": 2},
+                    },
+                    "hovertemplate": f"{name}: FPR at TPR {tpr_target:.0%} = %{{x:.4f}}<extra></extra>",
+                }
             )
-    for name, (fpr_op, tpr_op) in (operating_points or {}).items():
-        fig.add_trace(_operating_marker(name, fpr_op, tpr_op, "FPR", "TPR"))
-    fig.add_trace(
-        go.Scatter(
-            x=[0, 1],
-            y=[0, 1],
-            mode="lines",
-            line={"color": "#bbbbbb", "dash": "dash", "width": 1},
-            name="chance",
-            showlegend=False,
-            hoverinfo="skip",
-        )
+    traces += [
+        _operating_marker(name, fpr_op, tpr_op, "FPR", "TPR")
+        for name, (fpr_op, tpr_op) in (operating_points or {}).items()
+    ]
+    traces.append(
+        {
+            "type": "scatter",
+            "x": [0, 1],
+            "y": [0, 1],
+            "mode": "lines",
+            "line": {"color": "#bbbbbb", "dash": "dash", "width": 1},
+            "name": "chance",
+            "showlegend": False,
+            "hoverinfo": "skip",
+        }
     )
-    fig.add_hline(y=tpr_target, line={"color": "#999999", "width": 1, "dash": "dot"})
-    fig.update_layout(
-        title=title,
-        xaxis={"title": "FPR (errors accepted)", "range": [0, 1]},
-        yaxis={"title": "TPR (correct accepted)", "range": [0, 1.02]},
-        legend={"x": 0.98, "y": 0.02, "xanchor": "right"},
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-    )
-    return fig
+    target_line = {
+        "type": "line",
+        "xref": "x domain",
+        "x0": 0,
+        "x1": 1,
+        "yref": "y",
+        "y0": tpr_target,
+        "y1": tpr_target,
+        "line": {"color": "#999999", "width": 1, "dash": "dot"},
+    }
+    layout = {
+        "title": {"text": title},
+        "xaxis": {"title": {"text": "FPR (errors accepted)"}, "range": [0, 1]},
+        "yaxis": {"title": {"text": "TPR (correct accepted)"}, "range": [0, 1.02]},
+        "legend": {"x": 0.98, "y": 0.02, "xanchor": "right"},
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+        "shapes": [target_line],
+    }
+    return _unvalidated_figure(traces, layout)
 
 
 def _curve_trace(
     name: str, x: np.ndarray, y: np.ndarray, score: str, x_name: str, y_name: str, max_points: int | None
-) -> go.Scatter:
+) -> dict:
     """One detector's curve (thinned to ``max_points`` for drawing), its score in the legend."""
     keep = _thin(x.size, max_points)
-    return go.Scatter(
-        x=x[keep],
-        y=y[keep],
-        mode="lines",
-        name=f"{name} ({score})",
-        legendgroup=name,
-        line=_line_style(name),
-        hovertemplate=f"{name}<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
-    )
+    return {
+        "type": "scatter",
+        "x": x[keep],
+        "y": y[keep],
+        "mode": "lines",
+        "name": f"{name} ({score})",
+        "legendgroup": name,
+        "line": _line_style(name),
+        "hovertemplate": f"{name}<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
+    }
 
 
-def _operating_marker(name: str, x: float, y: float, x_name: str, y_name: str) -> go.Scatter:
-    return go.Scatter(
-        x=[x],
-        y=[y],
-        mode="markers",
-        name=f"{name} operating point",
-        legendgroup=name,
-        showlegend=False,
-        marker={"color": detector_color(name), "size": 13, "symbol": "x", "line": {"width": 1, "color": "black"}},
-        hovertemplate=f"{name} operating point<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
-    )
+def _operating_marker(name: str, x: float, y: float, x_name: str, y_name: str) -> dict:
+    return {
+        "type": "scatter",
+        "x": [x],
+        "y": [y],
+        "mode": "markers",
+        "name": f"{name} operating point",
+        "legendgroup": name,
+        "showlegend": False,
+        "marker": {"color": detector_color(name), "size": 13, "symbol": "x", "line": {"width": 1, "color": "black"}},
+        "hovertemplate": f"{name} operating point<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
+    }
 
 
 def risk_coverage_figure(
@@ -325,20 +354,22 @@ def risk_coverage_figure(
 ) -> go.Figure:
     """Risk (error rate among accepted) against coverage (fraction accepted), ``name -> (coverage, risk,
     aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked."""
-    fig = go.Figure()
+    traces = []
     for name, (coverage, risk, area) in curves.items():
         coverage, risk = np.asarray(coverage, dtype=np.float64), np.asarray(risk, dtype=np.float64)
-        fig.add_trace(_curve_trace(name, coverage, risk, f"AURC {area:.4f}", "coverage", "risk", max_points))
-    for name, (cov_op, risk_op) in (operating_points or {}).items():
-        fig.add_trace(_operating_marker(name, cov_op, risk_op, "coverage", "risk"))
-    fig.update_layout(
-        title=title,
-        xaxis={"title": "coverage (fraction accepted)", "range": [0, 1]},
-        yaxis={"title": "risk (error rate among accepted)", "rangemode": "tozero"},
-        legend={"x": 0.02, "y": 0.98},
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-    )
-    return fig
+        traces.append(_curve_trace(name, coverage, risk, f"AURC {area:.4f}", "coverage", "risk", max_points))
+    traces += [
+        _operating_marker(name, cov_op, risk_op, "coverage", "risk")
+        for name, (cov_op, risk_op) in (operating_points or {}).items()
+    ]
+    layout = {
+        "title": {"text": title},
+        "xaxis": {"title": {"text": "coverage (fraction accepted)"}, "range": [0, 1]},
+        "yaxis": {"title": {"text": "risk (error rate among accepted)"}, "rangemode": "tozero"},
+        "legend": {"x": 0.02, "y": 0.98},
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+    }
+    return _unvalidated_figure(traces, layout)
 
 
 def radar_figure(

@@ -159,3 +159,22 @@ def test_detector_colours_are_stable_and_distinct():
     named = [figures.detector_color(n) for n in ("Rel-U", "Doctor", "MSP", "ODIN", "Entropy", "Energy")]
     assert len(set(named)) == len(named)
     assert figures.detector_color("custom") == figures.detector_color("custom")
+
+
+def test_figures_built_without_validation_pass_plotlys_validation_unchanged():
+    """D*, ROC and risk-coverage skip plotly.py's validation for speed: rebuilding each with validation on must
+    accept every property and leave the figure as it was (no string titles plotly.js 3 would drop, no typo)."""
+    rng = np.random.default_rng(0)
+    curve = (np.linspace(0, 1, 50), np.sqrt(np.linspace(0, 1, 50)), 0.8)
+    built = [
+        figures.dstar_heatmap(rng.random((12, 12)), [f"c{k}" for k in range(12)]),
+        figures.roc_figure({"Rel-U": curve, "Doctor": curve}, {"Rel-U": (0.2, 0.9)}, max_points=20),
+        figures.risk_coverage_figure({"Rel-U": curve, "MSP": curve}, {"MSP": (0.5, 0.1)}),
+    ]
+    for fig in built:
+        as_built = json.loads(fig.to_json())
+        validated = json.loads(go.Figure(as_built).to_json())  # raises on an unknown or invalid property
+        for trace in validated["data"] + as_built["data"]:
+            trace.pop("colorscale", None)  # validation spells a named colour scale out as its colours
+        assert validated == as_built
+        assert isinstance(as_built["layout"]["title"], dict)
