@@ -1,9 +1,9 @@
 """Every session-state key of the dashboard, declared in one place, with the defaults the pages start from.
 
 Widget keys are session-state keys too. Each page prefixes its own (widgets, defaults, results) so that two
-pages never share a key by accident: Start ``start_``, Corruptions ``rob_``, Studies ``study_``, Baselines
-``bl_``; the sidebar ``pick_`` (a registered data set + model) and ``upload_`` (uploads), the job boxes
-``cancel_``. Explore's settings keep the short names its URL parameters set. A key made per item (a chart,
+pages never share a key by accident: Start ``start_``, Explore ``ex_`` (its URL parameters keep their short
+names: ``studio.query`` maps them), Corruptions ``rob_``, Studies ``study_``, Baselines ``bl_``; the sidebar
+``pick_`` (a registered data set + model) and ``upload_`` (uploads), the job boxes ``cancel_``. A key made per item (a chart,
 a job) is a prefix declared here joined to the item (:func:`item_key`). The pages and the glue name keys only
 through this module (``tests/test_session_keys.py``).
 """
