@@ -79,6 +79,13 @@ class Run:
     def __len__(self) -> int:
         return int(self.logits.shape[0])
 
+    def model_logits(self, images: np.ndarray, model: nn.Module | None = None, **engine_options) -> np.ndarray:
+        """Float32 logits of the run's model, or of another ``model`` that reads images as it does (an ensemble
+        member), on ``images`` (uint8 NHWC) with the run's normalisation; ``engine_options`` go to
+        :func:`engine.compute_logits` (device, batch_size, precision, progress, cancel)."""
+        model = self.model if model is None else model
+        return engine.compute_logits(model, images, mean=self.mean, std=self.std, **engine_options)
+
 
 def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...]) -> str:
     """16 hex digits of the SHA-256 of the logits, labels and class names (:func:`cache.array_digest`)."""

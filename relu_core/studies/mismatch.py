@@ -134,15 +134,8 @@ def other_logits(
 
     def compute() -> dict[str, np.ndarray]:
         return {
-            "logits": engine.compute_logits(
-                run.model,
-                other.images,
-                mean=run.mean,
-                std=run.std,
-                device=device,
-                precision=precision,
-                progress=progress,
-                cancel=cancel,
+            "logits": run.model_logits(
+                other.images, device=device, precision=precision, progress=progress, cancel=cancel
             )
         }
 
