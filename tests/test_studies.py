@@ -10,6 +10,7 @@ import pytest
 
 from relu_core import cli, datasets, detectors, metrics, protocol, runs, stats
 from relu_core.errors import Cancelled, InputError
+from relu_core.registry import by_name
 from relu_core.studies import STUDIES, ablation, base, calibration, mismatch, tuning_split
 from relu_core.studies import cli as studies_cli
 from relu_core.studies import figures as study_figures
@@ -360,6 +361,8 @@ def test_registry_names_its_modules() -> None:
     for name, study in STUDIES.items():
         assert study.module.NAME == name and study.title == study.module.TITLE
     assert STUDIES["mismatch"].needs_model and not STUDIES["ablation"].needs_model
+    with pytest.raises(ValueError, match="two entries are named 'ablation'"):
+        by_name(STUDIES["ablation"], STUDIES["calibration"], STUDIES["ablation"])
 
 
 @pytest.mark.slow  # a subprocess
