@@ -182,11 +182,8 @@ def run_study(
     tune_fraction: float = 0.5,
     seeds: int | Sequence[int] | None = None,
     subsample: int | None | str = "auto",
-    n_resamples: int = 1000,
     device: str = "auto",
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    use_cache: bool = True,
+    **options,
 ) -> base.StudyResult:
     """The ablation study on ``run`` (a :class:`relu_core.runs.Run`).
 
@@ -194,7 +191,7 @@ def run_study(
     seeds; None means :data:`base.DEFAULT_SEEDS`, and :data:`CPU_EPS_SEEDS` for the ε axis on a CPU.
     ``subsample`` (ε axis only): images drawn (seeded) before splitting; ``"auto"`` is
     :data:`relu_core.robustness.CPU_SUBSAMPLE` on a CPU and every image on a GPU; None is every image.
-    ``n_resamples``: paired bootstrap resamples per point (0: mean ± std of Rel-U − Doctor only).
+    ``device`` runs the model for the ε axis. The other keyword ``options`` as :func:`base.options`.
     """
     axes = tuple(dict.fromkeys(axes))
     unknown = [a for a in axes if a not in AXES]
@@ -208,20 +205,11 @@ def run_study(
     temperatures = _grid(temperatures, detectors.check_temperature, "T")
     epsilons = _grid(epsilons, lambda value: validation.non_negative(value, "ε"), "ε")
     tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
-    n_resamples = protocol.check_resamples(n_resamples)
+    common = base.options(seeds=seeds, **options)
+    seeds_main, progress, cancel = common.seeds, common.progress, common.cancel
     correct = protocol.correctness(run.logits, run.labels)
     cpu = engine.select_device(device).type == "cpu"
-    seeds_main = base.resolve_seeds(seeds)
-    key = {
-        "study": NAME,
-        **base.run_identity(run),
-        "axes": axes,
-        "lambdas": lambdas,
-        "temperatures": temperatures,
-        "tune_fraction": tune_fraction,
-        "seeds": seeds_main,
-        "n_resamples": n_resamples,
-    }
+    key = {"axes": axes, "lambdas": lambdas, "temperatures": temperatures, "tune_fraction": tune_fraction}
     sample = None
     if "eps" in axes:
         if run.model is None or run.images is None:
@@ -251,7 +239,7 @@ def run_study(
             "tune_fraction": tune_fraction,
             "seeds": list(seeds_main),
             "defaults": {"T": DEFAULT_T, "lambda": DEFAULT_LAMBDA, "eps": 0.0, "odin_T": ODIN_T},
-            "n_resamples": n_resamples,
+            "n_resamples": common.n_resamples,
         }
         splits = base.splits_for(correct, tune_fraction, seeds_main)
         steps = len(axes) + 1
@@ -297,8 +285,8 @@ def run_study(
                 )
         notes += collector.fallback_notes(lambda name, x: f"{SERIES[name]['x_label']} = {x:g}")
         report(progress, steps - 1, steps, "paired bootstrap")
-        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
+        curves, paired, per_seed = common.finish(collector)
         report(progress, steps, steps, "done")
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
 
-    return base.cached_result(key, compute, use_cache)
+    return common.cached(NAME, run, key, compute)

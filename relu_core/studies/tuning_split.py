@@ -64,39 +64,30 @@ def fraction_sweep(
             collector.add(series, fraction, base.DOCTOR, seed, doctor[evaluation], c_eval)
 
 
-def run_study(
-    run,
-    *,
-    fractions: Sequence[float] = FRACTIONS,
-    seeds: int | Sequence[int] | None = None,
-    n_resamples: int = 1000,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    use_cache: bool = True,
-) -> base.StudyResult:
-    """The tuning-split study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
+def run_study(run, *, fractions: Sequence[float] = FRACTIONS, **options) -> base.StudyResult:
+    """The tuning-split study on ``run``; the keyword ``options`` as :func:`base.options`."""
     fractions = check_fractions(fractions)
-    seeds = base.resolve_seeds(seeds)
-    n_resamples = protocol.check_resamples(n_resamples)
+    common = base.options(**options)
     correct = protocol.correctness(run.logits, run.labels)
-    key = {"study": NAME, **base.run_identity(run), "fractions": fractions, "seeds": seeds, "n_resamples": n_resamples}
 
     def compute() -> base.StudyResult:
         collector = base.Collector()
-        fraction_sweep(run.logits, correct, fractions, seeds, collector, cancel=cancel, progress=progress)
-        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
-        report(progress, len(fractions), len(fractions), "done")
+        fraction_sweep(
+            run.logits, correct, fractions, common.seeds, collector, cancel=common.cancel, progress=common.progress
+        )
+        curves, paired, per_seed = common.finish(collector)
+        report(common.progress, len(fractions), len(fractions), "done")
         settings = {
             "fractions": list(fractions),
-            "seeds": list(seeds),
+            "seeds": list(common.seeds),
             "T": TEMPERATURE,
             "lambda": LAMBDA,
             "eps": 0.0,
-            "n_resamples": n_resamples,
+            "n_resamples": common.n_resamples,
         }
         notes = collector.fallback_notes()
         return base.StudyResult(
             NAME, TITLE, curves, paired, per_seed, settings, {"fraction": dict(SERIES_INFO)}, notes=notes
         )
 
-    return base.cached_result(key, compute, use_cache)
+    return common.cached(NAME, run, {"fractions": fractions}, compute)
