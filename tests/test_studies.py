@@ -72,7 +72,7 @@ def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
     assert any(n.startswith("λ = 0: D* is the Hamming fallback (= Doctor) on 3 seed(s)") for n in result.notes)
     auto = result.settings["lambda_auto"]
     correct = protocol.correctness(run.logits, run.labels)
-    expected = np.mean([correct[tune].mean() for tune, _ in base.splits_for(correct, 0.5, range(3))])
+    expected = np.mean([correct[tune].mean() for _, tune, _ in base.splits_for(correct, 0.5, range(3))])
     np.testing.assert_allclose(auto, expected, rtol=RTOL)
     assert result.series["lambda"]["marks"]["λ = N₊/(N₊ + N₋)"] == pytest.approx(auto)
 

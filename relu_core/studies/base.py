@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,9 +154,23 @@ def checkpoint(cancel: Cancel | None, what: str) -> None:
         raise Cancelled(f"{what} cancelled")
 
 
-def splits_for(correct: np.ndarray, tune_fraction: float, seeds: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+@dataclass(frozen=True)
+class SeededSplits:
+    """Samples' correctness and their seeded tuning/evaluation splits: ``parts[i]`` is ``(tune, evaluation)``
+    for ``seeds[i]``; iterating gives ``(seed, tune, evaluation)``."""
+
+    correct: np.ndarray
+    seeds: tuple[int, ...]
+    parts: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        return ((seed, tune, evaluation) for seed, (tune, evaluation) in zip(self.seeds, self.parts))
+
+
+def splits_for(correct: np.ndarray, tune_fraction: float, seeds: Sequence[int]) -> SeededSplits:
     """The protocol's seeded splits, stratified by correctness (the same ones :func:`protocol.evaluate` uses)."""
-    return [protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct) for seed in seeds]
+    parts = tuple(protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct) for seed in seeds)
+    return SeededSplits(correct, tuple(seeds), parts)
 
 
 def moments(probs: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

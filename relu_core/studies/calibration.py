@@ -188,7 +188,7 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
         collector = base.Collector()
         bins: dict = {}
         rows = []
-        for i, (seed, (tune, evaluation)) in enumerate(zip(seeds, base.splits_for(correct, tune_fraction, seeds))):
+        for i, (seed, tune, evaluation) in enumerate(base.splits_for(correct, tune_fraction, seeds)):
             base.checkpoint(common.cancel, "calibration study")
             report(progress, i, len(seeds) + 1, f"seed {i + 1}/{len(seeds)}: temperature scaling")
             rows.append(calibration_seed(logits, labels, correct, tune, evaluation, seed, collector, bins))

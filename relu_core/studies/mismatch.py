@@ -177,16 +177,7 @@ def run_study(
         mix = assemble(run.logits, correct_in, logits_out, other.labels, other.class_names, exclude)
         n = len(mix["in_idx"])
         collector = base.Collector()
-        tuning_split.fraction_sweep(
-            mix["logits"],
-            mix["correct"],
-            fractions,
-            seeds,
-            collector,
-            series="mismatch",
-            cancel=cancel,
-            progress=progress,
-        )
+        tuning_split.fraction_sweep(mix["logits"], mix["correct"], fractions, collector, common, series="mismatch")
         curves, paired, per_seed = common.finish(collector)
         errors_in = int(n - mix["correct"][:n].sum())
         settings = {

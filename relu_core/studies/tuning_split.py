@@ -14,7 +14,7 @@ import numpy as np
 
 from relu_core import detectors, protocol, validation
 from relu_core.errors import InputError
-from relu_core.progress import Cancel, Progress, report
+from relu_core.progress import report
 from relu_core.studies import base
 from relu_core.threads import small_work
 
@@ -38,20 +38,18 @@ def fraction_sweep(
     logits: np.ndarray,
     correct: np.ndarray,
     fractions: Sequence[float],
-    seeds: Sequence[int],
     collector: base.Collector,
+    common: base.Options,
     series: str = "fraction",
-    cancel: Cancel | None = None,
-    progress: Progress | None = None,
 ) -> None:
-    """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed, into ``collector``."""
+    """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed of ``common``, into ``collector``."""
     probs = detectors.softmax(logits, TEMPERATURE)
     doctor = detectors.gini(probs)
     hamming = detectors.hamming_matrix(probs.shape[1])
     for i, fraction in enumerate(fractions):
-        report(progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
-        for seed in seeds:
-            base.checkpoint(cancel, "tuning-split study")
+        report(common.progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
+        for seed in common.seeds:
+            base.checkpoint(common.cancel, "tuning-split study")
             tune, evaluation = protocol.split_indices(len(correct), fraction, seed, stratify=correct)
             fitted = base.moments(probs[tune], correct[tune])
             matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, LAMBDA)
@@ -72,9 +70,7 @@ def run_study(run, *, fractions: Sequence[float] = FRACTIONS, **options) -> base
 
     def compute() -> base.StudyResult:
         collector = base.Collector()
-        fraction_sweep(
-            run.logits, correct, fractions, common.seeds, collector, cancel=common.cancel, progress=common.progress
-        )
+        fraction_sweep(run.logits, correct, fractions, collector, common)
         curves, paired, per_seed = common.finish(collector)
         report(common.progress, len(fractions), len(fractions), "done")
         settings = {
