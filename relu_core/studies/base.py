@@ -154,7 +154,7 @@ def checkpoint(cancel: Cancel | None, what: str) -> None:
         raise Cancelled(f"{what} cancelled")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SeededSplits:
     """Samples' correctness and their seeded tuning/evaluation splits: ``parts[i]`` is ``(tune, evaluation)``
     for ``seeds[i]``; iterating gives ``(seed, tune, evaluation)``."""
