@@ -47,14 +47,14 @@ def timed(function, repeats: int) -> float:
 def lambda_sweep(logits, labels, seeds) -> base.Collector:
     correct = protocol.correctness(logits, labels)
     collector = base.Collector()
-    ablation.lambda_sweep(logits, correct, base.splits_for(correct, 0.5, seeds), seeds, ablation.LAMBDAS, collector)
+    ablation.lambda_sweep(logits, base.splits_for(correct, 0.5, seeds), ablation.LAMBDAS, collector)
     return collector
 
 
 def fraction_sweep(logits, labels, seeds) -> base.Collector:
     correct = protocol.correctness(logits, labels)
     collector = base.Collector()
-    tuning_split.fraction_sweep(logits, correct, tuning_split.FRACTIONS, seeds, collector)
+    tuning_split.fraction_sweep(logits, correct, tuning_split.FRACTIONS, collector, base.options(seeds=seeds))
     return collector
 
 

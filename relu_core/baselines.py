@@ -396,15 +396,8 @@ def ensemble_logits(
                 "baseline_logits",
                 key,
                 lambda model=model: {
-                    "logits": engine.compute_logits(
-                        model,
-                        run.images,
-                        mean=run.mean,
-                        std=run.std,
-                        device=device,
-                        batch_size=batch_size,
-                        precision="fp32",
-                        cancel=cancel,
+                    "logits": run.model_logits(
+                        run.images, model, device=device, batch_size=batch_size, precision="fp32", cancel=cancel
                     )
                 },
             )["logits"]

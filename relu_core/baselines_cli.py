@@ -25,10 +25,7 @@ def add_parser(sub) -> None:
     from relu_core import cli
 
     p = sub.add_parser("baselines", help="MLP, MC-Dropout, Deep Ensembles and conformal beside Rel-U and Doctor")
-    p.add_argument("--logits", metavar="FILE", help="logits file (.npz/.csv/.parquet): no model, so no MC-Dropout")
-    p.add_argument("--model", metavar="NAME", help="a model name (see `models`), with --dataset")
-    p.add_argument("--weights", metavar="FILE")
-    p.add_argument("--dataset", metavar="SPEC")
+    cli.add_run_arguments(p, "logits file (.npz/.csv/.parquet): no model, so no MC-Dropout", required=False)
     p.add_argument(
         "--methods", default=None, help="comma-separated detector keys (default: every one this run supports)"
     )
@@ -144,7 +141,7 @@ def run_command(args: argparse.Namespace, bar) -> int:
     out = None if args.out is None else Path(args.out)
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out} exists and is not a directory")
-    if (args.logits is None) == (args.model is None):
+    if args.logits is None and args.model is None:  # (both at once: argparse refuses)
         raise InputError("give either --logits FILE or --model NAME with --dataset")
     run, title = cli.run_from_args(args, bar, batch_size)
     members = None if args.ensemble is None else _members(args.ensemble, run)

@@ -143,21 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluation part, mean and std over seeds. FPR at 95% TPR takes correctly classified samples as "
         "positives.",
     )
-    source = ev.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--logits",
-        metavar="FILE.npz",
-        help="npz with logits (N, C), labels (N,) [, class_names]; or a .csv/.parquet with one "
-        "column per class and a label column",
+    add_run_arguments(
+        ev,
+        "npz with logits (N, C), labels (N,) [, class_names]; or a .csv/.parquet with one column per class and "
+        "a label column",
+        required=True,
     )
-    source.add_argument("--model", metavar="NAME", help="a registered model (see `models`); needs --dataset")
-    ev.add_argument(
-        "--weights",
-        metavar="FILE",
-        help="checkpoint for --model (default: its known weights), or hf:REPO for one of the authors' "
-        "Hugging Face Hub checkpoints (e.g. hf:edadaltocg/resnet34_cifar10; downloaded once)",
-    )
-    ev.add_argument("--dataset", metavar="SPEC", help="a registered data set, imagefolder:PATH, npz:PATH or zip:PATH")
     ev.add_argument("--methods", default=None, help="comma-separated detector keys or names (default: every detector)")
     ev.add_argument(
         "--temperature",
@@ -236,6 +227,23 @@ def build_parser() -> argparse.ArgumentParser:
     baselines_cli.add_parser(sub)
     studies_cli.add_parser(sub)
     return parser
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, logits_help: str, *, required: bool) -> None:
+    """The flags naming a run, shared by ``evaluate``, ``baselines`` and ``study``: ``--logits FILE`` or
+    ``--model NAME`` (one of them, or neither unless ``required``), with ``--weights`` and ``--dataset``."""
+    source = parser.add_mutually_exclusive_group(required=required)
+    source.add_argument("--logits", metavar="FILE", help=logits_help)
+    source.add_argument("--model", metavar="NAME", help="a registered model (see `models`); needs --dataset")
+    parser.add_argument(
+        "--weights",
+        metavar="FILE",
+        help="checkpoint for --model (default: its known weights), or hf:REPO for one of the authors' "
+        "Hugging Face Hub checkpoints (e.g. hf:edadaltocg/resnet34_cifar10; downloaded once)",
+    )
+    parser.add_argument(
+        "--dataset", metavar="SPEC", help="a registered data set, imagefolder:PATH, npz:PATH or zip:PATH"
+    )
 
 
 def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,6 +34,7 @@ import contextlib
 import copy
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -280,7 +281,39 @@ def batched_outputs(
 # --------------------------------------------------------------------------- logits
 
 
-def compute_logits(
+@dataclass(frozen=True)
+class Inference:
+    """A model's pass over images, set up by :func:`inference`: the device, precision and batch size resolved,
+    the normalisation and the callbacks. Shared by plain logits and perturbed inputs
+    (:mod:`relu_core.preprocessing`)."""
+
+    model: nn.Module
+    normalization: Normalization
+    device: torch.device
+    precision: str
+    batch_size: int
+    progress: Progress | None
+    cancel: Cancel | None
+
+    def outputs(
+        self, step: Callable[[nn.Module, torch.Tensor], torch.Tensor], images_uint8_nhwc: np.ndarray, task: str
+    ) -> np.ndarray:
+        """Float32 ``step(inference copy of the model, normalised batch)`` over the images, in order
+        (:func:`batched_outputs`)."""
+        net = inference_model(self.model, self.device, self.precision)
+        normalise = self.normalization.on(self.device)
+        return batched_outputs(
+            lambda batch: step(net, normalise(batch)),
+            images_uint8_nhwc,
+            device=self.device,
+            batch_size=self.batch_size,
+            task=task,
+            progress=self.progress,
+            cancel=self.cancel,
+        )
+
+
+def inference(
     model: nn.Module,
     images_uint8_nhwc: np.ndarray,
     *,
@@ -292,51 +325,45 @@ def compute_logits(
     input_size: int | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
-    shard: bool = True,
-) -> np.ndarray:
-    """Float32 logits (N, C) of ``model`` on uint8 NHWC images normalised with ``mean``/``std`` (per channel,
-    on the 0..1 scale).
+) -> Inference:
+    """The checked set-up of ``model`` on uint8 NHWC images normalised with ``mean``/``std`` (per channel, on
+    the 0..1 scale); its keywords are the options of :func:`compute_logits` and
+    :func:`relu_core.preprocessing.perturbed_scores`, documented here once.
 
     ``batch_size=None`` picks :func:`default_batch_size`; ``precision`` is "auto" (bf16/fp16 autocast on CUDA,
     exact fp32 elsewhere), "fp32", "bf16" or "fp16"; ``input_size`` (the model spec's H = W) is checked when
     given. ``progress(done, total, message)`` is called after every batch; ``cancel()`` returning True raises
-    ``Cancelled``. Under ``torchrun`` with ``shard=True`` each rank computes a contiguous shard and all ranks
-    return the full logits in the original order. Raises InputError for images the model cannot read.
+    ``Cancelled``. Raises InputError for images the model cannot read or a batch size below 1.
     """
     check_images(model, images_uint8_nhwc, mean, std, input_size)
+    device = select_device(device)
+    batch_size = default_batch_size(device) if batch_size is None else int(batch_size)
+    if batch_size < 1:
+        raise InputError(f"batch size must be positive, got {batch_size}")
+    normalization = Normalization(tuple(mean), tuple(std))
+    return Inference(model, normalization, device, resolve_precision(precision, device), batch_size, progress, cancel)
+
+
+def compute_logits(model: nn.Module, images_uint8_nhwc: np.ndarray, *, shard: bool = True, **options) -> np.ndarray:
+    """Float32 logits (N, C) of ``model`` on uint8 NHWC images; the keyword ``options`` (``mean`` and ``std``,
+    required; ``device``, ``batch_size``, ``precision``, ``input_size``, ``progress``, ``cancel``) as
+    :func:`inference`.
+
+    Under ``torchrun`` with ``shard=True`` each rank computes a contiguous shard and all ranks return the full
+    logits in the original order. Raises InputError for images the model cannot read.
+    """
+    setup = inference(model, images_uint8_nhwc, **options)
     if shard and distributed.world_size() > 1:
         return distributed.sharded_logits(
             lambda start, stop, dev: compute_logits(
-                model,
-                images_uint8_nhwc[start:stop],
-                mean=mean,
-                std=std,
-                device=dev,
-                batch_size=batch_size,
-                precision=precision,
-                input_size=input_size,
-                progress=progress,
-                cancel=cancel,
-                shard=False,
+                model, images_uint8_nhwc[start:stop], shard=False, **{**options, "device": dev}
             ),
             images_uint8_nhwc.shape[0],
-            select_device(device),
+            setup.device,
         )
-    device = select_device(device)
-    precision = resolve_precision(precision, device)
-    net = inference_model(model, device, precision)
-    normalise = Normalization(tuple(mean), tuple(std)).on(device)
 
-    def logits(batch: torch.Tensor) -> torch.Tensor:
+    def logits(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
-            return forward(net, normalise(batch), precision)
+            return forward(net, x, setup.precision)
 
-    return batched_outputs(
-        logits,
-        images_uint8_nhwc,
-        device=device,
-        batch_size=default_batch_size(device) if batch_size is None else int(batch_size),
-        task="logits",
-        progress=progress,
-        cancel=cancel,
-    )
+    return setup.outputs(logits, images_uint8_nhwc, "logits")

@@ -24,7 +24,7 @@ Energy define no pre-processing here.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -33,8 +33,6 @@ from torch import nn
 from relu_core import cache, detectors, engine
 from relu_core.detectors import Detector
 from relu_core.errors import InputError
-from relu_core.models.normalization import Normalization
-from relu_core.progress import Cancel, Progress
 from relu_core.runs import Run
 
 #: The paper's grid of input pre-processing magnitudes ε (0 = none), shared by Explore and the ablation.
@@ -87,28 +85,22 @@ def perturbed_scores(
     detector: Detector,
     eps: float,
     *,
-    mean: Sequence[float],
-    std: Sequence[float],
     indices: np.ndarray | None = None,
-    device: str | torch.device = "auto",
-    batch_size: int | None = None,
-    precision: str = "auto",
-    input_size: int | None = None,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
+    **options,
 ) -> np.ndarray:
     """Uncertainty (float64, one per image, or per ``indices`` in that order) of the fitted ``detector`` on
     the inputs perturbed with step ``eps`` >= 0 (see the module docstring).
 
-    ``images`` is uint8 NHWC as for :func:`engine.compute_logits`, which also defines ``device``,
-    ``batch_size``, ``precision``, ``input_size``, ``progress`` and ``cancel``. With ``eps = 0`` the result is
+    ``images`` is uint8 NHWC; the keyword ``options`` (``mean`` and ``std``, required; ``device``,
+    ``batch_size``, ``precision``, ``input_size``, ``progress``, ``cancel``) as :func:`engine.inference`, the
+    set-up :func:`engine.compute_logits` shares. With ``eps = 0`` the result is
     ``detector.score(compute_logits(...))`` for the same batch size and precision. Results are cached per
     (weights hash, image fingerprint, indices, mean/std, detector name, T, lam and D* hash, eps, precision).
     """
     eps = float(eps)
     if not math.isfinite(eps) or eps < 0:
         raise InputError(f"eps must be a finite number >= 0, got {eps!r}")
-    engine.check_images(model, images, mean, std, input_size)
+    setup = engine.inference(model, images, **options)
     check_detector(detector)
     if indices is not None:
         indices = np.asarray(indices)
@@ -117,11 +109,6 @@ def perturbed_scores(
         if indices.min() < -images.shape[0] or indices.max() >= images.shape[0]:
             raise InputError(f"indices must lie in [0, {images.shape[0] - 1}]")
         images = images[indices]
-    device = engine.select_device(device)
-    precision = engine.resolve_precision(precision, device)
-    batch_size = engine.default_batch_size(device) if batch_size is None else int(batch_size)
-    if batch_size < 1:
-        raise InputError(f"batch size must be positive, got {batch_size}")
 
     from relu_core import models
 
@@ -129,40 +116,28 @@ def perturbed_scores(
         "kind": "perturbed-scores",
         "weights": models.weights_hash(model),
         "images": cache.array_digest(images),
-        "mean": list(mean),
-        "std": list(std),
+        "mean": setup.normalization.mean,
+        "std": setup.normalization.std,
         "detector": _detector_key(detector),
         "eps": eps,
-        "precision": precision,
+        "precision": setup.precision,
     }
 
+    def perturbed_logits(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """Gradient step on the normalised batch ``x``, then a clean forward pass (float32 logits). Autocast
+        covers the model only (engine.forward): the gradient is taken w.r.t. the float32 input and log s is
+        computed in float64 outside it."""
+        if eps > 0:
+            x.requires_grad_(True)
+            with torch.enable_grad():
+                objective = log_score(detector, engine.forward(net, x, setup.precision)).sum()
+            (grad,) = torch.autograd.grad(objective, x)
+            x = x.detach() - eps * torch.sign(-grad)
+        with torch.inference_mode():
+            return engine.forward(net, x, setup.precision)
+
     def compute() -> dict[str, np.ndarray]:
-        # Autocast covers the model only (engine.forward): the gradient is taken w.r.t. the float32 input and
-        # log s is computed in float64 outside it.
-        net = engine.inference_model(model, device, precision)
-        normalise = Normalization(tuple(mean), tuple(std)).on(device)
-
-        def perturbed_logits(batch: torch.Tensor) -> torch.Tensor:
-            """Gradient step on the normalised batch, then a clean forward pass (float32 logits)."""
-            x = normalise(batch)
-            if eps > 0:
-                x.requires_grad_(True)
-                with torch.enable_grad():
-                    objective = log_score(detector, engine.forward(net, x, precision)).sum()
-                (grad,) = torch.autograd.grad(objective, x)
-                x = x.detach() - eps * torch.sign(-grad)
-            with torch.inference_mode():
-                return engine.forward(net, x, precision)
-
-        logits = engine.batched_outputs(
-            perturbed_logits,
-            images,
-            device=device,
-            batch_size=batch_size,
-            task=f"input pre-processing (eps={eps:g})",
-            progress=progress,
-            cancel=cancel,
-        )
+        logits = setup.outputs(perturbed_logits, images, f"input pre-processing (eps={eps:g})")
         return {"uncertainty": np.asarray(detector.score(logits), dtype=np.float64)}
 
     return cache.cached("perturbed", key, compute)["uncertainty"]

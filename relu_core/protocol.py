@@ -806,19 +806,15 @@ def select_and_fit(
     method: str,
     *,
     tune_idx: np.ndarray,
-    eval_idx: np.ndarray | None = None,
-    selection: Literal["tuning", "oracle"] = "tuning",
-    temperatures: Sequence[float] | None = None,
-    lambdas: Sequence[float] | None = None,
-    n_folds: int = 5,
-    criterion: str = "fpr95",
-    fold_seed: int = 0,
     _cache: _ProbsCache | None = None,
+    **search,
 ) -> detectors.Detector:
     """Select a detector's hyperparameters with :func:`grid_search`, then refit it on the whole tuning part.
 
-    Parameters are those of :func:`grid_search`. A detector without hyperparameters (MSP) is built at
-    its standard setting. The fit (Rel-U's D*) reads the rows ``tune_idx`` only.
+    ``tune_idx`` and the keyword ``search`` (``eval_idx``, ``selection``, ``temperatures``, ``lambdas``,
+    ``n_folds``, ``criterion``, ``fold_seed``) go to :func:`grid_search`, with their defaults there. A detector
+    without hyperparameters (MSP) is built at its standard setting, with no search. The fit (Rel-U's D*)
+    reads the rows ``tune_idx`` only.
 
     Returns
     -------
@@ -834,20 +830,7 @@ def select_and_fit(
     logits = np.asarray(logits)
     cache = _cache if _cache is not None else _ProbsCache(logits)
     if detectors.REGISTRY[method].grids:
-        grid = grid_search(
-            logits,
-            labels,
-            tune_idx=tune_idx,
-            eval_idx=eval_idx,
-            temperatures=temperatures,
-            lambdas=lambdas,
-            n_folds=n_folds,
-            criterion=criterion,
-            selection=selection,
-            method=method,
-            fold_seed=fold_seed,
-            _cache=cache,
-        )
+        grid = grid_search(logits, labels, tune_idx=tune_idx, method=method, _cache=cache, **search)
         lam = grid.best_lam if grid.best_lam is not None else 0.5
         detector = detectors.make_detector(method, temperature=grid.best_temperature, lam=lam)
     else:
@@ -894,6 +877,14 @@ def evaluate_with_selection(
         As :func:`evaluate` and :func:`grid_search`.
     """
 
+    search = {
+        "selection": selection,
+        "temperatures": temperatures,
+        "lambdas": lambdas,
+        "n_folds": n_folds,
+        "criterion": criterion,
+    }
+
     def fit(data: _Splits, s: int, key: str) -> detectors.Detector:
         tune_idx, eval_idx = data.splits[s]
         return select_and_fit(
@@ -902,13 +893,9 @@ def evaluate_with_selection(
             key,
             tune_idx=tune_idx,
             eval_idx=eval_idx,
-            selection=selection,
-            temperatures=temperatures,
-            lambdas=lambdas,
-            n_folds=n_folds,
-            criterion=criterion,
             fold_seed=data.seeds[s],
             _cache=data.cache,
+            **search,
         )
 
     label = ORACLE_LABEL if selection == "oracle" else TUNING_LABEL

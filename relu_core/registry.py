@@ -1,12 +1,20 @@
-"""A thread-safe, size-bounded mapping that drops its least recently used entries: the app's run registry
-and per-session caches, so a server that has seen 50 uploads holds no more than one that has seen ``bound``."""
+"""Registries: :class:`LRURegistry`, a thread-safe, size-bounded mapping that drops its least recently used
+entries (the app's run registry and per-session caches, so a server that has seen 50 uploads holds no more
+than one that has seen ``bound``), and :func:`by_name`, the fixed registries declared as lists of entries."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+
+class _Named(Protocol):
+    name: str
+
+
+Entry = TypeVar("Entry", bound=_Named)
 
 
 class LRURegistry:
@@ -65,3 +73,14 @@ class LRURegistry:
     def __iter__(self) -> Iterator[Hashable]:
         with self._lock:
             return iter(list(self._items))
+
+
+def by_name(*entries: Entry) -> dict[str, Entry]:
+    """``{entry.name: entry}`` in the given order (the data sets, the studies); ValueError when two entries
+    share a name (a dict comprehension would keep the last one silently)."""
+    registry: dict[str, Entry] = {}
+    for entry in entries:
+        if entry.name in registry:
+            raise ValueError(f"two entries are named {entry.name!r}")
+        registry[entry.name] = entry
+    return registry

@@ -269,11 +269,7 @@ def _corrupted_logits(run, identity, name, severity, subsample, corruption_seed,
             images = corruptions.corrupted_set(
                 run.images, run.labels, identity["images"], name, severity, corruption_seed, subsample, cancel=cancel
             ).images
-        return {
-            "logits": engine.compute_logits(
-                run.model, images, mean=run.mean, std=run.std, device=device, batch_size=batch_size, cancel=cancel
-            )
-        }
+        return {"logits": run.model_logits(images, device=device, batch_size=batch_size, cancel=cancel)}
 
     return cache.cached(LOGITS_NAMESPACE, key, compute)["logits"], source
 

@@ -79,6 +79,13 @@ class Run:
     def __len__(self) -> int:
         return int(self.logits.shape[0])
 
+    def model_logits(self, images: np.ndarray, model: nn.Module | None = None, **engine_options) -> np.ndarray:
+        """Float32 logits of the run's model, or of another ``model`` that reads images as it does (an ensemble
+        member), on ``images`` (uint8 NHWC) with the run's normalisation; ``engine_options`` go to
+        :func:`engine.compute_logits` (device, batch_size, precision, progress, cancel)."""
+        model = self.model if model is None else model
+        return engine.compute_logits(model, images, mean=self.mean, std=self.std, **engine_options)
+
 
 def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...]) -> str:
     """16 hex digits of the SHA-256 of the logits, labels and class names (:func:`cache.array_digest`)."""
@@ -237,27 +244,17 @@ def small_cnn(
     recipe = training.RECIPES[arch]
     epochs = recipe.epochs if epochs is None else epochs
     train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)
+    settings = {"arch": arch, "seed": seed, "epochs": epochs, "batch_size": recipe.batch_size}  # key and training
     key = {
         "kind": "small-cnn",
-        "arch": arch,
         "data": train.fingerprint,
-        "seed": seed,
-        "epochs": epochs,
-        "batch_size": recipe.batch_size,
+        **settings,
         "code": _source_digest(models.small_cnn, models.registry, models.normalization, training),
     }
 
     def fit() -> dict[str, np.ndarray]:
         model = training.train_small_cnn(
-            train.images,
-            train.labels,
-            len(train.class_names),
-            arch=arch,
-            epochs=epochs,
-            seed=seed,
-            batch_size=recipe.batch_size,
-            progress=progress,
-            cancel=cancel,
+            train.images, train.labels, len(train.class_names), **settings, progress=progress, cancel=cancel
         )
         return {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
 
@@ -338,28 +335,18 @@ def logits_for(
         raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
     model.eval()
     resolved = engine.resolve_precision(precision, engine.select_device(device))
-    key = {
-        "kind": "logits",
-        "weights": models.weights_hash(model),
-        "data": data.fingerprint,
-        "mean": list(normalization.mean),
-        "std": list(normalization.std),
+    # What the logits depend on besides the weights and the data: in the key and the engine call alike.
+    inputs = {
+        "mean": normalization.mean,
+        "std": normalization.std,
         "input_size": spec.input_size,
         "precision": resolved,
     }
+    key = {"kind": "logits", "weights": models.weights_hash(model), "data": data.fingerprint, **inputs}
 
     def compute() -> dict[str, np.ndarray]:
         logits = engine.compute_logits(
-            model,
-            data.images,
-            mean=normalization.mean,
-            std=normalization.std,
-            device=device,
-            batch_size=batch_size,
-            precision=resolved,
-            input_size=spec.input_size,
-            progress=progress,
-            cancel=cancel,
+            model, data.images, **inputs, device=device, batch_size=batch_size, progress=progress, cancel=cancel
         )
         if logits.shape[1] != n_classes:
             raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")

@@ -10,6 +10,7 @@ import pytest
 
 from relu_core import cli, datasets, detectors, metrics, protocol, runs, stats
 from relu_core.errors import Cancelled, InputError
+from relu_core.registry import by_name
 from relu_core.studies import STUDIES, ablation, base, calibration, mismatch, tuning_split
 from relu_core.studies import cli as studies_cli
 from relu_core.studies import figures as study_figures
@@ -71,7 +72,7 @@ def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
     assert any(n.startswith("λ = 0: D* is the Hamming fallback (= Doctor) on 3 seed(s)") for n in result.notes)
     auto = result.settings["lambda_auto"]
     correct = protocol.correctness(run.logits, run.labels)
-    expected = np.mean([correct[tune].mean() for tune, _ in base.splits_for(correct, 0.5, range(3))])
+    expected = np.mean([correct[tune].mean() for _, tune, _ in base.splits_for(correct, 0.5, range(3))])
     np.testing.assert_allclose(auto, expected, rtol=RTOL)
     assert result.series["lambda"]["marks"]["λ = N₊/(N₊ + N₋)"] == pytest.approx(auto)
 
@@ -360,6 +361,8 @@ def test_registry_names_its_modules() -> None:
     for name, study in STUDIES.items():
         assert study.module.NAME == name and study.title == study.module.TITLE
     assert STUDIES["mismatch"].needs_model and not STUDIES["ablation"].needs_model
+    with pytest.raises(ValueError, match="two entries are named 'ablation'"):
+        by_name(STUDIES["ablation"], STUDIES["calibration"], STUDIES["ablation"])
 
 
 @pytest.mark.slow  # a subprocess

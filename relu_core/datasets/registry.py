@@ -19,6 +19,7 @@ from relu_core.datasets.base import DatasetError
 from relu_core.datasets.formats import load_npz_arrays, read_idx, read_plain_pickle
 from relu_core.datasets.userdata import read_image_folder
 from relu_core.progress import Progress
+from relu_core.registry import by_name
 
 Arrays = tuple[np.ndarray, np.ndarray, tuple[str, ...]]
 """Images uint8 (N, H, W, C), labels (N,), class names."""
@@ -278,76 +279,73 @@ def check_connection(url: str, name: str) -> None:
 
 TRAIN_TEST = ("test", "train")
 
-DATASETS: dict[str, RegisteredDataset] = {
-    entry.name: entry
-    for entry in (
-        RegisteredDataset(
-            "digits",
-            "scikit-learn digits: 1,797 8x8 grey images of 0-9, seeded 50/50 split (always offline)",
-            TRAIN_TEST,
-            (8, 8, 1),
-            _find_digits,
+DATASETS: dict[str, RegisteredDataset] = by_name(
+    RegisteredDataset(
+        "digits",
+        "scikit-learn digits: 1,797 8x8 grey images of 0-9, seeded 50/50 split (always offline)",
+        TRAIN_TEST,
+        (8, 8, 1),
+        _find_digits,
+    ),
+    RegisteredDataset(
+        "mnist",
+        "MNIST handwritten digits, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
+        TRAIN_TEST,
+        (28, 28, 1),
+        _idx_finder(("MNIST/raw", "mnist"), (), DIGIT_CLASSES),
+        _torchvision_fetch("MNIST"),
+        _torchvision_url("MNIST"),
+    ),
+    RegisteredDataset(
+        "fashion-mnist",
+        "Fashion-MNIST clothing, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
+        TRAIN_TEST,
+        (28, 28, 1),
+        _idx_finder(("FashionMNIST/raw", "fashion-mnist"), (DEBIAN_FASHION_MNIST,), FASHION_MNIST_CLASSES),
+        _torchvision_fetch("FashionMNIST"),
+        _torchvision_url("FashionMNIST"),
+    ),
+    RegisteredDataset(
+        "cifar10",
+        "CIFAR-10, 32x32 RGB, 10 classes (torchvision files, or the 10,000-image test JPEG folder, quality 75)",
+        TRAIN_TEST,
+        (32, 32, 3),
+        _torchvision_finder("CIFAR10", lambda split: "cifar-10-batches-py", ("", "cifar10"), _find_cifar10_jpeg),
+        _torchvision_fetch("CIFAR10"),
+        _torchvision_url("CIFAR10"),
+    ),
+    RegisteredDataset(
+        "cifar10-exact",
+        "CIFAR-10 test set, first 1,017 images, pixel-exact",
+        ("test",),
+        (32, 32, 3),
+        _exact_finder(
+            "cifar10", "cifar10_test_lossless_prefix1017.npz", "batches.meta", "label_names", CIFAR10_CLASSES
         ),
-        RegisteredDataset(
-            "mnist",
-            "MNIST handwritten digits, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
-            TRAIN_TEST,
-            (28, 28, 1),
-            _idx_finder(("MNIST/raw", "mnist"), (), DIGIT_CLASSES),
-            _torchvision_fetch("MNIST"),
-            _torchvision_url("MNIST"),
-        ),
-        RegisteredDataset(
-            "fashion-mnist",
-            "Fashion-MNIST clothing, 28x28 grey, 10 classes (10,000 test, 60,000 train)",
-            TRAIN_TEST,
-            (28, 28, 1),
-            _idx_finder(("FashionMNIST/raw", "fashion-mnist"), (DEBIAN_FASHION_MNIST,), FASHION_MNIST_CLASSES),
-            _torchvision_fetch("FashionMNIST"),
-            _torchvision_url("FashionMNIST"),
-        ),
-        RegisteredDataset(
-            "cifar10",
-            "CIFAR-10, 32x32 RGB, 10 classes (torchvision files, or the 10,000-image test JPEG folder, quality 75)",
-            TRAIN_TEST,
-            (32, 32, 3),
-            _torchvision_finder("CIFAR10", lambda split: "cifar-10-batches-py", ("", "cifar10"), _find_cifar10_jpeg),
-            _torchvision_fetch("CIFAR10"),
-            _torchvision_url("CIFAR10"),
-        ),
-        RegisteredDataset(
-            "cifar10-exact",
-            "CIFAR-10 test set, first 1,017 images, pixel-exact",
-            ("test",),
-            (32, 32, 3),
-            _exact_finder(
-                "cifar10", "cifar10_test_lossless_prefix1017.npz", "batches.meta", "label_names", CIFAR10_CLASSES
-            ),
-        ),
-        RegisteredDataset(
-            "cifar100",
-            "CIFAR-100, 32x32 RGB, 100 fine classes",
-            TRAIN_TEST,
-            (32, 32, 3),
-            _torchvision_finder("CIFAR100", lambda split: "cifar-100-python", ("", "cifar100")),
-            _torchvision_fetch("CIFAR100"),
-            _torchvision_url("CIFAR100"),
-        ),
-        RegisteredDataset(
-            "cifar100-exact",
-            "CIFAR-100 test set, first 916 images, pixel-exact, fine labels",
-            ("test",),
-            (32, 32, 3),
-            _exact_finder("cifar100", "cifar100_test_lossless_prefix916.npz", "meta", "fine_label_names", None),
-        ),
-        RegisteredDataset(
-            "svhn",
-            "SVHN house numbers, 32x32 RGB, 10 classes (26,032 test, 73,257 train)",
-            TRAIN_TEST,
-            (32, 32, 3),
-            _torchvision_finder("SVHN", lambda split: f"{split}_32x32.mat", ("svhn", "SVHN")),
-            _torchvision_fetch("SVHN", "svhn"),
-            _torchvision_url("SVHN"),
-        ),
-    )
-}
+    ),
+    RegisteredDataset(
+        "cifar100",
+        "CIFAR-100, 32x32 RGB, 100 fine classes",
+        TRAIN_TEST,
+        (32, 32, 3),
+        _torchvision_finder("CIFAR100", lambda split: "cifar-100-python", ("", "cifar100")),
+        _torchvision_fetch("CIFAR100"),
+        _torchvision_url("CIFAR100"),
+    ),
+    RegisteredDataset(
+        "cifar100-exact",
+        "CIFAR-100 test set, first 916 images, pixel-exact, fine labels",
+        ("test",),
+        (32, 32, 3),
+        _exact_finder("cifar100", "cifar100_test_lossless_prefix916.npz", "meta", "fine_label_names", None),
+    ),
+    RegisteredDataset(
+        "svhn",
+        "SVHN house numbers, 32x32 RGB, 10 classes (26,032 test, 73,257 train)",
+        TRAIN_TEST,
+        (32, 32, 3),
+        _torchvision_finder("SVHN", lambda split: f"{split}_32x32.mat", ("svhn", "SVHN")),
+        _torchvision_fetch("SVHN", "svhn"),
+        _torchvision_url("SVHN"),
+    ),
+)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from relu_core.errors import InputError
+from relu_core.registry import by_name
 
 
 @dataclass(frozen=True)
@@ -38,35 +39,32 @@ class Study:
         return self.module.run_study(run, **options)
 
 
-STUDIES: dict[str, Study] = {
-    study.name: study
-    for study in (
-        Study(
-            "ablation",
-            "relu_core.studies.ablation",
-            "FPR95 and AUROC against λ (0..1), T (0.1..1000, log) and ε (the paper's grid; needs a model), one at "
-            "a time, the others at T = 1, λ = 0.5, ε = 0",
-        ),
-        Study(
-            "tuning-split",
-            "relu_core.studies.tuning_split",
-            "Rel-U and Doctor against the share of samples used for tuning (T = 1, ε = 0, λ = 0.5)",
-        ),
-        Study(
-            "mismatch",
-            "relu_core.studies.mismatch",
-            "The run's model on its own test samples plus as many samples of another data set; D* fitted on a "
-            "tuning part of the mixture",
-            needs_model=True,
-        ),
-        Study(
-            "calibration",
-            "relu_core.studies.calibration",
-            "ECE at T = 1 and after temperature scaling (cross-validated NLL on the tuning split), Doctor and "
-            "Rel-U before and after",
-        ),
-    )
-}
+STUDIES: dict[str, Study] = by_name(
+    Study(
+        "ablation",
+        "relu_core.studies.ablation",
+        "FPR95 and AUROC against λ (0..1), T (0.1..1000, log) and ε (the paper's grid; needs a model), one at "
+        "a time, the others at T = 1, λ = 0.5, ε = 0",
+    ),
+    Study(
+        "tuning-split",
+        "relu_core.studies.tuning_split",
+        "Rel-U and Doctor against the share of samples used for tuning (T = 1, ε = 0, λ = 0.5)",
+    ),
+    Study(
+        "mismatch",
+        "relu_core.studies.mismatch",
+        "The run's model on its own test samples plus as many samples of another data set; D* fitted on a "
+        "tuning part of the mixture",
+        needs_model=True,
+    ),
+    Study(
+        "calibration",
+        "relu_core.studies.calibration",
+        "ECE at T = 1 and after temperature scaling (cross-validated NLL on the tuning split), Doctor and "
+        "Rel-U before and after",
+    ),
+)
 
 
 def get(name: str) -> Study:

@@ -69,18 +69,16 @@ def _grid(values: Sequence[float], check, what: str) -> tuple[float, ...]:
 @small_work
 def lambda_sweep(
     logits: np.ndarray,
-    correct: np.ndarray,
-    splits,
-    seeds,
+    splits: base.SeededSplits,
     lambdas: Sequence[float],
     collector: base.Collector,
-    temperature: float = DEFAULT_T,
     cancel: Cancel | None = None,
 ) -> None:
-    """Rel-U at every λ and Doctor (flat) at ``temperature`` on every split, into ``collector`` (series "lambda")."""
-    probs = detectors.softmax(logits, temperature)
+    """Rel-U at every λ and Doctor (flat) at T = 1 on every split, into ``collector`` (series "lambda")."""
+    correct = splits.correct
+    probs = detectors.softmax(logits, DEFAULT_T)
     hamming = detectors.hamming_matrix(probs.shape[1])
-    for seed, (tune, evaluation) in zip(seeds, splits):
+    for seed, tune, evaluation in splits:
         base.checkpoint(cancel, "λ ablation")
         p_eval, c_eval = probs[evaluation], correct[evaluation]
         doctor = detectors.gini(p_eval)
@@ -97,25 +95,23 @@ def lambda_sweep(
 @small_work
 def temperature_sweep(
     logits: np.ndarray,
-    correct: np.ndarray,
-    splits,
-    seeds,
+    splits: base.SeededSplits,
     temperatures: Sequence[float],
     collector: base.Collector,
-    lam: float = DEFAULT_LAMBDA,
     cancel: Cancel | None = None,
     progress: Progress | None = None,
 ) -> None:
-    """Rel-U (``lam``), Doctor and ODIN at every T on every split (series "temperature"), one softmax per T."""
+    """Rel-U (λ = 0.5), Doctor and ODIN at every T on every split (series "temperature"), one softmax per T."""
+    correct = splits.correct
     for i, t in enumerate(temperatures):
         base.checkpoint(cancel, "T ablation")
         report(progress, i, len(temperatures), f"T = {t:g}")
         probs = detectors.softmax(logits, t)
         hamming = detectors.hamming_matrix(probs.shape[1])
-        for seed, (tune, evaluation) in zip(seeds, splits):
+        for seed, tune, evaluation in splits:
             p_eval, c_eval = probs[evaluation], correct[evaluation]
             fitted = base.moments(probs[tune], correct[tune])
-            matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, lam)
+            matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, DEFAULT_LAMBDA)
             if fitted is None or np.array_equal(matrix, hamming):
                 collector.note_fallback("temperature", t)
             collector.add("temperature", t, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval)
@@ -125,10 +121,8 @@ def temperature_sweep(
 
 def eps_sweep(
     run,
-    correct: np.ndarray,
     sample: np.ndarray,
-    splits,
-    seeds,
+    splits: base.SeededSplits,
     epsilons: Sequence[float],
     collector: base.Collector,
     *,
@@ -138,15 +132,15 @@ def eps_sweep(
 ) -> None:
     """Rel-U (T = 1, λ = 0.5), Doctor (T = 1) and ODIN (T = 1000) at every ε (series "eps").
 
-    ``sample`` holds the run's image indices in play (sorted); ``splits`` are positions inside it. D* is fitted
-    on the clean tuning logits; ε = 0 scores the clean logits, ε > 0 the perturbed inputs (cached on disk by
-    :func:`preprocessing.perturbed_scores`). Doctor and ODIN do not depend on the split, so their perturbed
-    scores are computed once for the whole sample.
+    ``sample`` holds the run's image indices in play (sorted); ``splits`` are of those images (positions inside
+    ``sample``). D* is fitted on the clean tuning logits; ε = 0 scores the clean logits, ε > 0 the perturbed
+    inputs (cached on disk by :func:`preprocessing.perturbed_scores`). Doctor and ODIN do not depend on the
+    split, so their perturbed scores are computed once for the whole sample.
     """
-    logits = np.asarray(run.logits)[sample]
+    logits, correct = np.asarray(run.logits)[sample], splits.correct
     probs = detectors.softmax(logits, DEFAULT_T)
     fixed = {base.DOCTOR: detectors.make_detector("doctor", DEFAULT_T), "ODIN": detectors.make_detector("odin", ODIN_T)}
-    total = len(epsilons) * (len(fixed) + len(splits))
+    total = len(epsilons) * (len(fixed) + len(splits.seeds))
     done = 0
     for eps in epsilons:
         perturbed = preprocessing.make_perturbed_scorer(run, eps, device=device, cancel=cancel)
@@ -162,7 +156,7 @@ def eps_sweep(
 
         everything = np.arange(len(sample))
         fixed_scores = {name: scores(d, everything) for name, d in fixed.items()}
-        for seed, (tune, evaluation) in zip(seeds, splits):
+        for seed, tune, evaluation in splits:
             relu = detectors.make_detector("relu", DEFAULT_T, DEFAULT_LAMBDA).fit_probs(probs[tune], correct[tune])
             if relu.fallback_:
                 collector.note_fallback("eps", eps)
@@ -182,11 +176,8 @@ def run_study(
     tune_fraction: float = 0.5,
     seeds: int | Sequence[int] | None = None,
     subsample: int | None | str = "auto",
-    n_resamples: int = 1000,
     device: str = "auto",
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    use_cache: bool = True,
+    **options,
 ) -> base.StudyResult:
     """The ablation study on ``run`` (a :class:`relu_core.runs.Run`).
 
@@ -194,7 +185,7 @@ def run_study(
     seeds; None means :data:`base.DEFAULT_SEEDS`, and :data:`CPU_EPS_SEEDS` for the ε axis on a CPU.
     ``subsample`` (ε axis only): images drawn (seeded) before splitting; ``"auto"`` is
     :data:`relu_core.robustness.CPU_SUBSAMPLE` on a CPU and every image on a GPU; None is every image.
-    ``n_resamples``: paired bootstrap resamples per point (0: mean ± std of Rel-U − Doctor only).
+    ``device`` runs the model for the ε axis. The other keyword ``options`` as :func:`base.options`.
     """
     axes = tuple(dict.fromkeys(axes))
     unknown = [a for a in axes if a not in AXES]
@@ -208,20 +199,11 @@ def run_study(
     temperatures = _grid(temperatures, detectors.check_temperature, "T")
     epsilons = _grid(epsilons, lambda value: validation.non_negative(value, "ε"), "ε")
     tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
-    n_resamples = protocol.check_resamples(n_resamples)
+    common = base.options(seeds=seeds, **options)
+    seeds_main, progress, cancel = common.seeds, common.progress, common.cancel
     correct = protocol.correctness(run.logits, run.labels)
     cpu = engine.select_device(device).type == "cpu"
-    seeds_main = base.resolve_seeds(seeds)
-    key = {
-        "study": NAME,
-        **base.run_identity(run),
-        "axes": axes,
-        "lambdas": lambdas,
-        "temperatures": temperatures,
-        "tune_fraction": tune_fraction,
-        "seeds": seeds_main,
-        "n_resamples": n_resamples,
-    }
+    key = {"axes": axes, "lambdas": lambdas, "temperatures": temperatures, "tune_fraction": tune_fraction}
     sample = None
     if "eps" in axes:
         if run.model is None or run.images is None:
@@ -251,42 +233,28 @@ def run_study(
             "tune_fraction": tune_fraction,
             "seeds": list(seeds_main),
             "defaults": {"T": DEFAULT_T, "lambda": DEFAULT_LAMBDA, "eps": 0.0, "odin_T": ODIN_T},
-            "n_resamples": n_resamples,
+            "n_resamples": common.n_resamples,
         }
         splits = base.splits_for(correct, tune_fraction, seeds_main)
         steps = len(axes) + 1
         if "lambda" in axes:
             report(progress, 0, steps, "λ ablation")
-            lambda_sweep(run.logits, correct, splits, seeds_main, lambdas, collector, cancel=cancel)
-            auto = float(np.mean([correct[t].mean() for t, _ in splits]))
+            lambda_sweep(run.logits, splits, lambdas, collector, cancel=cancel)
+            auto = float(np.mean([correct[tune].mean() for _, tune, _ in splits]))
             series["lambda"] = {**SERIES["lambda"], "marks": {"λ = N₊/(N₊ + N₋)": auto, "default λ = 0.5": 0.5}}
             settings.update(lambdas=list(lambdas), lambda_auto=auto)
         if "temperature" in axes:
             report(progress, len(series), steps, "T ablation")
-            temperature_sweep(
-                run.logits, correct, splits, seeds_main, temperatures, collector, cancel=cancel, progress=progress
-            )
+            temperature_sweep(run.logits, splits, temperatures, collector, cancel=cancel, progress=progress)
             series["temperature"] = {**SERIES["temperature"], "marks": {"T = 1": 1.0}}
             settings["temperatures"] = list(temperatures)
         if "eps" in axes:
-            c_sample = correct[sample]
-            splits_eps = base.splits_for(c_sample, tune_fraction, seeds_eps)
+            splits_eps = base.splits_for(correct[sample], tune_fraction, seeds_eps)
 
             def eps_progress(done: int, total: int, message: str) -> None:
                 report(progress, len(series) * total + done, steps * total, message)
 
-            eps_sweep(
-                run,
-                c_sample,
-                sample,
-                splits_eps,
-                seeds_eps,
-                epsilons,
-                collector,
-                device=device,
-                cancel=cancel,
-                progress=eps_progress,
-            )
+            eps_sweep(run, sample, splits_eps, epsilons, collector, device=device, cancel=cancel, progress=eps_progress)
             series["eps"] = {**SERIES["eps"], "marks": {"ε = 0": 0.0}}
             settings.update(epsilons=list(epsilons), seeds_eps=list(seeds_eps), subsample=len(sample))
             if len(sample) < len(run.labels) or len(seeds_eps) != len(seeds_main):
@@ -297,8 +265,8 @@ def run_study(
                 )
         notes += collector.fallback_notes(lambda name, x: f"{SERIES[name]['x_label']} = {x:g}")
         report(progress, steps - 1, steps, "paired bootstrap")
-        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
+        curves, paired, per_seed = common.finish(collector)
         report(progress, steps, steps, "done")
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
 
-    return base.cached_result(key, compute, use_cache)
+    return common.cached(NAME, run, key, compute)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,9 +154,23 @@ def checkpoint(cancel: Cancel | None, what: str) -> None:
         raise Cancelled(f"{what} cancelled")
 
 
-def splits_for(correct: np.ndarray, tune_fraction: float, seeds: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+@dataclass(frozen=True, eq=False)
+class SeededSplits:
+    """Samples' correctness and their seeded tuning/evaluation splits: ``parts[i]`` is ``(tune, evaluation)``
+    for ``seeds[i]``; iterating gives ``(seed, tune, evaluation)``."""
+
+    correct: np.ndarray
+    seeds: tuple[int, ...]
+    parts: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        return ((seed, tune, evaluation) for seed, (tune, evaluation) in zip(self.seeds, self.parts))
+
+
+def splits_for(correct: np.ndarray, tune_fraction: float, seeds: Sequence[int]) -> SeededSplits:
     """The protocol's seeded splits, stratified by correctness (the same ones :func:`protocol.evaluate` uses)."""
-    return [protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct) for seed in seeds]
+    parts = tuple(protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct) for seed in seeds)
+    return SeededSplits(correct, tuple(seeds), parts)
 
 
 def moments(probs: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -253,19 +267,57 @@ class Collector:
         return curves[list(CURVE_COLUMNS)], paired, per_seed
 
 
-# ------------------------------------------------------------------------------------------ cache
-def cached_result(key: dict, compute: Callable[[], StudyResult], use_cache: bool = True) -> StudyResult:
-    """The study result stored under ``key`` (plus :data:`CACHE_VERSION`), or ``compute()``-d and stored."""
-    full_key = {**key, "cache_version": CACHE_VERSION}
-    if use_cache:
-        stored = cache.load(NAMESPACE, full_key)
-        if stored is not None:
-            return StudyResult.from_dict(json.loads(str(stored["result"])))
-    result = compute()
-    cache.save(NAMESPACE, full_key, {"result": np.array(json.dumps(result.to_dict()))})  # exact floats, NaN kept
-    return result
+# ------------------------------------------------------------------------------------------ options and cache
+@dataclass(frozen=True)
+class Options:
+    """The keyword options every study's ``run_study`` takes besides its own settings, checked by
+    :func:`options` (where they are documented)."""
+
+    seeds: tuple[int, ...]
+    n_resamples: int
+    progress: Progress | None
+    cancel: Cancel | None
+    use_cache: bool
+
+    def finish(self, collector: Collector) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """``collector``'s frames (:meth:`Collector.finish`) with these resamples, progress and cancel."""
+        return collector.finish(self.n_resamples, self.progress, self.cancel)
+
+    def cached(self, study: str, run, key: dict, compute: Callable[[], StudyResult]) -> StudyResult:
+        """The result stored under the ``study``'s name, the content of the ``run``'s logits and labels, the
+        study's own settings ``key``, the seeds, the resample count and :data:`CACHE_VERSION`; or ``compute()``-d
+        and stored (``use_cache=False``: always computed)."""
+        full_key = {
+            "study": study,
+            "logits": cache.array_digest(np.asarray(run.logits)),
+            "labels": cache.array_digest(np.asarray(run.labels)),
+            **key,
+            "seeds": self.seeds,
+            "n_resamples": self.n_resamples,
+            "cache_version": CACHE_VERSION,
+        }
+        if self.use_cache:
+            stored = cache.load(NAMESPACE, full_key)
+            if stored is not None:
+                return StudyResult.from_dict(json.loads(str(stored["result"])))
+        result = compute()
+        cache.save(NAMESPACE, full_key, {"result": np.array(json.dumps(result.to_dict()))})  # exact floats, NaN kept
+        return result
 
 
-def run_identity(run) -> dict:
-    """What a study's numbers depend on in a run: the content of its logits and labels."""
-    return {"logits": cache.array_digest(np.asarray(run.logits)), "labels": cache.array_digest(np.asarray(run.labels))}
+def options(
+    *,
+    seeds: int | Sequence[int] | None = None,
+    n_resamples: int = 1000,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    use_cache: bool = True,
+) -> Options:
+    """The keyword options every ``run_study(run, <its own settings>, **options)`` forwards here, checked.
+
+    ``seeds``: a count or the seeds, each once (None: :data:`DEFAULT_SEEDS`). ``n_resamples``: paired bootstrap
+    resamples per point (0: mean ± std of Rel-U − Doctor only, no interval). ``progress(done, total, message)``
+    reports the work; ``cancel()`` returning True stops it with :class:`Cancelled`. ``use_cache=False``
+    recomputes even when a cached result exists.
+    """
+    return Options(resolve_seeds(seeds), protocol.check_resamples(n_resamples), progress, cancel, use_cache)

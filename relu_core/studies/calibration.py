@@ -26,7 +26,7 @@ from scipy.special import logsumexp
 
 from relu_core import detectors, protocol, validation
 from relu_core.errors import InputError
-from relu_core.progress import Cancel, Progress, report
+from relu_core.progress import report
 from relu_core.studies import base
 from relu_core.threads import small_work
 
@@ -169,29 +169,16 @@ def _summary(per_seed_rows: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_study(
-    run,
-    *,
-    tune_fraction: float = 0.5,
-    seeds: int | Sequence[int] | None = None,
-    n_resamples: int = 1000,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    use_cache: bool = True,
-) -> base.StudyResult:
-    """The calibration study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
+def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult:
+    """The calibration study on ``run``; the keyword ``options`` as :func:`base.options`."""
     tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
-    seeds = base.resolve_seeds(seeds)
-    n_resamples = protocol.check_resamples(n_resamples)
+    common = base.options(**options)
+    seeds, progress = common.seeds, common.progress
     logits = np.asarray(run.logits, dtype=np.float64)
     labels = np.asarray(run.labels)
     correct = protocol.correctness(logits, labels)
     key = {
-        "study": NAME,
-        **base.run_identity(run),
         "tune_fraction": tune_fraction,
-        "seeds": seeds,
-        "n_resamples": n_resamples,
         "grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
         "folds": N_FOLDS,
         "bins": N_BINS,
@@ -201,12 +188,12 @@ def run_study(
         collector = base.Collector()
         bins: dict = {}
         rows = []
-        for i, (seed, (tune, evaluation)) in enumerate(zip(seeds, base.splits_for(correct, tune_fraction, seeds))):
-            base.checkpoint(cancel, "calibration study")
+        for i, (seed, tune, evaluation) in enumerate(base.splits_for(correct, tune_fraction, seeds)):
+            base.checkpoint(common.cancel, "calibration study")
             report(progress, i, len(seeds) + 1, f"seed {i + 1}/{len(seeds)}: temperature scaling")
             rows.append(calibration_seed(logits, labels, correct, tune, evaluation, seed, collector, bins))
         report(progress, len(seeds), len(seeds) + 1, "paired bootstrap")
-        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
+        curves, paired, per_seed = common.finish(collector)
         seeds_frame = pd.DataFrame(rows)
         edges = np.linspace(0.0, 1.0, N_BINS + 1)
         reliability = pd.DataFrame(
@@ -230,7 +217,7 @@ def run_study(
             "eps": 0.0,
             "n_bins": N_BINS,
             "n_folds": N_FOLDS,
-            "n_resamples": n_resamples,
+            "n_resamples": common.n_resamples,
             "calibration_grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
         }
         notes = [
@@ -260,4 +247,4 @@ def run_study(
             notes=notes,
         )
 
-    return base.cached_result(key, compute, use_cache)
+    return common.cached(NAME, run, key, compute)

@@ -23,6 +23,8 @@ STUDY_NAMES = tuple(STUDIES)
 
 def add_parser(sub) -> None:
     """Register the ``study`` subcommand on the main parser's subparsers."""
+    from relu_core import cli
+
     st = sub.add_parser(
         "study",
         help="run one of the paper's studies: " + ", ".join(STUDY_NAMES),
@@ -30,13 +32,7 @@ def add_parser(sub) -> None:
         "D* fitted on tuning splits only. Results are cached by their settings.",
     )
     st.add_argument("name", metavar="NAME", help=" | ".join(STUDY_NAMES))
-    source = st.add_mutually_exclusive_group()
-    source.add_argument(
-        "--logits", metavar="FILE", help="logits file (.npz/.csv/.parquet); default: the offline digits run"
-    )
-    source.add_argument("--model", metavar="NAME", help="a registered model (with --dataset)")
-    st.add_argument("--weights", metavar="FILE", help="checkpoint for --model")
-    st.add_argument("--dataset", metavar="SPEC", help="data set for --model")
+    cli.add_run_arguments(st, "logits file (.npz/.csv/.parquet); default: the offline digits run", required=False)
     st.add_argument(
         "--download",
         action="store_true",

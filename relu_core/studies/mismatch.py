@@ -134,15 +134,8 @@ def other_logits(
 
     def compute() -> dict[str, np.ndarray]:
         return {
-            "logits": engine.compute_logits(
-                run.model,
-                other.images,
-                mean=run.mean,
-                std=run.std,
-                device=device,
-                precision=precision,
-                progress=progress,
-                cancel=cancel,
+            "logits": run.model_logits(
+                other.images, device=device, precision=precision, progress=progress, cancel=cancel
             )
         }
 
@@ -155,33 +148,26 @@ def run_study(
     other: str | object = "cifar100-exact",
     exclude: Sequence[str] | None = None,
     fractions: Sequence[float] = tuning_split.FRACTIONS,
-    seeds: int | Sequence[int] | None = None,
-    n_resamples: int = 1000,
     device: str = "auto",
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    use_cache: bool = True,
+    **options,
 ) -> base.StudyResult:
     """The mismatch study of ``run`` against ``other`` (a data set spec for ``datasets.load_dataset`` or an
-    ``ImageSet``). ``exclude``: class names of the other set to drop (None: :func:`default_exclusions`)."""
+    ``ImageSet``). ``exclude``: class names of the other set to drop (None: :func:`default_exclusions`);
+    ``device`` runs the model on the other set; the keyword ``options`` as :func:`base.options`."""
     check_run(run)
     fractions = tuning_split.check_fractions(fractions)
-    seeds = base.resolve_seeds(seeds)
-    n_resamples = protocol.check_resamples(n_resamples)
+    common = base.options(**options)
+    seeds, progress, cancel = common.seeds, common.progress, common.cancel
     if isinstance(other, str):
         other = datasets.load_dataset(other, split="test")
     check_shapes(run, other)
     exclude = default_exclusions(other.class_names) if exclude is None else tuple(exclude)
     correct_in = protocol.correctness(run.logits, run.labels)
     key = {
-        "study": NAME,
-        **base.run_identity(run),
         "weights": models.weights_hash(run.model),
         "other": other.fingerprint,
         "exclude": exclude,
         "fractions": fractions,
-        "seeds": seeds,
-        "n_resamples": n_resamples,
         "assembly_seed": ASSEMBLY_SEED,
     }
 
@@ -191,17 +177,8 @@ def run_study(
         mix = assemble(run.logits, correct_in, logits_out, other.labels, other.class_names, exclude)
         n = len(mix["in_idx"])
         collector = base.Collector()
-        tuning_split.fraction_sweep(
-            mix["logits"],
-            mix["correct"],
-            fractions,
-            seeds,
-            collector,
-            series="mismatch",
-            cancel=cancel,
-            progress=progress,
-        )
-        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
+        tuning_split.fraction_sweep(mix["logits"], mix["correct"], fractions, collector, common, series="mismatch")
+        curves, paired, per_seed = common.finish(collector)
         errors_in = int(n - mix["correct"][:n].sum())
         settings = {
             "other": other.name,
@@ -214,7 +191,7 @@ def run_study(
             "T": tuning_split.TEMPERATURE,
             "lambda": tuning_split.LAMBDA,
             "eps": 0.0,
-            "n_resamples": n_resamples,
+            "n_resamples": common.n_resamples,
         }
         notes = [
             f"{n:,} in-distribution samples ({run.dataset_name}; {errors_in:,} of them misclassified) and {n:,} "
@@ -226,4 +203,4 @@ def run_study(
         series = {"mismatch": {**tuning_split.SERIES_INFO}}
         return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
 
-    return base.cached_result(key, compute, use_cache)
+    return common.cached(NAME, run, key, compute)

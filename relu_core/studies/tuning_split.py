@@ -14,7 +14,7 @@ import numpy as np
 
 from relu_core import detectors, protocol, validation
 from relu_core.errors import InputError
-from relu_core.progress import Cancel, Progress, report
+from relu_core.progress import report
 from relu_core.studies import base
 from relu_core.threads import small_work
 
@@ -38,20 +38,18 @@ def fraction_sweep(
     logits: np.ndarray,
     correct: np.ndarray,
     fractions: Sequence[float],
-    seeds: Sequence[int],
     collector: base.Collector,
+    common: base.Options,
     series: str = "fraction",
-    cancel: Cancel | None = None,
-    progress: Progress | None = None,
 ) -> None:
-    """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed, into ``collector``."""
+    """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed of ``common``, into ``collector``."""
     probs = detectors.softmax(logits, TEMPERATURE)
     doctor = detectors.gini(probs)
     hamming = detectors.hamming_matrix(probs.shape[1])
     for i, fraction in enumerate(fractions):
-        report(progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
-        for seed in seeds:
-            base.checkpoint(cancel, "tuning-split study")
+        report(common.progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
+        for seed in common.seeds:
+            base.checkpoint(common.cancel, "tuning-split study")
             tune, evaluation = protocol.split_indices(len(correct), fraction, seed, stratify=correct)
             fitted = base.moments(probs[tune], correct[tune])
             matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, LAMBDA)
@@ -64,39 +62,28 @@ def fraction_sweep(
             collector.add(series, fraction, base.DOCTOR, seed, doctor[evaluation], c_eval)
 
 
-def run_study(
-    run,
-    *,
-    fractions: Sequence[float] = FRACTIONS,
-    seeds: int | Sequence[int] | None = None,
-    n_resamples: int = 1000,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    use_cache: bool = True,
-) -> base.StudyResult:
-    """The tuning-split study on ``run``; ``seeds`` None means :data:`base.DEFAULT_SEEDS`."""
+def run_study(run, *, fractions: Sequence[float] = FRACTIONS, **options) -> base.StudyResult:
+    """The tuning-split study on ``run``; the keyword ``options`` as :func:`base.options`."""
     fractions = check_fractions(fractions)
-    seeds = base.resolve_seeds(seeds)
-    n_resamples = protocol.check_resamples(n_resamples)
+    common = base.options(**options)
     correct = protocol.correctness(run.logits, run.labels)
-    key = {"study": NAME, **base.run_identity(run), "fractions": fractions, "seeds": seeds, "n_resamples": n_resamples}
 
     def compute() -> base.StudyResult:
         collector = base.Collector()
-        fraction_sweep(run.logits, correct, fractions, seeds, collector, cancel=cancel, progress=progress)
-        curves, paired, per_seed = collector.finish(n_resamples, progress, cancel)
-        report(progress, len(fractions), len(fractions), "done")
+        fraction_sweep(run.logits, correct, fractions, collector, common)
+        curves, paired, per_seed = common.finish(collector)
+        report(common.progress, len(fractions), len(fractions), "done")
         settings = {
             "fractions": list(fractions),
-            "seeds": list(seeds),
+            "seeds": list(common.seeds),
             "T": TEMPERATURE,
             "lambda": LAMBDA,
             "eps": 0.0,
-            "n_resamples": n_resamples,
+            "n_resamples": common.n_resamples,
         }
         notes = collector.fallback_notes()
         return base.StudyResult(
             NAME, TITLE, curves, paired, per_seed, settings, {"fraction": dict(SERIES_INFO)}, notes=notes
         )
 
-    return base.cached_result(key, compute, use_cache)
+    return common.cached(NAME, run, {"fractions": fractions}, compute)
