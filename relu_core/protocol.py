@@ -28,6 +28,7 @@ in the grid, across every lam: Rel-U's matrix only depends on the two second-mom
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -827,6 +828,7 @@ def select_and_fit(
         As :func:`grid_search`, and for bad logits or labels.
     """
     method = resolve_methods([method])[0]
+    inspect.signature(grid_search).bind_partial(**search)  # a misspelt option fails even where nothing is searched
     logits = np.asarray(logits)
     cache = _cache if _cache is not None else _ProbsCache(logits)
     if detectors.REGISTRY[method].grids:

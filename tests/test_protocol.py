@@ -388,3 +388,11 @@ def test_paired_difference_is_the_pooled_bootstrap_of_each_seed_s_evaluation_sco
     assert protocol.evaluate(logits, labels, ["relu", "msp"], seeds=2).paired is None
     with pytest.raises(InputError, match="n_resamples"):
         protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=-1)
+
+
+def test_select_and_fit_refuses_a_misspelt_search_option_even_without_a_search():
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(200, 3)), rng.integers(0, 3, 200)
+    for method in ("msp", "relu"):  # MSP searches nothing, Rel-U searches (T, λ)
+        with pytest.raises(TypeError, match="n_fold"):
+            protocol.select_and_fit(logits, labels, method, tune_idx=np.arange(100), n_fold=3)
