@@ -248,12 +248,7 @@ def _controls(has_model: bool):
             if not has_model:
                 st.caption("ε needs the model and the images; this run has logits only.")
         with c_split:
-            st.select_slider(
-                "tuning split fraction",
-                options=protocol.TUNE_FRACTION_PRESETS,
-                key=session.EX_TUNE_FRACTION,
-                format_func=lambda f: f"{f:.0%}",
-            )
+            page.fraction_slider(st, "tuning split fraction", key=session.EX_TUNE_FRACTION)
             st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
         with c_det:
             st.multiselect(

@@ -46,12 +46,7 @@ with st.container(border=True):
         key=session.ROB_SEVERITY,
         help="The paper's radar plots use severity 5.",
     )
-    c_split.select_slider(
-        "clean tuning split",
-        options=protocol.TUNE_FRACTION_PRESETS,
-        key=session.ROB_TUNE_FRACTION,
-        format_func=lambda f: f"{f:.0%}",
-    )
+    page.fraction_slider(c_split, "clean tuning split", key=session.ROB_TUNE_FRACTION)
     c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key=session.ROB_SEEDS)
     c_sev.selectbox(
         "selection criterion",

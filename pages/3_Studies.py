@@ -58,12 +58,7 @@ def _controls() -> dict:
             )
         )
         if name in ("ablation", "calibration"):
-            options["tune_fraction"] = c3.select_slider(
-                "tuning fraction",
-                options=protocol.TUNE_FRACTION_PRESETS,
-                key=session.STUDY_FRACTION,
-                format_func=lambda f: f"{f:.0%}",
-            )
+            options["tune_fraction"] = page.fraction_slider(c3, "tuning fraction", key=session.STUDY_FRACTION)
         if name in ("tuning-split", "mismatch"):
             chosen = c3.multiselect(
                 "tuning fractions",

@@ -34,12 +34,7 @@ st.session_state[session.BL_DETECTORS] = [k for k in st.session_state[session.BL
 # ------------------------------------------------------------------------------------------- controls
 with st.container(border=True):
     c_split, c_seeds, c_cov = st.columns(3)
-    c_split.select_slider(
-        "tuning split",
-        options=protocol.TUNE_FRACTION_PRESETS,
-        key=session.BL_TUNE_FRACTION,
-        format_func=lambda f: f"{f:.0%}",
-    )
+    page.fraction_slider(c_split, "tuning split", key=session.BL_TUNE_FRACTION)
     c_seeds.number_input(
         "seeds (splits averaged)",
         help="The paper averages 10 seeds; each seed trains one MLP.",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from relu_core import figures
+from relu_core import figures, protocol
 from studio.runs import run_label
 from studio.sidebar import sidebar_run_picker
 
@@ -41,3 +41,9 @@ def chart(place, fig, stem: str, *, key: str, config: dict | None = None, **kwar
     saves ``stem``.png unless ``config`` replaces the chart config. Returns what ``st.plotly_chart`` returns."""
     config = figures.chart_config(stem) if config is None else config
     return place.plotly_chart(fig, config=config, theme=None, key=key, **kwargs)
+
+
+def fraction_slider(place, label: str, *, key: str) -> float:
+    """A slider over the tuning-split fractions every page offers (``protocol.TUNE_FRACTION_PRESETS``), shown as
+    percentages."""
+    return place.select_slider(label, options=protocol.TUNE_FRACTION_PRESETS, key=key, format_func=lambda f: f"{f:.0%}")

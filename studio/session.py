@@ -208,15 +208,41 @@ QUERY_RUN_READ = "_query_run_read"
 QUERY_RUN_NOTICE = "_query_run_notice"
 
 # ---- Explore (pages/1_Explore.py); the URL parameters lam, T, eps, tune and seed set the first six (studio.query)
-EX_LAM = "ex_lam"
-EX_LAM_AUTO = "ex_lam_auto"
-EX_TEMPERATURE = "ex_temperature"
-EX_EPS = "ex_eps"
-EX_TUNE_FRACTION = "ex_tune_fraction"
-EX_SEED = "ex_seed"
+#: The settings a shared URL sets (its ``lam``, ``T``, ``eps``, ``tune`` and ``seed``; ``studio.query``).
+EX_LAM, EX_LAM_AUTO, EX_TEMPERATURE, EX_EPS, EX_TUNE_FRACTION, EX_SEED = (
+    "ex_lam",
+    "ex_lam_auto",
+    "ex_temperature",
+    "ex_eps",
+    "ex_tune_fraction",
+    "ex_seed",
+)
 EX_DETECTORS = "ex_detectors"
 EX_OP_KIND = "ex_op_kind"
 EX_OP_TARGET = "ex_op_target"
+
+
+def explore_defaults() -> dict[str, object]:
+    """The Explore page's settings until changed: λ = 0.5 fitted on half of the data at T = 1 without input
+    pre-processing, Rel-U against Doctor, the operating point at the paper's 95 % TPR. A shared URL sets the
+    first six instead (``studio.query``)."""
+    return {
+        EX_LAM: 0.5,
+        EX_LAM_AUTO: False,
+        EX_TEMPERATURE: 1.0,
+        EX_EPS: 0.0,
+        EX_TUNE_FRACTION: 0.5,
+        EX_SEED: 0,
+        EX_DETECTORS: list(protocol.PAIRED),
+        EX_OP_KIND: "target TPR",
+        EX_OP_TARGET: 0.95,
+    }
+
+
+#: The prefixes (:func:`item_key`) of a chart and of a download button (with the chart's or file's name).
+EX_CHART, EX_DOWNLOAD = "ex_chart", "ex_dl"
+
+
 EX_SHOW_DOCTOR = "ex_show_doctor"
 #: The confusion-matrix cell whose samples the gallery shows, and the split they come from.
 EX_PAIR_TRUE = "ex_pair_true"
@@ -235,21 +261,3 @@ EX_BUILD_REPORT = "ex_build_report"
 EX_REPORT_HTML = "ex_report_html"
 EX_DL_REPORT = "ex_dl_report"
 EX_DL_METRICS = "ex_dl_metrics"
-#: The prefixes (:func:`item_key`) of a chart and of a download button (with the chart's or file's name).
-EX_CHART = "ex_chart"
-EX_DOWNLOAD = "ex_dl"
-
-
-def explore_defaults() -> dict[str, object]:
-    """The Explore page's settings until changed (or set by the URL)."""
-    return {
-        EX_LAM: 0.5,
-        EX_LAM_AUTO: False,
-        EX_TEMPERATURE: 1.0,
-        EX_EPS: 0.0,
-        EX_TUNE_FRACTION: 0.5,
-        EX_SEED: 0,
-        EX_DETECTORS: list(protocol.PAIRED),
-        EX_OP_KIND: "target TPR",
-        EX_OP_TARGET: 0.95,
-    }
