@@ -35,7 +35,8 @@ except robustness.RobustnessError as exc:
 
 N_IMAGES = len(run.labels)
 CRITERION_LABELS = {"fpr95": "FPR at 95 % TPR", "auroc": "AUROC", "aurc": "AURC", "eaurc": "E-AURC"}
-session.seed(session.rob_defaults())
+defaults = session.rob_defaults()
+session.restore(defaults, session.ROB_KEPT)  # the settings survive a visit to another page
 
 # ------------------------------------------------------------------------------------------- controls
 with st.container(border=True):
@@ -67,6 +68,7 @@ with st.container(border=True):
         "detectors", list(detectors.protocol_keys()), format_func=detectors.label, key=session.ROB_DETECTORS
     )
     st.multiselect("corruptions", list(corruptions.CORRUPTIONS), key=session.ROB_CORRUPTIONS)
+session.keep(defaults, session.ROB_KEPT)
 
 subsample = int(st.session_state[session.ROB_SUBSAMPLE]) or None
 options = {  # the arguments of robustness.mismatch_study, and the settings its result is kept for

@@ -121,6 +121,8 @@ ROB_RADAR_FPR = "rob_radar_fpr"
 ROB_ACCURACY = "rob_accuracy"
 ROB_DL_TABLE = "rob_dl_table"
 ROB_DL_SEEDS = "rob_dl_seeds"
+#: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
+ROB_KEPT = "rob_kept"
 
 
 def rob_defaults() -> dict[str, object]:

@@ -81,3 +81,16 @@ def test_runs_without_model_or_images_are_explained(pages, digits_run) -> None:
     pages.no_exceptions(at)
     assert any("images" in info.value and "sidebar" in info.value for info in at.info)
     assert not at.get("plotly_chart") and not at.get("image")
+
+
+def test_settings_survive_a_visit_to_another_page(pages, digits_run) -> None:
+    at = pages.open("2_Corruptions.py", digits_run, rob_subsample=64)
+    at.select_slider(key="rob_severity").set_value(3).run()
+    at.number_input(key="rob_seeds").set_value(4).run()
+    kept = at.session_state["rob_kept"]  # the plain copy a run of another page leaves alone
+    assert (kept["rob_severity"], kept["rob_seeds"]) == (3, 4)
+    # back from another page: Streamlit has dropped the widgets' state, only the plain copy is left
+    back = pages.open("2_Corruptions.py", digits_run, rob_kept=dict(kept))
+    pages.no_exceptions(back)
+    assert back.select_slider(key="rob_severity").value == 3
+    assert back.number_input(key="rob_seeds").value == 4
