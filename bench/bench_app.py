@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.busy import one_core_busy  # noqa: E402
 from relu_core import explore, metrics, protocol  # noqa: E402
-from relu_core.runs import Run, content_id  # noqa: E402
+from relu_core.runs import Run  # noqa: E402
 
 REPEATS = 15
 
@@ -35,11 +35,10 @@ def synthetic_run(n: int, n_classes: int, seed: int = 0) -> Run:
     logits = rng.normal(size=(n, n_classes)).astype(np.float32)
     logits[np.arange(n), confused] += 4.0 * rng.random(n).astype(np.float32) + 1.0
     names = tuple(f"class {c}" for c in range(n_classes))
-    return Run(
-        run_id=content_id(logits, labels, names),
-        logits=logits,
-        labels=labels,
-        class_names=names,
+    return Run.from_logits(
+        logits,
+        labels,
+        names,
         source=f"synthetic {n} x {n_classes}",
     )
 

@@ -10,37 +10,28 @@ and right (two settings, reused from the session's caches after the first visit)
 setting on every press, as a user dragging the slider does.
 
     .venv/bin/python bench/bench_browser.py [--sizes 10000x10,10000x100] [--repeats 10] [--sessions 4] [--one-way]
+        [--profile]   # also: the renderer's CPU time per λ press (plotly.js, Streamlit and React, native)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+
+from studio import headless  # noqa: E402
+from studio.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
 SLIDERS = {"λ": "weight of the errors", "T": "softmax temperature"}
 
 # The data the λ / T sliders change: D* (title and z), the ROC and the risk-coverage curves (the confusion matrix,
@@ -77,56 +68,20 @@ def _synthetic_run(n: int, c: int, seed: int = 0):
     labels = rng.integers(0, c, n)
     logits = (rng.normal(size=(n, c)) + 4.0 * np.eye(c)[labels] * rng.random((n, 1))).astype(np.float32)
     names = tuple(f"class {k}" for k in range(c))
-    return runs.Run(
-        run_id=runs.content_id(logits, labels, names),
-        logits=logits,
-        labels=labels,
-        class_names=names,
+    return runs.Run.from_logits(
+        logits,
+        labels,
+        names,
         source=f"synthetic {n} x {c}",
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _serve(cache: str) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = {**os.environ, "RELU_STUDIO_CACHE": cache, "RELU_STUDIO_DEFAULT": "digits"}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "Start.py",
-            "--server.headless",
-            "true",
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    return server, url
-        except OSError:
-            time.sleep(0.3)
-    server.terminate()
-    raise SystemExit("streamlit did not start")
+def _serve(cache: str):
+    """The app on a free port with ``cache`` as its cache (``studio.headless``); ``(process, url)``."""
+    try:
+        return headless.serve({**os.environ, "RELU_STUDIO_CACHE": cache, "RELU_STUDIO_DEFAULT": "digits"})
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _press_and_time(page, slider: str, key: str) -> float:
@@ -166,6 +121,32 @@ def _open(pw, url: str, run_id: str, profile: str):
     return context, page
 
 
+def _renderer_profile(page, presses: int) -> dict[str, float]:
+    """Milliseconds of the page's renderer per λ press, by kind (Chrome's sampling CPU profiler, CDP)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+    cdp.send("Profiler.start")
+    for k in range(presses):
+        _press_and_time(page, "λ", _key("λ", k, False))
+    profile = cdp.send("Profiler.stop")["profile"]
+    frames = {node["id"]: node["callFrame"] for node in profile["nodes"]}
+    spent: dict[str, float] = {}
+    for node, micros in zip(profile["samples"], profile["timeDeltas"], strict=True):
+        frame = frames[node]
+        if frame["functionName"] == "(idle)":
+            continue
+        kind = (
+            "plotly.js"
+            if "PlotlyChart" in frame["url"]
+            else {"(program)": "native (style, layout, paint)", "(garbage collector)": "garbage collection"}.get(
+                frame["functionName"], "Streamlit and React"
+            )
+        )
+        spent[kind] = spent.get(kind, 0.0) + micros / 1000 / presses
+    return spent
+
+
 def _session(url: str, run_id: str, repeats: int, out: list[float], profile: str) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -190,6 +171,11 @@ def main() -> None:
         action="store_true",
         help="press the same arrow every time, so every press asks for a setting not seen before "
         "(default: alternate left / right, which revisits the same two settings)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile the renderer during the λ presses of each size and print where its time went",
     )
     args = parser.parse_args()
     if not CHROMIUM.exists():
@@ -226,6 +212,12 @@ def main() -> None:
                                 f"   max {1000 * max(times):6.0f}",
                                 flush=True,
                             )
+                        if args.profile:
+                            spent = _renderer_profile(page, args.repeats)
+                            print(
+                                f"{n:>7,} x {c:<4} renderer per λ press: "
+                                + ", ".join(f"{kind} {ms:.0f} ms" for kind, ms in sorted(spent.items()))
+                            )
                     finally:
                         context.close()
             if args.sessions:
@@ -251,7 +243,7 @@ def main() -> None:
                     f" ms, p95 {1000 * p95:.0f} ms ({len(times)} presses)"
                 )
         finally:
-            server.terminate()
+            headless.stop(server)
             server.wait(timeout=10)
 
 

@@ -72,6 +72,12 @@ class Run:
     #: (uploaded files); :func:`remember` stores it so that a shared URL naming the run reopens it.
     recipe: tuple[tuple[str, object], ...] = ()
 
+    @classmethod
+    def from_logits(cls, logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...], **fields) -> Run:
+        """A run of logits alone (an upload, a stored run, a synthetic one), its ``run_id`` their
+        :func:`content_id`; ``fields`` set the others (``source``, ``dataset_name``)."""
+        return cls(content_id(logits, labels, class_names), logits, labels, class_names, **fields)
+
     @property
     def n_classes(self) -> int:
         return int(self.logits.shape[1])
@@ -205,11 +211,10 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
         if names.ndim != 1 or names.shape[0] != logits.shape[1] or names.dtype.kind not in "US":
             raise InputError(f"class_names must be {logits.shape[1]} strings, got {names.dtype} {names.shape}")
         class_names = tuple(str(name) for name in names.tolist())
-    return Run(
-        run_id=content_id(logits, labels, class_names),
-        logits=logits,
-        labels=labels,
-        class_names=class_names,
+    return Run.from_logits(
+        logits,
+        labels,
+        class_names,
         dataset_name=Path(filename).stem,
         source=f"uploaded logits {Path(filename).name}",
     )
@@ -446,11 +451,10 @@ def reopen(run_id: str, progress: Progress | None = None, cancel: Cancel | None 
         run = logits_for(**record["recipe"], progress=progress, cancel=cancel)
     else:
         names = tuple(str(name) for name in stored["class_names"].tolist())
-        run = Run(
-            run_id=content_id(stored["logits"], stored["labels"], names),
-            logits=stored["logits"],
-            labels=stored["labels"],
-            class_names=names,
+        run = Run.from_logits(
+            stored["logits"],
+            stored["labels"],
+            names,
             dataset_name=record.get("dataset_name", ""),
             source=record["source"],
         )

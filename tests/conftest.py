@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from studio import headless
+from studio.headless import CHROMIUM, CHROMIUM_ARGS
 
 REPO = Path(__file__).resolve().parent.parent
 # One spelling of the path for the code under test and the assertions (../shared may be a symlink).
@@ -133,18 +131,6 @@ def pages() -> Pages:
 
 # -------------------------------------------------------------------------- the app served, in real Chromium
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's chromium, never a browser downloaded by ``playwright install``
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
 
 def _skip_browser_tests(items: list[pytest.Item]) -> None:
     """Tests marked ``browser`` skip where Debian's Chromium or playwright is missing."""
@@ -159,64 +145,23 @@ def _skip_browser_tests(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    """``streamlit run Start.py`` headless on a free port (one server per test module); the cache is this test
-    session's temporary one."""
-    port = _free_port()
+    """``streamlit run Start.py`` headless on a free port (one server per test module, ``studio.headless``); the
+    cache is this test session's temporary one."""
     env = {
         **os.environ,
         "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE") or str(tmp_path_factory.mktemp("browser_cache")),
     }
-    log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "Start.py",
-            "--server.headless",
-            "true",
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start: see {log.name}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        server.terminate()
+    with (tmp_path_factory.mktemp("streamlit") / "server.log").open("w") as log:
         try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+            server, url = headless.serve(env, log)
+        except RuntimeError:
+            pytest.fail(f"streamlit did not start: see {log.name}")
+        try:
+            yield url
+        finally:
+            headless.stop(server)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from relu_core import explore
-from relu_core.runs import Run, content_id
+from relu_core.runs import Run
 
 
 def _run(seed: int, n: int = 300, n_classes: int = 5) -> Run:
@@ -18,11 +18,10 @@ def _run(seed: int, n: int = 300, n_classes: int = 5) -> Run:
     labels = rng.integers(0, n_classes, n)
     logits = (rng.normal(size=(n, n_classes)) + 2.0 * np.eye(n_classes)[labels]).astype(np.float32)
     names = tuple(f"c{k}" for k in range(n_classes))
-    return Run(
-        run_id=content_id(logits, labels, names),
-        logits=logits,
-        labels=labels,
-        class_names=names,
+    return Run.from_logits(
+        logits,
+        labels,
+        names,
         source=f"synthetic {seed}",
     )
 

@@ -26,7 +26,7 @@ def synthetic_run(n: int = 900, c: int = 6, scale: float = 1.0, seed: int = 0) -
     logits[np.arange(n), labels] += 2.0
     logits = (scale * logits).astype(np.float32)
     names = tuple(f"c{k}" for k in range(c))
-    return runs.Run(runs.content_id(logits, labels, names), logits, labels, names, source="synthetic")
+    return runs.Run.from_logits(logits, labels, names, source="synthetic")
 
 
 @pytest.fixture(scope="module")

@@ -171,3 +171,11 @@ def zip_folder(root: Path) -> bytes:
         for path in sorted(root.rglob("*.png")):
             archive.write(path, path.relative_to(root).as_posix())
     return buffer.getvalue()
+
+
+_EVALUATE_CNN8_ON_DIGITS = ("evaluate", "--model", "cnn8", "--dataset", "digits", "--seeds", "1", "--device", "cpu")
+
+
+def evaluate_argv(weights: Path, *extra: str) -> list[str]:
+    """``evaluate`` of the checkpoint ``weights`` as a cnn8 on digits, one seed, on the CPU, then ``extra``."""
+    return [*_EVALUATE_CNN8_ON_DIGITS, "--weights", str(weights), *extra]

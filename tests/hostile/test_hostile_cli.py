@@ -67,24 +67,7 @@ def test_evaluate_refuses_a_csv_beyond_the_class_limit(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", [*hf.BAD_SCRIPTED, "scripted-nan-weights", "state-nan", "state-inf"])
 def test_evaluate_refuses_hostile_models(name, bad_models, capsys):
-    status, err = _cli(
-        [
-            "evaluate",
-            "--model",
-            "cnn8",
-            "--dataset",
-            "digits",
-            "--weights",
-            str(bad_models[name]),
-            "--seeds",
-            "1",
-            "--methods",
-            "msp",
-            "--device",
-            "cpu",
-        ],
-        capsys,
-    )
+    status, err = _cli(hf.evaluate_argv(bad_models[name], "--methods", "msp"), capsys)
     line = _one_error_line(err)
     expected = hf.BAD_SCRIPTED[name][1] if name in hf.BAD_SCRIPTED else "nan or infinite weights"
     assert status == 2 and expected in line
@@ -142,21 +125,5 @@ def test_subprocess_allocation_bomb_exits_2_with_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["tuple", "dict", "raises"])
 def test_subprocess_hostile_torchscript_exits_2_with_one_line(name, bad_models):
-    done = _subprocess(
-        [
-            "evaluate",
-            "--model",
-            "cnn8",
-            "--dataset",
-            "digits",
-            "--weights",
-            str(bad_models[name]),
-            "--seeds",
-            "1",
-            "--methods",
-            "msp",
-            "--device",
-            "cpu",
-        ]
-    )
+    done = _subprocess(hf.evaluate_argv(bad_models[name], "--methods", "msp"))
     assert done.returncode == 2 and hf.BAD_SCRIPTED[name][1] in _one_error_line(done.stderr)

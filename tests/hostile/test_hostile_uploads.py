@@ -194,26 +194,7 @@ def test_scripted_cnn_through_the_cli_with_eps(scripted_digits, capsys):
     from relu_core import cli
 
     path = scripted_digits
-    status = cli.main(
-        [
-            "evaluate",
-            "--model",
-            "cnn8",
-            "--dataset",
-            "digits",
-            "--weights",
-            str(path),
-            "--seeds",
-            "1",
-            "--methods",
-            "relu,doctor",
-            "--eps",
-            "0.002",
-            "--device",
-            "cpu",
-            "--json",
-        ]
-    )
+    status = cli.main(hf.evaluate_argv(path, "--methods", "relu,doctor", "--eps", "0.002", "--json"))
     out = capsys.readouterr().out
     assert status == 0 and '"eps": 0.002' in out
 
