@@ -4,6 +4,8 @@ their bytes (:func:`load_upload`) by background jobs."""
 
 from __future__ import annotations
 
+import functools
+import gc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -120,8 +122,19 @@ def load_upload(
     )
 
 
+@functools.cache
+def _freeze_startup_heap() -> None:
+    """Moves the objects alive after the first page's imports (torch, plotly, pandas: about half a million) out
+    of the garbage collector's reach, once per server process. A full collection over them takes ~0.2 s with
+    the GIL held, which stalls the messages of the rerun that triggers it; they are never freed anyway.
+    (Streamlit's collection after every rerun is off too: ``runner.postScriptGC`` in .streamlit/config.toml.)"""
+    gc.collect()
+    gc.freeze()
+
+
 def sidebar_run_picker():
     """The sidebar: the current run (switch between loaded runs) and the ways to add one. Returns the run."""
+    _freeze_startup_heap()
     run = current_run()
     with st.sidebar:
         jobs_panel()
