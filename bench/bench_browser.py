@@ -138,7 +138,7 @@ def _renderer_profile(page, presses: int) -> dict[str, float]:
             continue
         kind = (
             "plotly.js"
-            if "PlotlyChart" in frame["url"]
+            if frame["url"].endswith("plotly.min.js")
             else {"(program)": "native (style, layout, paint)", "(garbage collector)": "garbage collection"}.get(
                 frame["functionName"], "Streamlit and React"
             )

@@ -306,7 +306,7 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
         )
     with right:
         cm, cm_fig = explore.confusion_figure(run_id, s.tune_fraction, s.seed)
-        event = _chart(cm_fig, "confusion", on_select="rerun", selection_mode="points")
+        clicked = _chart(cm_fig, "confusion", clickable=True)
         _download_row(cm_fig, "confusion")
         st.caption(
             "Rows: true class, columns: predicted class (tuning split). Grey: correct predictions. "
@@ -319,12 +319,10 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
         st.session_state[session.EX_PAIR_TRUE], st.session_state[session.EX_PAIR_PRED] = (
             int(v) for v in np.unravel_index(np.argmax(np.where(np.eye(len(cm), dtype=bool), -1, cm)), cm.shape)
         )
-    points_selected = (event or {}).get("selection", {}).get("points", []) if event else []
-    if points_selected and "customdata" in points_selected[0]:
-        pair = tuple(int(v) for v in points_selected[0]["customdata"][:2])
-        if st.session_state.get(session.EX_CLICKED_PAIR) != pair:
-            st.session_state[session.EX_CLICKED_PAIR] = pair
-            st.session_state[session.EX_PAIR_TRUE], st.session_state[session.EX_PAIR_PRED] = pair
+    if clicked and clicked.get("customdata"):  # the cell's (true, predicted) pair
+        st.session_state[session.EX_PAIR_TRUE], st.session_state[session.EX_PAIR_PRED] = (
+            int(v) for v in clicked["customdata"][:2]
+        )
     return heat, cm_fig
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from relu_core import figures, protocol
+from studio.live_chart import live_chart
 from studio.runs import run_label
 from studio.sidebar import sidebar_run_picker
 
@@ -34,13 +35,13 @@ def download_button(place, label: str, data, file_name: str, *, key: str) -> Non
     )
 
 
-def chart(place, fig, stem: str, *, key: str, config: dict | None = None, **kwargs):
+def chart(place, fig, stem: str, *, key: str, config: dict | None = None, clickable: bool = False):
     """``fig`` in ``place`` (``st`` or a column) as the library built it, in Plotly's own theme (the HTML report's
-    look too): Streamlit's theme is merged into every figure in the browser each time it is drawn, which took
-    about a third of the browser's time per λ move on Explore (``bench/bench_browser.py``). The camera button
-    saves ``stem``.png unless ``config`` replaces the chart config. Returns what ``st.plotly_chart`` returns."""
+    look too), kept mounted across reruns and updated in place (:mod:`studio.live_chart`). The camera button
+    saves ``stem``.png unless ``config`` replaces the chart config. With ``clickable``, returns the clicked
+    point (``{"x", "y", "customdata"}``) in the rerun its click starts, else None."""
     config = figures.chart_config(stem) if config is None else config
-    return place.plotly_chart(fig, config=config, theme=None, key=key, **kwargs)
+    return live_chart(place, fig, config, key=key, clickable=clickable)
 
 
 def fraction_slider(place, label: str, *, key: str) -> float:

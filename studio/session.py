@@ -252,8 +252,6 @@ EX_PAIR_PRED = "ex_pair_pred"
 EX_GALLERY_SPLIT = "ex_gallery_split"
 #: The run whose gallery cell was last set (a new run opens on its most frequent confusion).
 EX_PAIR_RUN = "ex_pair_run"
-#: The last cell picked by a click on the confusion matrix (a click is applied once).
-EX_CLICKED_PAIR = "ex_clicked_pair"
 #: ``(setting, result)`` of the last ε pass shown, kept on screen while the next one runs.
 EX_EPS_LAST = "ex_eps_last"
 #: The session's last computed views (an LRU registry), reused by widgets that keep the setting.

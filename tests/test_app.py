@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_charts import charts
 from streamlit.testing.v1 import AppTest
 
 pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
@@ -31,7 +31,7 @@ def _no_exceptions(at: AppTest) -> None:
 
 
 def _charts(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return charts(at)
 
 
 def _figure(at: AppTest, title_start: str) -> dict:

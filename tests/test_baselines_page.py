@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
+from apptest_charts import charts
 
 pytestmark = pytest.mark.slow  # AppTest of a whole page, MLP training
 
@@ -15,7 +15,7 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
     pages.ok(at)
     assert any("Run the study" in info.value for info in at.info)
     assert any("Deep Ensembles" in info.value for info in at.info)  # no offline ensemble for this linear model
-    assert not at.get("plotly_chart")
+    assert not charts(at)
     at.button(key="bl_run").click().run()
     pages.ok(at)
     table = next(df.value for df in at.dataframe if "detector" in df.value.columns)
@@ -23,7 +23,7 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
     assert all("±" in v for v in table["AUROC (higher is better)"])
     paired = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
     assert list(paired["metric"]) == ["FPR95", "AUROC", "AURC"]
-    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    specs = charts(at)
     titles = [spec["layout"]["title"]["text"] for spec in specs]
     assert titles[0].startswith("ROC") and titles[1].startswith("Risk-coverage")
     for spec in specs:
@@ -45,7 +45,7 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
     # a changed setting keeps the last study on screen and says so
     at.slider(key="bl_coverage").set_value(0.8).run()
     assert any("settings changed" in info.value for info in at.info)
-    assert len(at.get("plotly_chart")) == 2
+    assert len(charts(at)) == 2
 
 
 def test_logits_only_run_offers_the_logit_detectors_only(pages, digits_run) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
+from apptest_charts import charts
 from streamlit.testing.v1 import AppTest
 
 from relu_core import corruptions
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
 
 
 def _figures(at: AppTest) -> dict[str, dict]:
-    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    specs = charts(at)
     return {spec["layout"]["title"]["text"]: spec for spec in specs}
 
 
@@ -28,7 +28,7 @@ def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> N
     at = pages.open("2_Corruptions.py", digits_run, rob_subsample=64, rob_seeds=2)
     pages.no_exceptions(at)
     assert any("Run the study" in info.value for info in at.info)
-    assert not at.get("plotly_chart")
+    assert not charts(at)
     at.button(key="rob_run").click().run()
     pages.no_exceptions(at)
     assert not at.error, [e.value for e in at.error]
@@ -80,7 +80,7 @@ def test_runs_without_model_or_images_are_explained(pages, digits_run) -> None:
     at = pages.open("2_Corruptions.py", logits_only)
     pages.no_exceptions(at)
     assert any("images" in info.value and "sidebar" in info.value for info in at.info)
-    assert not at.get("plotly_chart") and not at.get("image")
+    assert not charts(at) and not at.get("image")
 
 
 def test_settings_survive_a_visit_to_another_page(pages, digits_run) -> None:

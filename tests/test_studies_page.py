@@ -4,9 +4,9 @@ CSV and HTML downloads; studies that need a model say so on a logits-only run; b
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
+from apptest_charts import charts
 from streamlit.testing.v1 import AppTest
 from test_studies import synthetic_run
 
@@ -19,7 +19,7 @@ def _page(pages, run, **state) -> AppTest:
 
 
 def _titles(at: AppTest) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+    return [chart["layout"]["title"]["text"] for chart in charts(at)]
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def _titles(at: AppTest) -> list[str]:
 def test_each_study_runs_and_draws_its_figures(pages, name, titles) -> None:
     at = _page(pages, synthetic_run(), study_name=name)
     pages.ok(at)
-    assert not at.get("plotly_chart") and any("Run the study" in i.value for i in at.info)
+    assert not charts(at) and any("Run the study" in i.value for i in at.info)
     at.button(key="study_run").click().run()
     pages.ok(at)
     assert _titles(at) == titles
@@ -71,7 +71,7 @@ def test_each_study_runs_and_draws_its_figures(pages, name, titles) -> None:
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels.count("data (CSV)") == len(titles) and labels.count("interactive figure (HTML)") == len(titles)
     assert {"curves.csv", "paired.csv", "per_seed.csv"} <= set(labels)
-    formats = {json.loads(chart.proto.config)["toImageButtonOptions"]["format"] for chart in at.get("plotly_chart")}
+    formats = {chart["config"]["toImageButtonOptions"]["format"] for chart in charts(at)}
     assert formats == {"png"}
     paired = next(df.value for df in at.dataframe if "95 % CI of the mean" in df.value.columns)
     assert all(v.startswith(("no significant difference", "Rel-U better", "Doctor better")) for v in paired["verdict"])
@@ -85,8 +85,8 @@ def test_camera_button_saves_svg_when_asked(pages) -> None:
     at.button(key="study_run").click().run()
     at.radio(key="study_image_format").set_value("svg").run()
     pages.ok(at)
-    charts = at.get("plotly_chart")
-    assert charts and all(json.loads(c.proto.config)["toImageButtonOptions"]["format"] == "svg" for c in charts)
+    drawn = charts(at)
+    assert drawn and all(c["config"]["toImageButtonOptions"]["format"] == "svg" for c in drawn)
 
 
 def test_logits_only_run_offers_no_eps_and_no_mismatch(pages) -> None:

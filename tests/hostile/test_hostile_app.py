@@ -3,7 +3,6 @@ Streamlit exception box, and the previous run stays current; a valid scripted CN
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import hostile_files as hf
 import numpy as np
 import pytest
 import torch
+from apptest_charts import charts
 from streamlit.testing.v1 import AppTest
 
 from relu_core import limits, runs
@@ -114,7 +114,7 @@ def test_1000_class_upload_keeps_explore_interactive(start):
     assert not start.exception
     start.slider(key="ex_lam").set_value(0.8).run(timeout=60)
     assert not start.exception and not start.error
-    heatmaps = [json.loads(c.proto.spec) for c in start.get("plotly_chart")]
+    heatmaps = charts(start)
     titled = [s for s in heatmaps if "top 50 of 1000 classes" in s["layout"].get("title", {}).get("text", "")]
     assert len(titled) >= 2  # D* and the confusion matrix
     assert all(len(s["data"][0]["x"]) == limits.FIGURE_MAX_CLASSES for s in titled)

@@ -1,0 +1,79 @@
+"""The app's chart component (studio.live_chart): the figure and config it sends, the plotly.js it serves
+offline, and the server settings the live updates rely on."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.offline
+import pytest
+from apptest_charts import charts
+from streamlit.testing.v1 import AppTest
+
+from studio import live_chart
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_payload_is_the_figure_with_a_responsive_config() -> None:
+    fig = go.Figure(go.Scatter(x=[0.0, 0.5, 1.0], y=[0.1, 0.2, 0.9], name="Rel-U"), layout={"title": "ROC"})
+    payload = json.loads(live_chart.figure_payload(fig, {"displaylogo": False}, clickable=True))
+    assert payload["data"] == json.loads(fig.to_json())["data"]
+    assert payload["layout"] == json.loads(fig.to_json())["layout"]
+    assert payload["config"] == {"displaylogo": False, "responsive": True}
+    assert payload["clickable"] is True
+
+
+def test_plotly_js_is_the_installed_packages_and_rewritten_when_different(tmp_path, monkeypatch) -> None:
+    target = tmp_path / "static" / "plotly.min.js"
+    monkeypatch.setattr(live_chart, "PLOTLY_JS", target)
+    live_chart.ensure_plotly_js.cache_clear()
+    try:
+        assert live_chart.ensure_plotly_js() == target
+        assert target.read_bytes() == plotly.offline.get_plotlyjs().encode()
+        assert target.stat().st_mode & 0o777 == 0o644  # the server process may run as another user
+        target.write_text("stale")
+        live_chart.ensure_plotly_js.cache_clear()
+        live_chart.ensure_plotly_js()
+        assert target.read_bytes() == plotly.offline.get_plotlyjs().encode()
+    finally:
+        live_chart.ensure_plotly_js.cache_clear()
+
+
+def test_the_script_is_served_from_where_the_component_loads_it() -> None:
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["enableStaticServing"] is True
+    # Streamlit serves static/ beside the main script (Start.py) at app/static/
+    assert live_chart.PLOTLY_JS == REPO / "static" / "plotly.min.js"
+    assert "app/static/plotly.min.js" in live_chart._JS
+    # a full garbage collection after every rerun held the GIL while the deltas were still being sent
+    assert config["runner"]["postScriptGC"] is False
+
+
+def test_a_page_mounts_one_component_per_chart_under_its_key(tmp_path) -> None:
+    script = tmp_path / "page.py"
+    script.write_text(
+        "import plotly.graph_objects as go\n"
+        "import streamlit as st\n"
+        "from studio import page\n"
+        "page.chart(st, go.Figure(go.Bar(y=[1, 2])), 'bars', key='bars')\n"
+        "left, _ = st.columns(2)\n"
+        "clicked = page.chart(left, go.Figure(go.Heatmap(z=[[1, 2]])), 'cells', key='cells', clickable=True)\n"
+        "st.write(repr(clicked))\n"
+    )
+    at = AppTest.from_file(str(script), default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    drawn = charts(at)
+    assert [c["data"][0]["type"] for c in drawn] == ["bar", "heatmap"]
+    assert [c["clickable"] for c in drawn] == [False, True]
+    assert drawn[0]["config"]["toImageButtonOptions"]["filename"] == "bars"
+    assert at.markdown[-1].value == "None"  # no click yet
+
+
+@pytest.mark.parametrize("attribute", ["react", "on", "purge"])
+def test_the_script_uses_plotly_api_that_exists(attribute) -> None:
+    assert f"Plotly.{attribute}" in live_chart._JS or f"plot.{attribute}(" in live_chart._JS
+    assert f"{attribute}:" in plotly.offline.get_plotlyjs() or f".{attribute}=" in plotly.offline.get_plotlyjs()
