@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import weakref
 from pathlib import Path
 
 import plotly.offline
@@ -80,10 +81,26 @@ def ensure_plotly_js() -> Path:
     return PLOTLY_JS
 
 
+_JSON_BY_FIGURE: dict[int, tuple[weakref.ref, str]] = {}
+
+
+def _figure_json(fig) -> str:
+    """``fig.to_json()``, once per figure object while it lives: a cached figure drawn on every rerun (the
+    confusion matrix: 10 ms and 174 kB at 100 classes) is serialised once. The pages never change a figure
+    after drawing it (they copy it first, as ``go.Figure(fig).update_layout(...)`` does)."""
+    key = id(fig)
+    held = _JSON_BY_FIGURE.get(key)
+    if held is not None and held[0]() is fig:
+        return held[1]
+    text = fig.to_json()
+    _JSON_BY_FIGURE[key] = (weakref.ref(fig, lambda _, key=key: _JSON_BY_FIGURE.pop(key, None)), text)
+    return text
+
+
 def figure_payload(fig, config: dict, *, clickable: bool = False) -> str:
     """What the component receives: the figure's JSON with its plotly ``config`` (made responsive) and whether
     clicks are reported."""
-    body = fig.to_json()
+    body = _figure_json(fig)
     extra = json.dumps({"config": {**config, "responsive": True}, "clickable": clickable})
     return body[:-1] + ", " + extra[1:]
 

@@ -3,6 +3,7 @@ offline, and the server settings the live updates rely on."""
 
 from __future__ import annotations
 
+import gc
 import json
 import tomllib
 from pathlib import Path
@@ -77,3 +78,16 @@ def test_a_page_mounts_one_component_per_chart_under_its_key(tmp_path) -> None:
 def test_the_script_uses_plotly_api_that_exists(attribute) -> None:
     assert f"Plotly.{attribute}" in live_chart._JS or f"plot.{attribute}(" in live_chart._JS
     assert f"{attribute}:" in plotly.offline.get_plotlyjs() or f".{attribute}=" in plotly.offline.get_plotlyjs()
+
+
+def test_a_figure_is_serialised_once_while_it_lives() -> None:
+    fig = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]))
+    first = live_chart.figure_payload(fig, {})
+    fig.data[0].z = [[0, 0], [0, 0]]  # the pages never do this; it shows the cache is per object
+    assert live_chart.figure_payload(fig, {}) == first
+    other = go.Figure(go.Heatmap(z=[[0, 0], [0, 0]]))
+    assert json.loads(live_chart.figure_payload(other, {}))["data"][0]["z"] == [[0, 0], [0, 0]]
+    key = id(fig)
+    del fig
+    gc.collect()  # a figure holds reference cycles (its traces point back at it)
+    assert key not in live_chart._JSON_BY_FIGURE
