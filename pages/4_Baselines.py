@@ -141,7 +141,7 @@ for column, (name, fig) in zip(row2, (("roc", roc), ("risk_coverage", rc))):
     page.download_button(
         column,
         f"{fig.layout.title.text.split(' (')[0].split(',')[0]} (HTML)",
-        fig.to_html(include_plotlyjs="cdn"),
+        lambda fig=fig: fig.to_html(include_plotlyjs=True, full_html=True),  # built when clicked (~5 MB)
         f"baselines_{name}.html",
         key=session.item_key(session.BL_DOWNLOAD, name, "html"),
     )
@@ -152,4 +152,4 @@ for column, (name, fig) in zip(row2, (("roc", roc), ("risk_coverage", rc))):
         f"baselines_{name}.csv",
         key=session.item_key(session.BL_DOWNLOAD, name, "csv"),
     )
-st.caption("The HTML figures load plotly.js from its CDN when opened; the camera button on each chart saves a PNG.")
+st.caption("The HTML figures hold plotly.js and open offline; the camera button on each chart saves a PNG.")

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from relu_core.limits import FIGURE_MAX_CLASSES
 
@@ -48,12 +49,16 @@ def _line_style(name: str) -> dict:
     return {"color": detector_color(name), "width": 3 if prominent else 1.5, "dash": "solid" if prominent else "dot"}
 
 
+#: Modebar buttons no chart offers: lasso selection, and plotly.js 4's upload of the chart to Plotly Cloud.
+MODEBAR_REMOVED = ["lasso2d", "sendChartToCloud"]
+
+
 def chart_config(filename: str) -> dict:
     """Plotly chart config: the modebar's camera button saves a PNG named ``filename``.png."""
     return {
         "displaylogo": False,
         "toImageButtonOptions": {"format": "png", "filename": filename, "scale": PNG_SCALE},
-        "modeBarButtonsToRemove": ["lasso2d"],
+        "modeBarButtonsToRemove": MODEBAR_REMOVED,
     }
 
 
@@ -124,6 +129,17 @@ def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str])
     }
 
 
+#: The template every figure names. A figure without one takes plotly's process-wide default, which importing
+#: Streamlit changes to its own (placeholder colours that only ``st.plotly_chart`` replaces): the dashboard,
+#: the CLI and the report must draw the same figure.
+TEMPLATE = pio.templates["plotly"]
+
+
+def new_figure(*traces, **layout) -> go.Figure:
+    """An empty figure (or one of ``traces``) in :data:`TEMPLATE`, with ``layout``."""
+    return go.Figure(data=list(traces), layout={"template": TEMPLATE, **layout})
+
+
 def _unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     """A figure from plain trace and layout dicts, without plotly.py's property-by-property validation.
 
@@ -131,7 +147,7 @@ def _unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     them took about 50 ms of each move at 100 classes, more than computing what they show.
     ``tests/test_figures.py`` rebuilds each of them with validation on, so a wrong property still fails there.
     """
-    return go.Figure(data=traces, layout=layout, _validate=False)
+    return go.Figure(data=traces, layout={"template": TEMPLATE, **layout}, _validate=False)
 
 
 def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "D* (Rel-U)") -> go.Figure:
@@ -189,7 +205,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
         "hovertemplate": hover,
         "texttemplate": "%{z:d}" if n <= 20 else None,
     }
-    fig = go.Figure()
+    fig = new_figure()
     fig.add_trace(
         go.Heatmap(z=correct, colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]], showscale=False, name="correct", **cells)
     )
@@ -383,7 +399,7 @@ def radar_figure(
     axes = [str(a) for a in axes]
     if len(axes) < 3:
         raise ValueError(f"A radar plot needs at least 3 axes, got {len(axes)}")
-    fig = go.Figure()
+    fig = new_figure()
     for name, values in series.items():
         values = np.asarray(values, dtype=np.float64)
         if values.shape != (len(axes),):
@@ -415,7 +431,7 @@ def accuracy_bars(
     values = np.asarray(accuracies, dtype=np.float64)
     if values.shape != (len(names),):
         raise ValueError(f"{values.size} accuracies for {len(names)} names")
-    fig = go.Figure(
+    fig = new_figure(
         go.Bar(
             x=[str(n) for n in names],
             y=values,

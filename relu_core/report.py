@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from relu_core import detectors, metrics, protocol, stats, threads
+from relu_core import detectors, figures, metrics, protocol, stats, threads
 
 if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
     import pandas as pd
@@ -138,7 +138,7 @@ def render_html(
         fig.to_html(
             full_html=False,
             include_plotlyjs=(i == 0),
-            config={"displaylogo": False},
+            config={"displaylogo": False, "modeBarButtonsToRemove": figures.MODEBAR_REMOVED},
             default_width="100%",
             default_height="460px",
         )
@@ -203,8 +203,6 @@ def report_for_run(
 ) -> str:
     """The report of ``run`` at fixed settings, computed headlessly: Rel-U fitted on the seeded tuning split
     at ``temperature`` and ``lam``, every detector scored on the evaluation split (ε = 0)."""
-    from relu_core import figures
-
     keys = list(dict.fromkeys([*protocol.PAIRED, *protocol.resolve_methods(list(keys))]))
     correct = protocol.correctness(run.logits, run.labels)
     tune_idx, eval_idx = protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct)

@@ -54,6 +54,9 @@ export default function ({ parentElement, data, setTriggerValue }) {
   if (plot.reluDrawn === data) return cleanup;  // every rerun sends every chart again; most did not change
   plot.reluDrawn = data;
   const figure = JSON.parse(data);
+  // a fixed height: with "responsive" and no height of its own plotly measures the empty element (0 px) and
+  // flips between 0 and its default on alternate updates
+  plot.style.height = `${figure.layout.height || 450}px`;
   loadPlotly().then((Plotly) => {
     Plotly.react(plot, figure.data, figure.layout, figure.config);
     if (figure.clickable && !plot.reluClickBound) {

@@ -70,6 +70,19 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         timeout=30_000,
     )
     assert "lam=0.4" in page.url
+    # each chart keeps its height through consecutive updates (plotly measured an element without one: every
+    # second update drew it 0 px tall, the page below sliding over it)
+    for lam in ("0.39", "0.38"):
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function(
+            f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {lam})')",
+            timeout=30_000,
+        )
+        page.wait_for_timeout(300)
+        heights = page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')].map(p => p.getBoundingClientRect().height)"
+        )
+        assert len(heights) >= 4 and min(heights) >= 300, heights
 
     # a click on a diagonal cell (never the default pair, which is an error cell) opens its gallery
     cell = page.evaluate(

@@ -178,3 +178,20 @@ def test_figures_built_without_validation_pass_plotlys_validation_unchanged():
             trace.pop("colorscale", None)  # validation spells a named colour scale out as its colours
         assert validated == as_built
         assert isinstance(as_built["layout"]["title"], dict)
+
+
+def test_every_figure_names_plotlys_template_whatever_the_process_default(monkeypatch) -> None:
+    """Importing Streamlit makes its placeholder-colour template the process default; figures ignore it."""
+    import plotly.io as pio
+
+    monkeypatch.setattr(pio.templates, "default", "plotly_dark")
+    names = ["a", "b", "c"]
+    built = [
+        figures.dstar_heatmap(np.eye(3)[::-1], names),
+        figures.confusion_heatmap(np.ones((3, 3), dtype=int), names),
+        figures.radar_figure(names, {"Rel-U": [0.1, 0.2, 0.3]}),
+        figures.accuracy_bars(names, [0.5, 0.6, 0.7]),
+        figures.new_figure(),
+    ]
+    for fig in built:
+        assert fig.layout.template.layout.colorway == pio.templates["plotly"].layout.colorway

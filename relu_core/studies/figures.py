@@ -38,7 +38,7 @@ def _x_axis(info: dict) -> dict:
 def band_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure:
     """Mean line per detector with a ±1 std band over seeds, against the series' x; marks as dotted lines."""
     info = result.series.get(series, {})
-    fig = go.Figure()
+    fig = core_figures.new_figure()
     rows = result.curves[(result.curves["series"] == series) & (result.curves["metric"] == metric)]
     for detector in dict.fromkeys(rows["detector"]):
         line = rows[rows["detector"] == detector]
@@ -95,7 +95,7 @@ def difference_figure(result: base.StudyResult, series: str, metric: str) -> go.
     info = result.series.get(series, {})
     rows = result.paired[(result.paired["series"] == series) & (result.paired["metric"] == metric)]
     x = rows["x"].to_numpy(float)
-    fig = go.Figure()
+    fig = core_figures.new_figure()
     low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
     if np.isfinite(low).any():
         fig.add_trace(
@@ -138,7 +138,7 @@ def difference_figure(result: base.StudyResult, series: str, metric: str) -> go.
 
 def reliability_figure(reliability: pd.DataFrame) -> go.Figure:
     """Accuracy against mean confidence per bin, before and after temperature scaling, with the diagonal."""
-    fig = go.Figure()
+    fig = core_figures.new_figure()
     fig.add_trace(
         go.Scatter(
             x=[0, 1],
