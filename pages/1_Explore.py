@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,36 +23,6 @@ st.caption(f"Run: {runs.run_label(run)}")
 query.query_run_notice()
 
 session.seed(session.explore_defaults())
-
-
-def _download_row(fig, stem: str, extra: list[tuple[str, object, str, str]] = ()) -> None:
-    """CSV of the figure's data (+ extra files, each bytes or a function returning them); the PNG is the chart's
-    camera button. The files are built when a button is clicked, never on a slider move. A lone button gets no
-    columns (two elements fewer for the browser to redraw on every slider move)."""
-    cols = st.columns(1 + len(extra)) if extra else [st]
-    cols[0].download_button(
-        f"{stem} data (CSV)",
-        lambda: figures.figure_csv(fig),
-        file_name=f"{stem}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key=session.item_key(session.EX_DOWNLOAD, stem),
-    )
-    for col, (label, payload, name, mime) in zip(cols[1:], extra, strict=True):
-        col.download_button(
-            label,
-            payload,
-            file_name=name,
-            mime=mime,
-            on_click="ignore",
-            key=session.item_key(session.EX_DOWNLOAD, name),
-        )
-
-
-def _npy(matrix: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, matrix)
-    return buffer.getvalue()
 
 
 def _chart(fig, stem: str, **kwargs):
@@ -165,13 +134,24 @@ def _gallery(
         st.caption(f"showing {limit} of {indices.size}")
 
 
-def _report_buttons(run_, view: explore.ExploreView, figs: list, table: pd.DataFrame, settings: dict) -> None:
-    """ "Download report": the current view as one self-contained HTML file (built on demand: it holds
-    plotly.js, about 5 MB, so it is not rebuilt on every slider move)."""
+def _export_buttons(run_, view: explore.ExploreView, figs: dict, table: pd.DataFrame, settings: dict) -> None:
+    """One row: the view's data as a ZIP (built when clicked) and "Download report", the current view as one
+    self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
+    slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
     from relu_core import report
 
+    row = st.container(horizontal=True)
+    row.download_button(
+        "Data of this view (ZIP)",
+        lambda: report.data_zip(explore.view_files(view, figs, table, settings, list(run_.class_names))),
+        file_name="relu_studio_view.zip",
+        mime="application/zip",
+        on_click="ignore",
+        key=session.EX_DL_DATA,
+        help="D* (CSV, .npy), the data of every chart and of the metrics table (CSV), and the settings (JSON).",
+    )
     wanted = (view.run_id, tuple(settings.items()))
-    if st.button(
+    if row.button(
         "Download report",
         key=session.EX_BUILD_REPORT,
         help="One HTML file of this view (interactive figures, "
@@ -186,14 +166,14 @@ def _report_buttons(run_, view: explore.ExploreView, figs: list, table: pd.DataF
                 verdict=verdict,
                 settings=settings,
                 provenance_info=report.provenance(run_),
-                figs=figs,
+                figs=list(figs.values()),
                 metrics_table=table,
                 paired=paired,
             ),
         )
     built = st.session_state.get(session.EX_REPORT_HTML)
     if built is not None and built[0] == wanted:
-        st.download_button(
+        row.download_button(
             "Save report (HTML)",
             built[1],
             file_name="relu_studio_report.html",
@@ -286,15 +266,6 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
                 title="Doctor's implicit matrix (ones off the diagonal, unit norm)",
             )
         _chart(heat, "dstar")
-        dstar = view.dstar
-        _download_row(
-            heat,
-            "dstar",
-            [
-                ("D* (CSV)", lambda: figures.matrix_csv(dstar, class_names).encode(), "dstar_matrix.csv", "text/csv"),
-                ("D* (.npy)", lambda: _npy(dstar), "dstar.npy", "application/octet-stream"),
-            ],
-        )
         st.caption(
             f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {s.temperature:g}, "
             f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm."
@@ -307,7 +278,6 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
     with right:
         cm, cm_fig = explore.confusion_figure(run_id, s.tune_fraction, s.seed)
         clicked = _chart(cm_fig, "confusion", clickable=True)
-        _download_row(cm_fig, "confusion")
         st.caption(
             "Rows: true class, columns: predicted class (tuning split). Grey: correct predictions. "
             "Click a cell to see its samples below."
@@ -330,10 +300,8 @@ def _curves(roc, rc) -> None:
     c_roc, c_rc = st.columns(2)
     with c_roc:
         _chart(roc, "roc")
-        _download_row(roc, "roc")
     with c_rc:
         _chart(rc, "risk_coverage")
-        _download_row(rc, "risk_coverage")
 
 
 def _settle_paired(view: explore.ExploreView, paired_job) -> None:
@@ -371,14 +339,6 @@ def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_not
             if s.eps == 0
             else "clean scores while the ε pass runs."
         )
-    )
-    st.download_button(
-        "metrics (CSV)",
-        table.to_csv,
-        file_name="metrics.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key=session.EX_DL_METRICS,
     )
     return table
 
@@ -500,7 +460,8 @@ def explore_panel(run_id: str) -> None:
     heat, cm_fig = _dstar_and_confusion(run_id, view, heat, class_names, s)
     _curves(roc, rc)
     table = _metrics_section(view, s, paired_job, eps_note, perturbed)
-    _report_buttons(run_, view, [heat, cm_fig, roc, rc], table, _report_settings(view, s, eps_note))
+    figs = {"dstar": heat, "confusion": cm_fig, "roc": roc, "risk_coverage": rc}
+    _export_buttons(run_, view, figs, table, _report_settings(view, s, eps_note))
     _paired_section(view, paired_job)
     _operating_section(view, points, s)
     _galleries(run_, view, points, s.keys, class_names)

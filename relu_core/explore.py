@@ -11,6 +11,8 @@ Streamlit, so ``bench/bench_app.py`` times exactly what a slider change runs.
 from __future__ import annotations
 
 import functools
+import io
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -376,6 +378,27 @@ def view_figures(
 
 
 # ------------------------------------------------------------------------------------------- display helpers
+
+
+def view_files(
+    view: ExploreView,
+    figs: dict[str, object],
+    table: pd.DataFrame,
+    settings: dict[str, object],
+    class_names: Sequence[str],
+) -> dict[str, str | bytes]:
+    """The data of a view, file name -> content: the fitted D* (``dstar_matrix.csv`` with class names,
+    ``dstar.npy`` exact), each figure of ``figs`` but the D* heatmap as ``<name>.csv`` (its traces' data,
+    ``figures.figure_csv``), the metrics ``table`` (``metrics.csv``) and the ``settings`` (``settings.json``)."""
+    buffer = io.BytesIO()
+    np.save(buffer, view.dstar)
+    return {
+        "dstar_matrix.csv": figures.matrix_csv(view.dstar, class_names),
+        "dstar.npy": buffer.getvalue(),
+        **{f"{name}.csv": figures.figure_csv(fig) for name, fig in figs.items() if name != "dstar"},
+        "metrics.csv": table.to_csv(),
+        "settings.json": json.dumps({k: str(v) for k, v in settings.items()}, indent=2, ensure_ascii=False),
+    }
 
 
 def paired_rows(paired: dict[str, stats.PairedDifference]) -> pd.DataFrame:

@@ -12,7 +12,9 @@ import datetime as _dt
 import hashlib
 import html
 import importlib.metadata
+import io
 import platform
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,6 +113,15 @@ def paired_frame(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
             for m, d in paired.items()
         ]
     ).set_index("metric")
+
+
+def data_zip(files: Mapping[str, str | bytes]) -> bytes:
+    """One ZIP archive (deflated) of ``files``: name -> content, text written as UTF-8."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, content in files.items():
+            archive.writestr(name, content.encode() if isinstance(content, str) else content)
+    return buffer.getvalue()
 
 
 def render_html(

@@ -241,8 +241,8 @@ def explore_defaults() -> dict[str, object]:
     }
 
 
-#: The prefixes (:func:`item_key`) of a chart and of a download button (with the chart's or file's name).
-EX_CHART, EX_DOWNLOAD = "ex_chart", "ex_dl"
+#: The prefix (:func:`item_key`) of a chart (with the chart's name).
+EX_CHART = "ex_chart"
 
 
 EX_SHOW_DOCTOR = "ex_show_doctor"
@@ -260,4 +260,5 @@ EX_BUILD_REPORT = "ex_build_report"
 #: ``(what it shows, html)`` of the report built on demand.
 EX_REPORT_HTML = "ex_report_html"
 EX_DL_REPORT = "ex_dl_report"
-EX_DL_METRICS = "ex_dl_metrics"
+#: The view's data as a ZIP (D*, every chart's data, the metrics, the settings).
+EX_DL_DATA = "ex_dl_data"

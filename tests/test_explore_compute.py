@@ -58,3 +58,44 @@ def test_split_is_stratified_by_correctness_and_the_view_scores_every_detector()
     msp = -explore.probs_at(run_id, 1.0).max(axis=1)  # MSP: -max p at T = 1, computed here
     np.testing.assert_allclose(view.detectors["msp"].uncertainty, msp, rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(view.eval_idx, evaluation)
+
+
+def test_view_files_zip_holds_the_exact_dstar_every_chart_the_metrics_and_the_settings():
+    import io
+    import json
+    import zipfile
+
+    import pandas as pd
+
+    from relu_core import figures, metrics, report
+
+    run = _run(5)
+    run_id = explore.register_run(run)
+    view = explore.explore(run_id, 1.0, 0.5, 0.5, 0, ["relu", "doctor"])
+    correct = view.correct[view.eval_idx]
+    points = {k: metrics.operating_point(d.eval_uncertainty, correct, "tpr", 0.95) for k, d in view.detectors.items()}
+    heat, roc, rc = explore.view_figures(view, list(run.class_names), points, ["relu", "doctor"])
+    _, cm_fig = explore.confusion_figure(run_id, 0.5, 0)
+    figs = {"dstar": heat, "confusion": cm_fig, "roc": roc, "risk_coverage": rc}
+    table = pd.DataFrame({"AUROC": [0.8, 0.7]}, index=["Rel-U", "Doctor"])
+    settings = {"λ": "0.5", "split seed": 0}
+    data = report.data_zip(explore.view_files(view, figs, table, settings, run.class_names))
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert sorted(archive.namelist()) == sorted(
+            [
+                "dstar_matrix.csv",
+                "dstar.npy",
+                "confusion.csv",
+                "roc.csv",
+                "risk_coverage.csv",
+                "metrics.csv",
+                "settings.json",
+            ]
+        )
+        np.testing.assert_array_equal(np.load(io.BytesIO(archive.read("dstar.npy"))), view.dstar)
+        matrix = pd.read_csv(io.BytesIO(archive.read("dstar_matrix.csv")), index_col=0)
+        assert list(matrix.columns) == list(run.class_names)
+        np.testing.assert_allclose(matrix.to_numpy(), view.dstar, rtol=1e-12)
+        assert archive.read("roc.csv").decode() == figures.figure_csv(roc)
+        assert json.loads(archive.read("settings.json")) == {"λ": "0.5", "split seed": "0"}
+        assert pd.read_csv(io.BytesIO(archive.read("metrics.csv")), index_col=0)["AUROC"].tolist() == [0.8, 0.7]
