@@ -41,8 +41,9 @@ with side:
     n, c = run.logits.shape
     errors = int((np.argmax(run.logits, 1) != run.labels).sum())
     st.metric("accuracy", f"{metrics.accuracy(run.logits, run.labels):.2%}")
-    st.metric("errors", f"{errors:,} of {n:,}")
-    st.metric("in the evaluation split", f"{int((~view.correct[view.eval_idx]).sum()):,} errors")
+    # short values: the side column is ~175 px wide at 1280 x 720, and a metric's value does not wrap
+    st.metric(f"errors of {n:,}", f"{errors:,}")
+    st.metric("errors, evaluation split", f"{int((~view.correct[view.eval_idx]).sum()):,}")
     if st.button("Explore this run", type="primary", key=session.START_EXPLORE):
         st.switch_page("pages/1_Explore.py")
 

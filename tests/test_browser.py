@@ -122,6 +122,11 @@ def test_start_page_first_viewport(app_url, chromium):
     assert button is not None and button["y"] + button["height"] <= 720
     assert verdict.bounding_box()["y"] < d_top
     assert not page.get_by_text("Preparing the default run").count()
+    cut = page.evaluate(  # the side column's metrics show their whole value (no ellipsis)
+        """() => [...document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricValue"] *')]
+                 .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
+    )
+    assert page.locator('[data-testid="stMetricValue"]').count() == 3 and not cut, cut
     page.get_by_role("button", name="Explore this run").click()
     page.wait_for_url("**/Explore**", timeout=60_000)
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
