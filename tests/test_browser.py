@@ -8,6 +8,7 @@ Skips where /usr/bin/chromium or playwright is missing (CI installs both, see .c
 from __future__ import annotations
 
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,14 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     page.mouse.click(*cell)
     page.get_by_text("with true class 2 predicted as 2").wait_for(timeout=30_000)
     assert not page.get_by_test_id("stException").count()
+
+    # the view's data downloads as one ZIP, built when clicked
+    with page.expect_download(timeout=60_000) as download:
+        page.get_by_role("button", name="Data of this view (ZIP)").click()
+    with zipfile.ZipFile(download.value.path()) as archive:
+        names = set(archive.namelist())
+        assert {"dstar.npy", "dstar_matrix.csv", "roc.csv", "metrics.csv", "settings.json"} <= names
+        assert "λ" in archive.read("settings.json").decode()
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
     print(f"browser flow took {time.monotonic() - started:.1f} s")
