@@ -29,6 +29,10 @@ DETECTOR_COLORS: dict[str, str] = {
     "ODIN": "#bcbd22",
     "Entropy": "#9467bd",
     "Energy": "#8c564b",
+    "MLP": "#e377c2",
+    "MC-Dropout": "#2ca02c",
+    "Deep Ensembles": "#17becf",
+    "Conformal (APS)": "#ff7f0e",
 }
 PROMINENT = frozenset({"Rel-U", "Doctor"})
 _FALLBACK_COLORS = ("#17becf", "#e377c2", "#2ca02c", "#ff7f0e")

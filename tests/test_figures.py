@@ -195,3 +195,15 @@ def test_every_figure_names_plotlys_template_whatever_the_process_default(monkey
     ]
     for fig in built:
         assert fig.layout.template.layout.colorway == pio.templates["plotly"].layout.colorway
+
+
+def test_every_known_detector_has_its_own_colour() -> None:
+    from relu_core import baselines, detectors
+
+    names = sorted(
+        {detectors.label(k) for k in detectors.REGISTRY}
+        | {c.name for c in (baselines.MLPDetector, baselines.MCDropout, baselines.DeepEnsemble, baselines.ConformalAPS)}
+    )
+    assert len(names) == 10
+    colours = [figures.detector_color(name) for name in names]
+    assert len(set(colours)) == len(names), dict(zip(names, colours, strict=True))

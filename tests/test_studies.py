@@ -486,3 +486,16 @@ def test_offline_cifar_pair_keeps_87_classes_in_equal_counts(shared_data) -> Non
     assert result.settings["excluded_classes"] == list(mismatch.CIFAR100_REMOVED)
     auroc = _point(result, "mismatch", 0.5, "Doctor", "auroc")[0]
     assert 0.6 < auroc < 1.0  # other-domain images get less confident predictions than correct in-domain ones
+
+
+def test_a_mark_label_sits_at_its_line_on_a_log_axis(run) -> None:
+    """plotly.js reads an annotation's x on a log axis as log10(x): the "T = 1" label must say 0, not 1."""
+    result = ablation.run_study(run, axes=("temperature", "lambda"), seeds=2, n_resamples=0, use_cache=False)
+    for series, log_x in (("temperature", True), ("lambda", False)):
+        fig = study_figures.band_figure(result, series, "auroc")
+        marks = result.series[series]["marks"]
+        lines = sorted(shape.x0 for shape in fig.layout.shapes)
+        labels = {a.text: a.x for a in fig.layout.annotations}
+        assert lines == sorted(marks.values())
+        for label, value in marks.items():
+            assert labels[label] == pytest.approx(np.log10(value) if log_x else value)

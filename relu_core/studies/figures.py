@@ -72,12 +72,18 @@ def band_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure
             )
         )
     for label, value in info.get("marks", {}).items():
-        fig.add_vline(
-            x=value,
-            line_dash="dot",
-            line_color="#555",
-            annotation_text=label,
-            annotation_position="top left" if metric == "auroc" else "top right",
+        fig.add_vline(x=value, line_dash="dot", line_color="#555")
+        # the label as its own annotation: plotly.js reads an annotation's x on a log axis as log10(x), which
+        # add_vline's annotation_text does not do (the "T = 1" label sat at T = 10)
+        fig.add_annotation(
+            x=float(np.log10(value)) if info.get("log_x") else value,
+            xref="x",
+            y=1,
+            yref="paper",
+            yanchor="bottom",
+            xanchor="right" if metric == "auroc" else "left",
+            text=label,
+            showarrow=False,
         )
     better = "higher" if base.HIGHER_IS_BETTER[metric] else "lower"
     fig.update_layout(
