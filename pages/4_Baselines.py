@@ -27,7 +27,8 @@ run = page.page_header(
 
 available = baselines.available_keys(run)
 usable = [k for k in detectors.REGISTRY if available[k] is None]
-defaults = session.bl_defaults(usable)
+slow = {k: why for k, why in baselines.trains_on_first_use(run).items() if k in usable}
+defaults = session.bl_defaults(usable, slow)
 session.restore(defaults, session.BL_KEPT)  # the settings survive a visit to another page
 st.session_state[session.BL_DETECTORS] = [k for k in st.session_state[session.BL_DETECTORS] if k in usable]
 
@@ -46,6 +47,8 @@ with st.container(border=True):
     c_cov.slider("conformal coverage (1 − α)", min_value=0.5, max_value=0.99, step=0.01, key=session.BL_COVERAGE)
     st.multiselect("detectors", usable, format_func=detectors.label, key=session.BL_DETECTORS)
 session.keep(defaults, session.BL_KEPT)
+for why in slow.values():
+    st.caption(why + ".")
 unavailable = {k: reason for k, reason in available.items() if reason is not None and k in baselines.STUDY_KEYS}
 if unavailable:
     st.info("Not available on this run: " + "; ".join(unavailable.values()) + ".")

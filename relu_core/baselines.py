@@ -578,6 +578,20 @@ def available_keys(run) -> dict[str, str | None]:
     return out
 
 
+def trains_on_first_use(run) -> dict[str, str]:
+    """The detectors whose first study on ``run`` trains models (key -> a sentence saying so): Deep Ensembles
+    on a small-CNN run trains its members (minutes on a CPU, then cached). Pages leave them out of their default
+    selection; the CLI runs what it is asked."""
+    from relu_core import training
+
+    if run.model_name in training.RECIPES:
+        return {
+            "deep_ensemble": f"Deep Ensembles trains {ENSEMBLE_SEEDS} {run.model_name} models on its first run "
+            "(several minutes on a CPU; cached afterwards), so it is not selected by default"
+        }
+    return {}
+
+
 def _check_options(keys, tune_fraction, seeds, coverage) -> None:
     unknown = [k for k in keys if k not in detectors.REGISTRY]
     if unknown or not keys:

@@ -194,13 +194,14 @@ BL_DL_SEEDS = "bl_dl_seeds"
 BL_DOWNLOAD = "bl_dl"
 
 
-def bl_defaults(usable: Collection[str]) -> dict[str, object]:
-    """The Baselines page's settings until changed; the detectors are the study's that the run can score."""
+def bl_defaults(usable: Collection[str], slow: Collection[str] = ()) -> dict[str, object]:
+    """The Baselines page's settings until changed; the detectors are the study's that the run can score, but
+    the ``slow`` ones (``baselines.trains_on_first_use``)."""
     return {
         BL_TUNE_FRACTION: 0.2,
         BL_SEEDS: 3,
         BL_COVERAGE: baselines.DEFAULT_COVERAGE,
-        BL_DETECTORS: [k for k in baselines.STUDY_KEYS if k in usable],
+        BL_DETECTORS: [k for k in baselines.STUDY_KEYS if k in usable and k not in slow],
     }
 
 

@@ -58,3 +58,16 @@ def test_logits_only_run_offers_the_logit_detectors_only(pages, digits_run) -> N
     at.multiselect(key="bl_detectors").set_value([]).run()
     assert at.button(key="bl_run").disabled
     assert any("at least one detector" in w.value for w in at.warning)
+
+
+def test_deep_ensembles_that_would_train_models_is_offered_but_not_preselected(pages, digits_run) -> None:
+    # a small-CNN run on a registered data set: its ensemble would be 5 CNNs trained here
+    cnn_run = dataclasses.replace(
+        digits_run, model_name="cnn8", dataset_name="digits-test", run_id="digits-cnn8-baselines"
+    )
+    at = pages.open("4_Baselines.py", cnn_run)
+    pages.ok(at)
+    detectors_box = at.multiselect(key="bl_detectors")
+    assert "Deep Ensembles" in detectors_box.options and "deep_ensemble" not in detectors_box.value
+    assert {"relu", "doctor", "mlp"} <= set(detectors_box.value)
+    assert any("Deep Ensembles trains 5 cnn8 models" in c.value for c in at.caption)
