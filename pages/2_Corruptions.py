@@ -164,6 +164,7 @@ if result is not None:
         list(corrupted["corruption"]),
         corrupted["mean"].to_numpy(),
         clean_accuracy=result.clean_accuracy,
+        x_title="corruption",
         title=f"Accuracy per corruption (severity {result.severity}) and clean accuracy (dashed), "
         "same evaluation images",
     )

@@ -420,7 +420,10 @@ def radar_figure(
                 hovertemplate=f"{name}<br>%{{theta}}: %{{customdata}}<extra></extra>",
             )
         )
-    polar = {"radialaxis": {"range": list(radial_range)}} if radial_range else {}
+    # the radial tick labels half-way between the first two spokes, not on the first spoke's label
+    polar = {"radialaxis": {"angle": 180 / len(axes), "tickfont": {"size": 10}}}
+    if radial_range:
+        polar["radialaxis"]["range"] = list(radial_range)
     fig.update_layout(title=title, polar=polar, margin={"l": 30, "r": 30, "t": 50, "b": 30})
     return fig
 
@@ -430,8 +433,10 @@ def accuracy_bars(
     accuracies: Sequence[float],
     clean_accuracy: float | None = None,
     title: str = "Accuracy",
+    x_title: str = "",
 ) -> go.Figure:
-    """Bar chart of accuracies (e.g. one per corruption), with the clean accuracy as a reference line."""
+    """Bar chart of accuracies (e.g. one per corruption, ``x_title`` naming what the bars are), with the clean
+    accuracy as a reference line."""
     values = np.asarray(accuracies, dtype=np.float64)
     if values.shape != (len(names),):
         raise ValueError(f"{values.size} accuracies for {len(names)} names")
@@ -453,7 +458,10 @@ def accuracy_bars(
             annotation_position="top right",
         )
     fig.update_layout(
-        title=title, yaxis={"title": "accuracy", "range": [0, 1.05]}, margin={"l": 10, "r": 10, "t": 50, "b": 10}
+        title=title,
+        xaxis={"title": x_title},
+        yaxis={"title": "accuracy", "range": [0, 1.05]},
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
     )
     return fig
 

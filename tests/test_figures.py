@@ -118,12 +118,15 @@ def test_radar_one_vertex_per_axis_closed_polygon():
         assert trace.name == name
         assert list(trace.theta) == axes + axes[:1]
         np.testing.assert_array_equal(trace.r, expected + expected[:1])
+    assert fig.layout.polar.radialaxis.angle == pytest.approx(36)  # tick labels between the first two spokes
+    assert list(figures.radar_figure(axes, values, radial_range=(0.5, 1)).layout.polar.radialaxis.range) == [0.5, 1]
     with pytest.raises(ValueError):
         figures.radar_figure(axes, {"x": [1, 2]})
 
 
 def test_accuracy_bars_reference_line():
-    fig = figures.accuracy_bars(["fog", "snow"], [0.5, 0.75], clean_accuracy=0.9)
+    fig = figures.accuracy_bars(["fog", "snow"], [0.5, 0.75], clean_accuracy=0.9, x_title="corruption")
+    assert fig.layout.xaxis.title.text == "corruption"
     np.testing.assert_array_equal(fig.data[0].y, [0.5, 0.75])
     assert fig.layout.shapes[0].y0 == 0.9
 
