@@ -54,7 +54,7 @@ def _line_style(name: str) -> dict:
 
 
 #: Modebar buttons no chart offers: lasso selection, and plotly.js 4's upload of the chart to Plotly Cloud.
-MODEBAR_REMOVED = ["lasso2d", "sendChartToCloud"]
+MODEBAR_REMOVED = ("lasso2d", "sendChartToCloud")
 
 
 def chart_config(filename: str) -> dict:
@@ -62,7 +62,7 @@ def chart_config(filename: str) -> dict:
     return {
         "displaylogo": False,
         "toImageButtonOptions": {"format": "png", "filename": filename, "scale": PNG_SCALE},
-        "modeBarButtonsToRemove": MODEBAR_REMOVED,
+        "modeBarButtonsToRemove": list(MODEBAR_REMOVED),
     }
 
 

@@ -149,7 +149,7 @@ def render_html(
         fig.to_html(
             full_html=False,
             include_plotlyjs=(i == 0),
-            config={"displaylogo": False, "modeBarButtonsToRemove": figures.MODEBAR_REMOVED},
+            config={"displaylogo": False, "modeBarButtonsToRemove": list(figures.MODEBAR_REMOVED)},
             default_width="100%",
             default_height="460px",
         )

@@ -244,8 +244,7 @@ def explore_defaults() -> dict[str, object]:
 
 #: The prefix (:func:`item_key`) of a chart (with the chart's name).
 EX_CHART = "ex_chart"
-
-
+#: The toggle that shows Doctor's implicit matrix in place of D*.
 EX_SHOW_DOCTOR = "ex_show_doctor"
 #: The confusion-matrix cell whose samples the gallery shows, and the split they come from.
 EX_PAIR_TRUE = "ex_pair_true"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import plotly.offline
-import pytest
 from apptest_charts import charts
 from streamlit.testing.v1 import AppTest
 
@@ -72,12 +71,6 @@ def test_a_page_mounts_one_component_per_chart_under_its_key(tmp_path) -> None:
     assert [c["clickable"] for c in drawn] == [False, True]
     assert drawn[0]["config"]["toImageButtonOptions"]["filename"] == "bars"
     assert at.markdown[-1].value == "None"  # no click yet
-
-
-@pytest.mark.parametrize("attribute", ["react", "on", "purge"])
-def test_the_script_uses_plotly_api_that_exists(attribute) -> None:
-    assert f"Plotly.{attribute}" in live_chart._JS or f"plot.{attribute}(" in live_chart._JS
-    assert f"{attribute}:" in plotly.offline.get_plotlyjs() or f".{attribute}=" in plotly.offline.get_plotlyjs()
 
 
 def test_a_figure_is_serialised_once_while_it_lives() -> None:
