@@ -79,6 +79,10 @@ def _view(
     return store[key]
 
 
+#: The detail tabs under the metrics. Only the open one is computed and drawn: every element of the panel is
+#: redrawn on each slider move, and the galleries and the operating table were about a third of them.
+DETAIL_TABS = ("Operating point", "Samples of a confusion cell", "Errors only one detector catches")
+
 #: How long the tables wait for the paired bootstrap before showing it when it lands instead.
 PAIRED_WAIT_S = 0.3
 
@@ -253,7 +257,7 @@ def _controls(has_model: bool):
 
 def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_names: list[str], s: Settings):
     """D* (or Doctor's implicit matrix) beside the tuning split's confusion matrix, whose cell click picks the
-    gallery's pair. Returns the two figures drawn."""
+    gallery's pair and opens its tab. Returns the two figures drawn."""
     left, right = st.columns(2)
     with left:
         doctor_matrix = st.toggle(
@@ -280,19 +284,19 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
         clicked = _chart(cm_fig, "confusion", clickable=True)
         st.caption(
             "Rows: true class, columns: predicted class (tuning split). Grey: correct predictions. "
-            "Click a cell to see its samples below."
+            "Click a cell to see its samples (tab below)."
         )
-    if (
-        st.session_state.get(session.EX_PAIR_RUN) != run_id
-    ):  # a new run opens its gallery on its most frequent confusion
-        st.session_state[session.EX_PAIR_RUN] = run_id
-        st.session_state[session.EX_PAIR_TRUE], st.session_state[session.EX_PAIR_PRED] = (
+    state = st.session_state
+    session.restore(session.gallery_defaults(), session.EX_GALLERY_KEPT)
+    if state.get(session.EX_PAIR_RUN) != run_id:  # a new run opens its gallery on its most frequent confusion
+        state[session.EX_PAIR_RUN] = run_id
+        state[session.EX_PAIR_TRUE], state[session.EX_PAIR_PRED] = (
             int(v) for v in np.unravel_index(np.argmax(np.where(np.eye(len(cm), dtype=bool), -1, cm)), cm.shape)
         )
     if clicked and clicked.get("customdata"):  # the cell's (true, predicted) pair
-        st.session_state[session.EX_PAIR_TRUE], st.session_state[session.EX_PAIR_PRED] = (
-            int(v) for v in clicked["customdata"][:2]
-        )
+        state[session.EX_PAIR_TRUE], state[session.EX_PAIR_PRED] = (int(v) for v in clicked["customdata"][:2])
+        state[session.EX_DETAIL_TAB] = DETAIL_TABS[1]
+    session.keep(session.gallery_defaults(), session.EX_GALLERY_KEPT)
     return heat, cm_fig
 
 
@@ -357,7 +361,6 @@ def _paired_section(view: explore.ExploreView, paired_job) -> None:
 
 
 def _operating_section(view: explore.ExploreView, points: dict, s: Settings) -> None:
-    st.subheader("Operating point")
     table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, view.correct[view.eval_idx])
     # number formats by column config, not a pandas Styler (which cost ~15 ms of each slider move)
     rates = {c: st.column_config.NumberColumn(format="%.4f") for c in ("TPR", "FPR", "coverage", "risk")}
@@ -370,9 +373,8 @@ def _operating_section(view: explore.ExploreView, points: dict, s: Settings) -> 
     )
 
 
-def _galleries(run_, view: explore.ExploreView, points: dict, keys: list[str], class_names: list[str]) -> None:
-    """A confusion cell's samples, then the errors Rel-U catches that Doctor misses and the reverse."""
-    st.subheader("Samples of a confusion-matrix cell")
+def _cell_gallery(run_, view: explore.ExploreView, keys: list[str], class_names: list[str]) -> None:
+    """The samples of the confusion cell picked (by a click on the matrix or here)."""
     g1, g2, g3 = st.columns([2, 2, 3])
     true_class = g1.selectbox(
         "true class", range(len(class_names)), format_func=class_names.__getitem__, key=session.EX_PAIR_TRUE
@@ -380,10 +382,8 @@ def _galleries(run_, view: explore.ExploreView, points: dict, keys: list[str], c
     pred_class = g2.selectbox(
         "predicted class", range(len(class_names)), format_func=class_names.__getitem__, key=session.EX_PAIR_PRED
     )
-    split_name = g3.radio(
-        "from", ["tuning split (as the matrix)", "evaluation split"], horizontal=True, key=session.EX_GALLERY_SPLIT
-    )
-    pool = view.tune_idx if split_name.startswith("tuning") else view.eval_idx
+    split_name = g3.radio("from", session.GALLERY_SPLITS, horizontal=True, key=session.EX_GALLERY_SPLIT)
+    pool = view.tune_idx if split_name == session.GALLERY_SPLITS[0] else view.eval_idx
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
     st.caption(
         f"{cell.size} samples with true class {class_names[true_class]} predicted as "
@@ -391,9 +391,15 @@ def _galleries(run_, view: explore.ExploreView, points: dict, keys: list[str], c
     )
     _gallery(cell, view, keys, class_names)
 
-    st.subheader("Errors one detector catches and the other misses")
+
+def _caught_by_one(view: explore.ExploreView, points: dict, class_names: list[str]) -> None:
+    """The errors Rel-U catches that Doctor misses at the operating point, and the reverse."""
     only_relu, only_doctor = comparison.caught_by_one(
         view.eval_idx, view.correct[view.eval_idx], points["relu"].accepted, points["doctor"].accepted
+    )
+    st.caption(
+        "Errors of the evaluation split that one detector rejects at its operating point (set above) and the other "
+        "accepts; clean uncertainty scores."
     )
     a, b = st.columns(2)
     with a:
@@ -463,8 +469,16 @@ def explore_panel(run_id: str) -> None:
     figs = {"dstar": heat, "confusion": cm_fig, "roc": roc, "risk_coverage": rc}
     _export_buttons(run_, view, figs, table, _report_settings(view, s, eps_note))
     _paired_section(view, paired_job)
-    _operating_section(view, points, s)
-    _galleries(run_, view, points, s.keys, class_names)
+    operating, cell, caught = st.tabs(DETAIL_TABS, key=session.EX_DETAIL_TAB, on_change="rerun")
+    if operating.open:
+        with operating:
+            _operating_section(view, points, s)
+    if cell.open:
+        with cell:
+            _cell_gallery(run_, view, s.keys, class_names)
+    if caught.open:
+        with caught:
+            _caught_by_one(view, points, class_names)
 
 
 try:

@@ -246,10 +246,23 @@ def explore_defaults() -> dict[str, object]:
 EX_CHART = "ex_chart"
 #: The toggle that shows Doctor's implicit matrix in place of D*.
 EX_SHOW_DOCTOR = "ex_show_doctor"
+#: The open detail tab under the metrics (operating point, a cell's samples, errors one detector catches).
+EX_DETAIL_TAB = "ex_detail_tab"
 #: The confusion-matrix cell whose samples the gallery shows, and the split they come from.
 EX_PAIR_TRUE = "ex_pair_true"
 EX_PAIR_PRED = "ex_pair_pred"
 EX_GALLERY_SPLIT = "ex_gallery_split"
+#: The gallery's choices of split.
+GALLERY_SPLITS = ("tuning split (as the matrix)", "evaluation split")
+#: The plain copy of the gallery's choices (:func:`restore`, :func:`keep`): its widgets are drawn only while
+#: its tab is open.
+EX_GALLERY_KEPT = "ex_gallery_kept"
+
+
+def gallery_defaults() -> dict[str, object]:
+    """The cell gallery's choices until changed (a run opens it on its most frequent confusion instead)."""
+    return {EX_PAIR_TRUE: 0, EX_PAIR_PRED: 0, EX_GALLERY_SPLIT: GALLERY_SPLITS[0]}
+
 #: The run whose gallery cell was last set (a new run opens on its most frequent confusion).
 EX_PAIR_RUN = "ex_pair_run"
 #: ``(setting, result)`` of the last ε pass shown, kept on screen while the next one runs.

@@ -101,7 +101,9 @@ def test_valid_scripted_cnn_becomes_the_run_with_eps(start, tmp_path):
     assert not start.exception and not start.error, [e.value for e in start.error]
     assert "pre-processed" in " ".join(c.value for c in start.caption)
     assert start.session_state["run_id"] == run_id
-    assert start.get("imgs") or start.get("image")  # galleries draw the run's images
+    start.session_state["ex_detail_tab"] = "Samples of a confusion cell"
+    start.run()
+    assert start.get("imgs") or start.get("image")  # the gallery draws the run's images
 
 
 def test_1000_class_upload_keeps_explore_interactive(start):
