@@ -9,8 +9,13 @@ tests/test_browser.py (/usr/bin/chromium, never ``playwright install``). By defa
 and right (two settings, reused from the session's caches after the first visit); ``--one-way`` asks for a new
 setting on every press, as a user dragging the slider does.
 
+This machine's speed drifts by tens of percent within an hour, so a change is judged with ``--against DIR``:
+a second server runs the app of another checkout (e.g. ``git worktree add /tmp/before HEAD~1``), each with its
+own browser, and the λ presses alternate between the two, so both see the same moments of the machine.
+
     .venv/bin/python bench/bench_browser.py [--sizes 10000x10,10000x100] [--repeats 10] [--sessions 4] [--one-way]
         [--profile]   # also: the renderer's CPU time per λ press (plotly.js, Streamlit and React, native)
+        [--against DIR]   # instead: λ presses alternating between this checkout and the one in DIR
 """
 
 from __future__ import annotations
@@ -76,12 +81,40 @@ def _synthetic_run(n: int, c: int, seed: int = 0):
     )
 
 
-def _serve(cache: str):
-    """The app on a free port with ``cache`` as its cache (``studio.headless``); ``(process, url)``."""
+def _serve(cache: str, checkout: Path = REPO):
+    """The app of ``checkout`` on a free port with ``cache`` as its cache (``studio.headless``);
+    ``(process, url)``."""
+    env = {**os.environ, "RELU_STUDIO_CACHE": cache, "RELU_STUDIO_DEFAULT": "digits"}
     try:
-        return headless.serve({**os.environ, "RELU_STUDIO_CACHE": cache, "RELU_STUDIO_DEFAULT": "digits"})
+        return headless.serve(env, checkout=checkout)
     except RuntimeError as exc:
         raise SystemExit(str(exc)) from None
+
+
+def _compare(pw, tmp: str, sizes, run_ids, url: str, other: Path, repeats: int) -> None:
+    """Median / max of λ presses alternating between the app at ``url`` and ``other``'s, per size."""
+    other_server, other_url = _serve(tmp, other)
+    try:
+        for (n, c), run_id in zip(sizes, run_ids, strict=True):
+            opened = [
+                _open(pw, u, run_id, str(Path(tmp) / f"compare-{n}-{c}-{i}")) for i, u in enumerate((url, other_url))
+            ]
+            times: list[list[float]] = [[], []]
+            try:
+                for k in range(repeats):
+                    for (_, page), out in zip(opened, times, strict=True):
+                        out.append(_press_and_time(page, "λ", _key("λ", k, False)))
+            finally:
+                for context, _ in opened:
+                    context.close()
+            for name, out in zip(("this checkout", str(other)), times, strict=True):
+                print(
+                    f"{n:>7,} x {c:<4} λ, {name}: median {1000 * statistics.median(out):6.0f}   max {1000 * max(out):6.0f}",
+                    flush=True,
+                )
+    finally:
+        headless.stop(other_server)
+        other_server.wait(timeout=10)
 
 
 def _press_and_time(page, slider: str, key: str) -> float:
@@ -173,6 +206,11 @@ def main() -> None:
         "(default: alternate left / right, which revisits the same two settings)",
     )
     parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout of the app: alternate λ presses between it and this one (and print only that)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also profile the renderer during the λ presses of each size and print where its time went",
@@ -194,6 +232,11 @@ def main() -> None:
             run_ids.append(run.run_id)
         server, url = _serve(tmp)
         try:
+            if args.against:
+                print(f"keypress to settled, Chromium, {args.repeats} λ presses each, alternating between the apps")
+                with sync_playwright() as pw:
+                    _compare(pw, tmp, sizes, run_ids, url, args.against.resolve(), args.repeats)
+                return
             print(
                 f"keypress to settled, Chromium, {args.repeats} presses each"
                 f"{' in one direction' if args.one_way else ', alternating'} (median / max, ms)"
