@@ -350,7 +350,7 @@ def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_not
 def _paired_section(view: explore.ExploreView, paired_job) -> None:
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
     if view.paired:
-        st.dataframe(explore.paired_rows(view.paired), hide_index=True)
+        st.dataframe(comparison.paired_rows(view.paired), hide_index=True)
         st.caption(
             f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired "
             "bootstrap resamples of the evaluation samples (the same resample scores both detectors). The "

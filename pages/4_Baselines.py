@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from relu_core import baselines, detectors, explore, figures, protocol
+from relu_core import baselines, comparison, detectors, figures, protocol
 from studio import jobbox, page, session
 
 run = page.page_header(
@@ -102,7 +102,7 @@ st.caption(
 )
 if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
-    st.dataframe(explore.paired_rows(result.paired), hide_index=True)
+    st.dataframe(comparison.paired_rows(result.paired), hide_index=True)
     st.caption(
         f"95 % paired bootstrap interval of the mean over {len(result.seeds)} seed(s); a verdict of "
         '"no significant difference" means the interval covers 0.'

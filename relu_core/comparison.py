@@ -27,6 +27,22 @@ BETTER_STYLE = "background-color: #c7e9c0; font-weight: bold"
 WORSE_STYLE = "background-color: #fcbba1; font-weight: bold"
 
 
+def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
+    """One row per metric of a paired comparison (metric key -> difference): the metric, the difference
+    (first detector − second), its interval and the verdict in words."""
+    return pd.DataFrame(
+        [
+            {
+                "metric": stats.METRIC_LABELS[m],
+                "Rel-U − Doctor": f"{d.estimate:+.4f}",
+                f"{100 * d.confidence:g} % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
+                "verdict": d.verdict().split(": ", 1)[1],
+            }
+            for m, d in paired.items()
+        ]
+    )
+
+
 def difference_label(a: str, b: str) -> str:
     """The name of the difference row ``a − b`` (e.g. "Rel-U − Doctor")."""
     return f"{a} − {b}"

@@ -401,21 +401,6 @@ def view_files(
     }
 
 
-def paired_rows(paired: dict[str, stats.PairedDifference]) -> pd.DataFrame:
-    """One row per metric: the difference Rel-U − Doctor, its 95 % interval and the verdict in words."""
-    return pd.DataFrame(
-        [
-            {
-                "metric": stats.METRIC_LABELS[m],
-                "Rel-U − Doctor": f"{d.estimate:+.4f}",
-                "95 % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
-                "verdict": d.verdict().split(": ", 1)[1],
-            }
-            for m, d in paired.items()
-        ]
-    )
-
-
 def paired_table(frame: pd.DataFrame) -> pd.DataFrame:
     """``robustness.RobustnessResult.paired`` in words: corruption, metric, mean ± std over seeds, interval,
     verdict."""

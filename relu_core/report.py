@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from relu_core import detectors, figures, metrics, protocol, stats, threads
+from relu_core import comparison, detectors, figures, metrics, protocol, stats, threads
 
 if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
     import pandas as pd
@@ -98,23 +98,6 @@ def _table_html(
     return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
 
 
-def paired_frame(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
-    """One row per metric: Rel-U − Doctor, its interval and the verdict in words."""
-    import pandas as pd
-
-    return pd.DataFrame(
-        [
-            {
-                "metric": stats.METRIC_LABELS[m],
-                "Rel-U − Doctor": f"{d.estimate:+.4f}",
-                f"{100 * d.confidence:g} % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
-                "verdict": d.verdict().split(": ", 1)[1],
-            }
-            for m, d in paired.items()
-        ]
-    ).set_index("metric")
-
-
 def data_zip(files: Mapping[str, str | bytes]) -> bytes:
     """One ZIP archive (deflated) of ``files``: name -> content, text written as UTF-8."""
     buffer = io.BytesIO()
@@ -165,7 +148,7 @@ def render_html(
 <h2>Metrics on the evaluation split</h2>{_table_html(metrics_table, classes=classes)}
 <p class="note">{html.escape(protocol.FPR_CONVENTION)}. The difference row is coloured only where its paired
 interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
-<h2>Is Rel-U better than Doctor here?</h2>{_table_html(paired_frame(paired))}
+<h2>Is Rel-U better than Doctor here?</h2>{_table_html(comparison.paired_rows(paired).set_index("metric"))}
 <p class="note">95 % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
 (the same resample scores both detectors).</p>
 <h2>Settings</h2>{_table_html(settings_frame)}

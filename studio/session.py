@@ -263,6 +263,7 @@ def gallery_defaults() -> dict[str, object]:
     """The cell gallery's choices until changed (a run opens it on its most frequent confusion instead)."""
     return {EX_PAIR_TRUE: 0, EX_PAIR_PRED: 0, EX_GALLERY_SPLIT: GALLERY_SPLITS[0]}
 
+
 #: The run whose gallery cell was last set (a new run opens on its most frequent confusion).
 EX_PAIR_RUN = "ex_pair_run"
 #: ``(setting, result)`` of the last ε pass shown, kept on screen while the next one runs.
