@@ -365,13 +365,13 @@ def view_figures(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
         {view.detectors[k].name: (p.fpr, p.tpr) for k, p in points.items() if k in shown},
         max_points=CURVE_POINTS,
-        title="ROC on the evaluation split (positives = correct predictions)",
+        title="ROC, evaluation split (positives: correct)",
     )
     rc = figures.risk_coverage_figure(
         {d.name: (d.coverage, d.risk, d.summary["aurc"]) for d in shown.values()},
         {view.detectors[k].name: (p.coverage, p.risk) for k, p in points.items() if k in shown},
         max_points=CURVE_POINTS,
-        title="Risk-coverage on the evaluation split",
+        title="Risk-coverage, evaluation split",
     )
     heat = figures.dstar_heatmap(view.dstar, class_names, title=f"D* (Rel-U, λ = {view.lam_used:.3g})")
     return heat, roc, rc

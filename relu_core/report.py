@@ -230,12 +230,12 @@ def report_for_run(
         figures.roc_figure(
             {n: (c[0], c[1], summaries[n]["auroc"]) for n, c in curves.items()},
             max_points=CURVE_POINTS,
-            title="ROC on the evaluation split (positives = correct)",
+            title="ROC, evaluation split (positives: correct)",
         ),
         figures.risk_coverage_figure(
             {n: (c[2], c[3], summaries[n]["aurc"]) for n, c in curves.items()},
             max_points=CURVE_POINTS,
-            title="Risk-coverage on the evaluation split",
+            title="Risk-coverage, evaluation split",
         ),
     ]
     settings = {

@@ -108,6 +108,6 @@ def test_report_opens_offline_in_chromium(logits_file, tmp_path, chromium):
         )
     finally:
         context.close()
-    assert [t.split(" ")[0] for t in titles] == ["D*", "Confusion", "ROC", "Risk-coverage"]
+    assert [t.split(" ")[0].rstrip(",") for t in titles] == ["D*", "Confusion", "ROC", "Risk-coverage"]
     assert not errors
     assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
