@@ -287,17 +287,22 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
             "Click a cell to see its samples (tab below)."
         )
     state = st.session_state
-    session.restore(session.gallery_defaults(), session.EX_GALLERY_KEPT)
+    pick = state.setdefault(session.EX_GALLERY_PICK, session.gallery_defaults())
     if state.get(session.EX_PAIR_RUN) != run_id:  # a new run opens its gallery on its most frequent confusion
         state[session.EX_PAIR_RUN] = run_id
-        state[session.EX_PAIR_TRUE], state[session.EX_PAIR_PRED] = (
+        pick[session.EX_PAIR_TRUE], pick[session.EX_PAIR_PRED] = (
             int(v) for v in np.unravel_index(np.argmax(np.where(np.eye(len(cm), dtype=bool), -1, cm)), cm.shape)
         )
     if clicked and clicked.get("customdata"):  # the cell's (true, predicted) pair
-        state[session.EX_PAIR_TRUE], state[session.EX_PAIR_PRED] = (int(v) for v in clicked["customdata"][:2])
+        pick[session.EX_PAIR_TRUE], pick[session.EX_PAIR_PRED] = (int(v) for v in clicked["customdata"][:2])
         state[session.EX_DETAIL_TAB] = DETAIL_TABS[1]
-    session.keep(session.gallery_defaults(), session.EX_GALLERY_KEPT)
+        state[session.EX_CELL_CLICKS] = state[session.EX_SCROLL_PENDING] = state.get(session.EX_CELL_CLICKS, 0) + 1
     return heat, cm_fig
+
+
+def _picked(key: str) -> None:
+    """A gallery widget's change, into the choices its widgets mirror."""
+    st.session_state[session.EX_GALLERY_PICK][key] = st.session_state[key]
 
 
 def _curves(roc, rc) -> None:
@@ -375,19 +380,43 @@ def _operating_section(view: explore.ExploreView, points: dict, s: Settings) -> 
 
 def _cell_gallery(run_, view: explore.ExploreView, keys: list[str], class_names: list[str]) -> None:
     """The samples of the confusion cell picked (by a click on the matrix or here)."""
+    pick = st.session_state[session.EX_GALLERY_PICK]
+    st.session_state.update(pick)  # the widgets show the choices (a click may have changed them)
+    click = st.session_state.pop(session.EX_SCROLL_PENDING, None)
+    if click is not None:  # the click opened this tab: bring its samples into view
+        page.scroll_here(str(click), key=session.EX_SCROLL_GALLERY)
     g1, g2, g3 = st.columns([2, 2, 3])
     true_class = g1.selectbox(
-        "true class", range(len(class_names)), format_func=class_names.__getitem__, key=session.EX_PAIR_TRUE
+        "true class",
+        range(len(class_names)),
+        format_func=class_names.__getitem__,
+        key=session.EX_PAIR_TRUE,
+        on_change=_picked,
+        args=(session.EX_PAIR_TRUE,),
     )
     pred_class = g2.selectbox(
-        "predicted class", range(len(class_names)), format_func=class_names.__getitem__, key=session.EX_PAIR_PRED
+        "predicted class",
+        range(len(class_names)),
+        format_func=class_names.__getitem__,
+        key=session.EX_PAIR_PRED,
+        on_change=_picked,
+        args=(session.EX_PAIR_PRED,),
     )
-    split_name = g3.radio("from", session.GALLERY_SPLITS, horizontal=True, key=session.EX_GALLERY_SPLIT)
-    pool = view.tune_idx if split_name == session.GALLERY_SPLITS[0] else view.eval_idx
+    split_name = g3.radio(
+        "from",
+        session.GALLERY_SPLITS,
+        horizontal=True,
+        key=session.EX_GALLERY_SPLIT,
+        on_change=_picked,
+        args=(session.EX_GALLERY_SPLIT,),
+    )
+    tuning = split_name == session.GALLERY_SPLITS[0]
+    pool = view.tune_idx if tuning else view.eval_idx
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
     st.caption(
-        f"{cell.size} samples with true class {class_names[true_class]} predicted as "
-        f"{class_names[pred_class]}; clean uncertainty scores (higher = more likely wrong)."
+        f"{cell.size} sample{'' if cell.size == 1 else 's'} with true class {class_names[true_class]} predicted as "
+        f"{class_names[pred_class]} in the {'tuning' if tuning else 'evaluation'} split; clean uncertainty scores "
+        "(higher = more likely wrong)."
     )
     _gallery(cell, view, keys, class_names)
 

@@ -1,5 +1,6 @@
 """What the pages draw around their own content: the study pages' header with the sidebar (:func:`page_header`),
-download buttons (:func:`download_button`), and every chart (:func:`chart`)."""
+download buttons (:func:`download_button`), every chart (:func:`chart`) and a scroll to a place
+(:func:`scroll_here`)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,19 @@ def fraction_slider(place, label: str, *, key: str) -> float:
     """A slider over the tuning-split fractions every page offers (``protocol.TUNE_FRACTION_PRESETS``), shown as
     percentages."""
     return place.select_slider(label, options=protocol.TUNE_FRACTION_PRESETS, key=key, format_func=lambda f: f"{f:.0%}")
+
+
+_SCROLL_JS = """
+export default function ({ parentElement, data }) {
+  if (parentElement.reluScrolledFor === data) return;
+  parentElement.reluScrolledFor = data;
+  // after the tabs' own scroll (Streamlit brings a tab selected from code into view at the window's edge)
+  setTimeout(() => parentElement.scrollIntoView({ behavior: "smooth", block: "start" }), 350);
+}
+"""
+_scroll = st.components.v2.component("relu_studio_scroll", js=_SCROLL_JS, isolate_styles=False)
+
+
+def scroll_here(token: str, *, key: str) -> None:
+    """Scrolls the browser window to this place once per ``token`` (a new token scrolls again)."""
+    _scroll(key=key, data=token)

@@ -254,9 +254,12 @@ EX_PAIR_PRED = "ex_pair_pred"
 EX_GALLERY_SPLIT = "ex_gallery_split"
 #: The gallery's choices of split.
 GALLERY_SPLITS = ("tuning split (as the matrix)", "evaluation split")
-#: The plain copy of the gallery's choices (:func:`restore`, :func:`keep`): its widgets are drawn only while
-#: its tab is open.
-EX_GALLERY_KEPT = "ex_gallery_kept"
+#: The gallery's choices (widget key -> value), a plain dict its three widgets mirror: they are drawn only while
+#: their tab is open, the pair is also set by a click on the matrix, and Streamlit drops an undrawn widget's
+#: state (a page visit left a stale pair behind).
+EX_GALLERY_PICK = "ex_gallery_pick"
+#: How many confusion cells were clicked; the click whose scroll to the gallery is still to be made; the scroll.
+EX_CELL_CLICKS, EX_SCROLL_PENDING, EX_SCROLL_GALLERY = "ex_cell_clicks", "ex_scroll_pending", "ex_scroll_gallery"
 
 
 def gallery_defaults() -> dict[str, object]:

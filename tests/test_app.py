@@ -144,7 +144,8 @@ def test_explore_shows_every_panel_on_the_default(explore):
     np.testing.assert_allclose(op.loc[["Rel-U", "Doctor"], "FPR"], table.loc[["Rel-U", "Doctor"], "FPR95 ↓"])
     # the cell gallery opens on the run's most frequent confusion (off the diagonal)
     counts = _array(_figure(explore, "Confusion matrix")["data"][1]["z"]).astype(float)
-    pair = explore.session_state["ex_pair_true"], explore.session_state["ex_pair_pred"]
+    pick = explore.session_state["ex_gallery_pick"]
+    pair = pick["ex_pair_true"], pick["ex_pair_pred"]
     assert pair[0] != pair[1] and counts[pair] == np.nanmax(counts)
     # the view is in the URL
     assert explore.query_params["lam"] == "0.5" and explore.query_params["T"] == "1"
@@ -201,7 +202,7 @@ def test_detail_tabs_draw_only_the_open_one(explore):
     }
     assert not any("threshold" in df.value.columns for df in explore.dataframe)
     _open_tab(explore, "Samples of a confusion cell")
-    assert "samples with true class" in " ".join(c.value for c in explore.caption)
+    assert " with true class " in " ".join(c.value for c in explore.caption)
 
 
 def test_cell_gallery_keeps_its_pair_across_tabs(explore):
@@ -211,14 +212,22 @@ def test_cell_gallery_keeps_its_pair_across_tabs(explore):
     explore.radio(key="ex_gallery_split").set_value("evaluation split").run()
     _open_tab(explore, "Operating point")  # its widgets are not drawn here: Streamlit drops their state
     _open_tab(explore, "Samples of a confusion cell")
-    assert "samples with true class 3 predicted as 3" in " ".join(c.value for c in explore.caption)
+    assert "samples with true class 3 predicted as 3 in the evaluation split" in " ".join(
+        c.value for c in explore.caption
+    )
     assert explore.radio(key="ex_gallery_split").value == "evaluation split"
+    explore.switch_page("2_Corruptions.py").run()  # a visit to another page drops every Explore widget
+    explore.switch_page("1_Explore.py").run()
+    _open_tab(explore, "Samples of a confusion cell")
+    assert "samples with true class 3 predicted as 3 in the evaluation split" in " ".join(
+        c.value for c in explore.caption
+    )
 
 
 def test_class_pair_gallery_and_operating_point(explore):
-    explore.session_state["ex_pair_true"] = 3
-    explore.session_state["ex_pair_pred"] = 3
     _open_tab(explore, "Samples of a confusion cell")
+    explore.selectbox(key="ex_pair_true").set_value(3).run()
+    explore.selectbox(key="ex_pair_pred").set_value(3).run()
     assert "samples with true class 3 predicted as 3" in " ".join(c.value for c in explore.caption)
     _open_tab(explore, "Operating point")
     explore.radio(key="ex_op_kind").set_value("coverage").run()

@@ -85,7 +85,14 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         )
         assert len(heights) >= 4 and min(heights) >= 300, heights
 
-    # a click on a diagonal cell (never the default pair, which is an error cell) opens its gallery
+    # a click on a diagonal cell (never the default pair, which is an error cell) opens its gallery; on a laptop
+    # screen, with the matrix in the middle of the window as a user clicks it
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.evaluate(
+        """() => [...document.querySelectorAll('.js-plotly-plot')]
+                 .find(q => q.layout.title.text.includes('Confusion matrix')).scrollIntoView({block: 'center'})"""
+    )
+    page.wait_for_timeout(500)
     cell = page.evaluate(
         """() => { const p = [...document.querySelectorAll('.js-plotly-plot')]
                         .find(q => q.layout.title.text.includes('Confusion matrix'));
@@ -93,8 +100,18 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
                    return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(2)]; }"""
     )
     page.mouse.click(*cell)
-    page.get_by_text("with true class 2 predicted as 2").wait_for(timeout=30_000)
+    caption = page.get_by_text("with true class 2 predicted as 2")
+    caption.wait_for(timeout=30_000)
     assert not page.get_by_test_id("stException").count()
+    # the click opened the samples tab and scrolled them into view (the tab switch alone left the tab bar at
+    # the window's bottom edge and the samples below it)
+    page.wait_for_function(
+        """() => { const c = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+                        .find(e => e.textContent.includes('with true class 2 predicted as 2'));
+                   const box = c && c.getBoundingClientRect();
+                   return box && box.top >= 0 && box.bottom <= window.innerHeight; }""",
+        timeout=10_000,
+    )
 
     # the view's data downloads as one ZIP, built when clicked
     with page.expect_download(timeout=60_000) as download:
