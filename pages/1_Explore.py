@@ -305,6 +305,11 @@ def _picked(key: str) -> None:
     st.session_state[session.EX_GALLERY_PICK][key] = st.session_state[key]
 
 
+def _mirrored(key: str) -> dict:
+    """The keywords of a gallery widget: its key, and its changes copied into the choices (:func:`_picked`)."""
+    return {"key": key, "on_change": _picked, "args": (key,)}
+
+
 def _curves(roc, rc) -> None:
     c_roc, c_rc = st.columns(2)
     with c_roc:
@@ -356,8 +361,9 @@ def _paired_section(view: explore.ExploreView, paired_job) -> None:
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
     if view.paired:
         st.dataframe(comparison.paired_rows(view.paired), hide_index=True)
+        first = next(iter(view.paired.values()))
         st.caption(
-            f"95 % percentile interval over {next(iter(view.paired.values())).n_resamples} paired "
+            f"{100 * first.confidence:g} % percentile interval over {first.n_resamples} paired "
             "bootstrap resamples of the evaluation samples (the same resample scores both detectors). The "
             "difference row above is coloured only where the interval excludes 0."
         )
@@ -386,30 +392,14 @@ def _cell_gallery(run_, view: explore.ExploreView, keys: list[str], class_names:
     if click is not None:  # the click opened this tab: bring its samples into view
         page.scroll_here(str(click), key=session.EX_SCROLL_GALLERY)
     g1, g2, g3 = st.columns([2, 2, 3])
-    true_class = g1.selectbox(
-        "true class",
-        range(len(class_names)),
-        format_func=class_names.__getitem__,
-        key=session.EX_PAIR_TRUE,
-        on_change=_picked,
-        args=(session.EX_PAIR_TRUE,),
-    )
-    pred_class = g2.selectbox(
-        "predicted class",
-        range(len(class_names)),
-        format_func=class_names.__getitem__,
-        key=session.EX_PAIR_PRED,
-        on_change=_picked,
-        args=(session.EX_PAIR_PRED,),
-    )
-    split_name = g3.radio(
-        "from",
-        session.GALLERY_SPLITS,
-        horizontal=True,
-        key=session.EX_GALLERY_SPLIT,
-        on_change=_picked,
-        args=(session.EX_GALLERY_SPLIT,),
-    )
+    true_class, pred_class = [
+        place.selectbox(label, range(len(class_names)), format_func=class_names.__getitem__, **_mirrored(key))
+        for place, label, key in (
+            (g1, "true class", session.EX_PAIR_TRUE),
+            (g2, "predicted class", session.EX_PAIR_PRED),
+        )
+    ]
+    split_name = g3.radio("from", session.GALLERY_SPLITS, horizontal=True, **_mirrored(session.EX_GALLERY_SPLIT))
     tuning = split_name == session.GALLERY_SPLITS[0]
     pool = view.tune_idx if tuning else view.eval_idx
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
