@@ -22,7 +22,7 @@ st.title("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
 query.query_run_notice()
 
-session.seed(session.explore_defaults())
+session.restore(session.explore_defaults(), session.EX_KEPT)  # the controls survive a visit to another page
 
 
 def _chart(fig, stem: str, **kwargs):
@@ -241,6 +241,7 @@ def _controls(has_model: bool):
             o1, o2 = st.columns(2)
             o1.radio("operating point", ["target TPR", "coverage"], key=session.EX_OP_KIND)
             o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET)
+    session.keep(session.explore_defaults(), session.EX_KEPT)
     state = st.session_state
     settings = Settings(
         lam="auto" if lam_auto else float(state[session.EX_LAM]),

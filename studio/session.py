@@ -78,12 +78,6 @@ def session_id() -> str:
 
 
 # ---- defaults: seeded before a page draws its widgets
-def seed(defaults: Mapping[str, object]) -> None:
-    """Give each key its default unless this session holds a value for it."""
-    for key, value in defaults.items():
-        st.session_state.setdefault(key, value)
-
-
 def restore(defaults: Mapping[str, object], kept_key: str) -> None:
     """Give each key the value :func:`keep` saved, else its default, unless this session holds a value for it.
 
@@ -223,6 +217,8 @@ EX_LAM, EX_LAM_AUTO, EX_TEMPERATURE, EX_EPS, EX_TUNE_FRACTION, EX_SEED = (
 EX_DETECTORS = "ex_detectors"
 EX_OP_KIND = "ex_op_kind"
 EX_OP_TARGET = "ex_op_target"
+#: The plain copy of the Explore controls (:func:`keep`), restored after a visit to another page.
+EX_KEPT = "ex_kept"
 
 
 def explore_defaults() -> dict[str, object]:

@@ -1,7 +1,9 @@
 """Real-browser test: the app served headless on 127.0.0.1, driven in Debian's Chromium through Playwright.
 
 It runs the default, opens Explore, moves the λ slider with the keyboard and checks that the D* heatmap
-and the ROC figure re-render with new data, then clicks a confusion-matrix cell and checks its gallery. The screenshot is kept in test-artifacts/ as a CI artefact.
+and the ROC figure re-render with new data, clicks a confusion-matrix cell and checks its gallery, downloads the
+view's data and checks that the controls survive a visit to another page. The screenshot is kept in
+test-artifacts/ as a CI artefact.
 Skips where /usr/bin/chromium or playwright is missing (CI installs both, see .ci/run).
 """
 
@@ -122,6 +124,17 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         assert "λ" in archive.read("settings.json").decode()
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
+
+    # the controls survive a visit to another page (Streamlit drops the state of widgets a run does not draw;
+    # AppTest keeps it, so only a browser shows this)
+    page.get_by_role("link", name="Corruptions").first.click()
+    page.wait_for_url("**/Corruptions**", timeout=60_000)
+    page.get_by_role("link", name="Explore").first.click()
+    page.wait_for_function(
+        "document.querySelectorAll('.js-plotly-plot')[0]?.layout?.title.text.includes('λ = 0.38)')", timeout=60_000
+    )
+    assert "lam=0.38" in page.url
+    assert slider.get_by_test_id("stSliderThumbValue").inner_text() == "0.38"
     print(f"browser flow took {time.monotonic() - started:.1f} s")
 
 
