@@ -29,14 +29,14 @@ WORSE_STYLE = "background-color: #fcbba1; font-weight: bold"
 
 def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
     """One row per metric of a paired comparison (metric key -> difference): the metric, the difference
-    (first detector − second), its interval and the verdict in words."""
+    (first detector − second), its interval and the verdict in words (the numbers are in the columns before)."""
     return pd.DataFrame(
         [
             {
                 "metric": stats.METRIC_LABELS[m],
                 "Rel-U − Doctor": f"{d.estimate:+.4f}",
                 f"{100 * d.confidence:g} % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
-                "verdict": d.verdict().split(": ", 1)[1],
+                "verdict": d.outcome(),
             }
             for m, d in paired.items()
         ]

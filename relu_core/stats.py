@@ -64,11 +64,17 @@ class PairedDifference:
     def interval_text(self) -> str:
         return f"{100 * self.confidence:g} % CI {self.low:+.4f} to {self.high:+.4f}"
 
+    def outcome(self, a: str = "Rel-U", b: str = "Doctor") -> str:
+        """The verdict without its numbers: "no significant difference" or "A better" / "B better"."""
+        if not self.significant:
+            return "no significant difference"
+        return f"{a if self.a_is_better() else b} better"
+
     def verdict(self, a: str = "Rel-U", b: str = "Doctor") -> str:
         """One line: "no significant difference ..." or who is better, by how much, with the interval."""
         label = METRIC_LABELS.get(self.metric, self.metric)
         if not self.significant:
-            return f"{label}: no significant difference ({a} − {b} = {self.estimate:+.4f}, {self.interval_text()})"
+            return f"{label}: {self.outcome(a, b)} ({a} − {b} = {self.estimate:+.4f}, {self.interval_text()})"
         winner, loser = (a, b) if self.a_is_better() else (b, a)
         return f"{label}: {winner} better than {loser} by {abs(self.estimate):.4f} ({a} − {b} {self.interval_text()})"
 

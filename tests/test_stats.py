@@ -58,8 +58,10 @@ def test_estimate_is_the_difference_on_the_samples_and_lies_in_a_sensible_interv
     assert result["auroc"].significant and result["auroc"].a_is_better() and result["auroc"].low > 0
     assert result["aurc"].significant and result["aurc"].high < 0
     assert result["auroc"].verdict().startswith("AUROC: Rel-U better than Doctor by ")
+    assert result["auroc"].outcome() == "Rel-U better" and result["auroc"].outcome("A", "B") == "A better"
     swapped = stats.paired_bootstrap(b, a, correct, n_resamples=1000, seed=1)
     assert swapped["auroc"].verdict().startswith("AUROC: Doctor better than Rel-U by ")
+    assert swapped["auroc"].outcome() == "Doctor better"
 
 
 def test_identical_detectors_show_no_significant_difference():
@@ -68,7 +70,7 @@ def test_identical_detectors_show_no_significant_difference():
     for diff in result.values():
         assert (diff.estimate, diff.low, diff.high) == (0.0, 0.0, 0.0)
         assert not diff.significant
-        assert "no significant difference" in diff.verdict()
+        assert "no significant difference" in diff.verdict() and diff.outcome() == "no significant difference"
     # a real but tiny difference on few samples is not called a win either
     a, b, correct = _pair(4, n=60, gap=0.05)
     assert not stats.paired_bootstrap(a, b, correct)["auroc"].significant
