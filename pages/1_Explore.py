@@ -30,16 +30,19 @@ def _chart(fig, stem: str, **kwargs):
 
 
 def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):
-    """What the panels show under input pre-processing, never blocking: ``(perturbed, subset, note, job)``.
+    """What the panels show under input pre-processing, never blocking: ``(perturbed, subset, note, (job,
+    step))``.
 
     The ε pass runs as background jobs (``explore.eps_job``): on CPU a stated subsample of the evaluation split
     first, then the whole split. ``perturbed`` is the best finished result for this setting (None: none yet,
     the previous result of this view is kept, else the clean scores), ``note`` says what is shown and ``job``
-    is the pass still running (None when all is done)."""
+    is the pass still running (None when all is done), with its step (e.g. "step 2 of 2"; "" when the pass
+    has one step)."""
     settings = (run_id, temperature, lam, tune_fraction, seed)
     subset = explore.eps_subsample(run_id, tune_fraction, seed)
-    shown, pending = None, None
-    for stage in ([subset] if subset is not None else []) + [None]:
+    stages = ([subset] if subset is not None else []) + [None]
+    shown, pending, step = None, None, ""
+    for n, stage in enumerate(stages):
         job = explore.eps_job(run_id, temperature, lam, tune_fraction, seed, eps, stage, session=session.session_id())
         if job.state == jobs.DONE:
             shown = (job.result, stage, eps)
@@ -48,7 +51,7 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
             jobbox.show_error(InputError(job.error))
             jobs.MANAGER.forget(job.key)
         else:
-            pending = job
+            pending, step = job, f"step {n + 1} of {len(stages)}" if len(stages) > 1 else ""
         break
     last = st.session_state.get(session.EX_EPS_LAST)
     if shown is not None:
@@ -56,13 +59,13 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
     elif last is not None and last[0] == settings:
         shown = last[1]
     if shown is None:
-        return None, None, f"ε = {eps:g} is being computed; shown meanwhile: clean scores (ε = 0)", pending
+        return None, None, f"ε = {eps:g} is being computed; shown meanwhile: clean scores (ε = 0)", (pending, step)
     perturbed, stage, shown_eps = shown
     where = "the whole evaluation split" if stage is None else f"a subsample of {stage.size:,} evaluation images"
     note = f"ε = {shown_eps:g} on {where}"
     if shown_eps != eps:
         note = f"ε = {eps:g} is being computed; shown meanwhile: {note}"
-    return perturbed, stage, note, pending
+    return perturbed, stage, note, (pending, step)
 
 
 def _view(
@@ -97,18 +100,27 @@ def _paired_watch(key: str) -> None:
 
 
 @st.fragment(run_every=1.0)
-def _eps_watch(key: str) -> None:
-    """The "updating" mark of a running ε pass; reruns the page once the pass has ended."""
+def _eps_watch(key: str, step: str) -> None:
+    """The "updating" mark of a running ε pass (with its ``step``, so that the whole split's pass after the
+    subsample's does not look like a restart); reruns the page once the pass has ended."""
     job = jobs.MANAGER.get(key)
     if job is None or not job.running:
         st.rerun()
-    st.progress(job.fraction, text=f"updating: {job.label} ({job.message})")
+    st.progress(job.fraction, text=f"updating{f' ({step})' if step else ''}: {job.label} ({job.message})")
 
 
 def _gallery(
-    indices: np.ndarray, view: explore.ExploreView, keys: list[str], class_names, limit: int = 24, columns: int = 8
+    indices: np.ndarray,
+    view: explore.ExploreView,
+    keys: list[str],
+    class_names,
+    *,
+    limit: int = 24,
+    columns: int = 8,
+    name_classes: bool = True,
 ) -> None:
-    """Images (or a table for logits-only runs) with true / predicted class and each detector's score."""
+    """Images (or a table for logits-only runs) captioned with their index, true → predicted class (unless
+    ``name_classes`` is False: a confusion cell's samples share them) and each detector's score."""
     run_ = explore.get_run(view.run_id)
     if indices.size == 0:
         st.info("No samples here.")
@@ -129,11 +141,9 @@ def _gallery(
         return
     grid = st.columns(columns)
     for n, i in enumerate(shown):
-        scores = " · ".join(f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys)
-        grid[n % columns].image(
-            explore.thumbnail(run_.images[i]),
-            caption=f"#{i} true {class_names[labels[i]]} → {class_names[view.predictions[i]]} · {scores}",
-        )
+        classes = [f"{class_names[labels[i]]} → {class_names[view.predictions[i]]}"] if name_classes else []
+        scores = [f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys]
+        grid[n % columns].image(explore.thumbnail(run_.images[i]), caption=" · ".join([f"#{i}", *classes, *scores]))
     if indices.size > limit:
         st.caption(f"showing {limit} of {indices.size}")
 
@@ -376,7 +386,8 @@ def _operating_section(view: explore.ExploreView, points: dict, s: Settings) -> 
     table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, view.correct[view.eval_idx])
     # number formats by column config, not a pandas Styler (which cost ~15 ms of each slider move)
     rates = {c: st.column_config.NumberColumn(format="%.4f") for c in ("TPR", "FPR", "coverage", "risk")}
-    st.dataframe(table, column_config={"threshold": st.column_config.NumberColumn(format="%.4g"), **rates})
+    threshold = st.column_config.NumberColumn(format=comparison.threshold_format(table["threshold"]))
+    st.dataframe(table, column_config={"threshold": threshold, **rates})
     what = f"TPR ≥ {s.op_target:.0%}" if s.op_kind == "tpr" else f"coverage ≥ {s.op_target:.0%}"
     st.caption(
         f"Each detector's threshold is the lowest reaching {what} on the evaluation split; it accepts "
@@ -409,17 +420,19 @@ def _cell_gallery(run_, view: explore.ExploreView, keys: list[str], class_names:
         f"{class_names[pred_class]} in the {'tuning' if tuning else 'evaluation'} split; clean uncertainty scores "
         "(higher = more likely wrong)."
     )
-    _gallery(cell, view, keys, class_names)
+    _gallery(cell, view, keys, class_names, name_classes=False)
 
 
-def _caught_by_one(view: explore.ExploreView, points: dict, class_names: list[str]) -> None:
-    """The errors Rel-U catches that Doctor misses at the operating point, and the reverse."""
+def _caught_by_one(view: explore.ExploreView, points: dict, class_names: list[str], subset) -> None:
+    """The errors Rel-U catches that Doctor misses at the operating point, and the reverse, among the samples
+    the metrics are computed on (``subset``: the ε pass's subsample of the evaluation split, else None)."""
     only_relu, only_doctor = comparison.caught_by_one(
         view.eval_idx, view.correct[view.eval_idx], points["relu"].accepted, points["doctor"].accepted
     )
+    where = "the evaluation split" if subset is None else f"the ε pass's subsample ({subset.size:,} images)"
     st.caption(
-        "Errors of the evaluation split that one detector rejects at its operating point (set above) and the other "
-        "accepts; clean uncertainty scores."
+        f"Errors of {where} that one detector rejects at its operating point (set above) and the other accepts. "
+        "Captions: sample, true → predicted class, clean uncertainty scores."
     )
     a, b = st.columns(2)
     with a:
@@ -452,11 +465,13 @@ def _eps_section(run_id: str, s: Settings, c_eps):
     slider."""
     if s.eps <= 0:
         return None, None, ""
-    perturbed, subset, eps_note, eps_pending = _eps_inputs(run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.eps)
+    perturbed, subset, eps_note, (eps_pending, step) = _eps_inputs(
+        run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.eps
+    )
     with c_eps:
         st.caption(eps_note)
         if eps_pending is not None:
-            _eps_watch(eps_pending.key)
+            _eps_watch(eps_pending.key, step)
     return perturbed, subset, eps_note
 
 
@@ -498,7 +513,7 @@ def explore_panel(run_id: str) -> None:
             _cell_gallery(run_, view, s.keys, class_names)
     if caught.open:
         with caught:
-            _caught_by_one(view, points, class_names)
+            _caught_by_one(view, points, class_names, subset)
 
 
 try:

@@ -8,7 +8,7 @@ classified samples, a detector *catches* an error when it rejects it (uncertaint
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -101,6 +101,15 @@ def operating_table(points: Mapping[str, metrics.OperatingPoint], correct: np.nd
         },
         orient="index",
     )
+
+
+def threshold_format(thresholds: Sequence[float]) -> str:
+    """One printf format for a column of thresholds (detectors' scales differ: Rel-U's lie in [0, 1], energy's
+    are negative, a sharp model's Rel-U thresholds can be 1e-5): four decimals when every non-zero finite value
+    has a magnitude in [0.001, 100 000), else scientific notation with four significant digits."""
+    values = np.abs(np.asarray(thresholds, dtype=float))
+    values = values[np.isfinite(values) & (values > 0)]
+    return "%.4f" if np.all((values >= 1e-3) & (values < 1e5)) else "%.3e"
 
 
 def caught_by_one(

@@ -201,8 +201,15 @@ def test_detail_tabs_draw_only_the_open_one(explore):
         "**Caught by Doctor, missed by Rel-U",
     }
     assert not any("threshold" in df.value.columns for df in explore.dataframe)
+    # the errors' images say their classes (they differ); the scope is the split the metrics use
+    captions = [image.caption for row in explore.get("image") for image in row.proto.imgs]
+    assert captions and all(re.fullmatch(r"#\d+ · .+ → .+ · Rel-U \S+ · Doctor \S+", c) for c in captions)
+    assert "Errors of the evaluation split that one detector rejects" in " ".join(c.value for c in explore.caption)
     _open_tab(explore, "Samples of a confusion cell")
     assert " with true class " in " ".join(c.value for c in explore.caption)
+    # a cell's images share their classes, named once above them: the captions hold the index and the scores
+    captions = [image.caption for row in explore.get("image") for image in row.proto.imgs]
+    assert captions and all(re.fullmatch(r"#\d+ · Rel-U \S+ · Doctor \S+", c) for c in captions), captions[:3]
 
 
 def test_cell_gallery_keeps_its_pair_across_tabs(explore):
@@ -528,6 +535,42 @@ def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatc
     captions = " ".join(c.value for c in at.caption)
     assert "ε = 0.001 on the whole evaluation split" in captions
     assert "Evaluation split: 449 samples" in captions or "Evaluation split: 450 samples" in captions
+    at.select_slider(key="ex_eps").set_value(0.0).run()
+
+
+def test_eps_progress_names_its_step(monkeypatch):
+    """The whole split's pass starts its progress at 0 after the subsample's: the bar says which step it is.
+    Meanwhile the subsample's results are shown, and the errors one detector catches come from it too."""
+    import threading
+
+    from relu_core import explore as core_explore
+    from relu_core import jobs
+
+    monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)
+    monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
+    whole_split_may_run, real = threading.Event(), core_explore.preprocessing.perturbed_scores
+
+    def gated(*args, indices, **kwargs):
+        if len(indices) > 100:
+            whole_split_may_run.wait(TIMEOUT)
+        return real(*args, indices=indices, **kwargs)
+
+    monkeypatch.setattr(core_explore.preprocessing, "perturbed_scores", gated)
+    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    try:
+        at.select_slider(key="ex_eps").set_value(0.0014).run()
+        subsample = [j for j in jobs.MANAGER.jobs() if ":0.0014:sub100" in j.key]
+        assert subsample and subsample[0].wait(TIMEOUT) and subsample[0].state == jobs.DONE
+        at.run()
+        _no_exceptions(at)
+        bars = [bar.proto.text for bar in at.get("progress")]
+        assert any(t.startswith("updating (step 2 of 2): Input pre-processing ε = 0.0014 on the whole") for t in bars)
+        _open_tab(at, "Errors only one detector catches")  # drawn from the subsample the metrics use
+        assert "Errors of the ε pass's subsample (100 images)" in " ".join(c.value for c in at.caption)
+    finally:
+        whole_split_may_run.set()
+    _settle(at)
+    assert not at.get("progress")
     at.select_slider(key="ex_eps").set_value(0.0).run()
 
 

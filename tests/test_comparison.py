@@ -82,6 +82,13 @@ def test_paired_rows_one_per_metric_with_interval_and_verdict():
     assert "90 % CI (paired bootstrap)" in comparison.paired_rows({"aurc": ninety}).columns
 
 
+def test_threshold_format_one_per_column():
+    assert comparison.threshold_format([0.135, 0.5061, -8.512, 0.0]) == "%.4f"
+    assert comparison.threshold_format([0.135, 3.2e-5]) == "%.3e"  # four decimals would show 0.0000
+    assert comparison.threshold_format([0.5, 2.5e5]) == "%.3e"
+    assert comparison.threshold_format([np.inf, 0.25]) == "%.4f"  # a point accepting everything
+
+
 def test_operating_table_counts_match_direct_computation(scored):
     correct, a, b = scored
     points = {
