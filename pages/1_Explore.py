@@ -215,17 +215,21 @@ class Settings:
 def _controls(has_model: bool):
     """The control bar; returns the settings and the ε column (for the ε pass's note and progress)."""
     with st.container(border=True):
-        c_lam, c_t, c_eps, c_split, c_det = st.columns([2, 2.4, 2, 2, 2.6])
+        c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
         with c_lam:
-            lam_auto = st.checkbox("λ auto = N+ / (N+ + N−)", key=session.EX_LAM_AUTO)
+            lam_auto = st.checkbox(
+                "λ auto",
+                key=session.EX_LAM_AUTO,
+                help="λ = N+ / (N+ + N−), the share of correct predictions in the tuning split (the paper's choice).",
+            )
             st.slider("λ (weight of the errors in D*)", 0.0, 1.0, step=0.01, key=session.EX_LAM, disabled=lam_auto)
         with c_t:
             st.select_slider(
-                "T (softmax temperature, log scale)",
+                "T (softmax temperature)",
                 options=explore.TEMPERATURES,
                 key=session.EX_TEMPERATURE,
                 format_func=lambda t: f"{t:g}",
-                help="Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
+                help="Steps on a log scale. Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
                 "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
                 "2, 5, 10, 100, 1000 are all steps.",
             )
