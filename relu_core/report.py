@@ -138,7 +138,8 @@ def render_html(
         )
         for i, fig in enumerate(figs)
     ]
-    n_resamples = next(iter(paired.values())).n_resamples if paired else 0
+    first = next(iter(paired.values()), None)
+    n_resamples, confidence = (first.n_resamples, first.confidence) if first else (0, 0.95)
     settings_frame = pd.DataFrame({"value": [str(v) for v in settings.values()]}, index=list(settings))
     prov_frame = pd.DataFrame({"value": list(provenance_info.values())}, index=list(provenance_info))
     body = f"""<h1>{html.escape(title)}</h1>
@@ -149,7 +150,7 @@ def render_html(
 <p class="note">{html.escape(protocol.FPR_CONVENTION)}. The difference row is coloured only where its paired
 interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
 <h2>Is Rel-U better than Doctor here?</h2>{_table_html(comparison.paired_rows(paired).set_index("metric"))}
-<p class="note">95 % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
+<p class="note">{100 * confidence:g} % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
 (the same resample scores both detectors).</p>
 <h2>Settings</h2>{_table_html(settings_frame)}
 <h2>Provenance</h2>{_table_html(prov_frame)}

@@ -111,3 +111,21 @@ def test_report_opens_offline_in_chromium(logits_file, tmp_path, chromium):
     assert [t.split(" ")[0].rstrip(",") for t in titles] == ["D*", "Confusion", "ROC", "Risk-coverage"]
     assert not errors
     assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
+
+
+def test_report_states_the_intervals_own_confidence():
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    paired = {"auroc": stats.PairedDifference("auroc", 0.01, -0.02, 0.04, True, 500, confidence=0.9)}
+    text = report.render_html(
+        title="t",
+        verdict="v",
+        settings={"λ": 0.5},
+        provenance_info={"run id": "x"},
+        figs=[go.Figure()],
+        metrics_table=pd.DataFrame({"AUROC ↑": [0.9]}, index=["Rel-U"]),
+        paired=paired,
+    )
+    assert "90 % percentile interval over 500 paired bootstrap" in text and "95 %" not in text
+    assert "90 % CI (paired bootstrap)" in text
