@@ -293,6 +293,7 @@ def roc_figure(
                     "name": f"{name} @ TPR {tpr_target:.0%}",
                     "legendgroup": name,
                     "showlegend": False,
+                    "cliponaxis": False,
                     "marker": {
                         "color": detector_color(name),
                         "size": 10,
@@ -365,6 +366,7 @@ def _operating_marker(name: str, x: float, y: float, x_name: str, y_name: str) -
         "name": f"{name} operating point",
         "legendgroup": name,
         "showlegend": False,
+        "cliponaxis": False,  # a point on an axis (risk 0, FPR 0, coverage 1) shows whole, not halved
         "marker": {"color": detector_color(name), "size": 13, "symbol": "x", "line": {"width": 1, "color": "black"}},
         "hovertemplate": f"{name} operating point<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
     }

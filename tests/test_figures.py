@@ -89,6 +89,7 @@ def test_roc_figure_legend_auroc_and_95_point():
     assert (mark.x[0], mark.y[0]) == (0.6, 0.96)  # first point reaching 95 % TPR
     (op,) = _traces(fig, "Rel-U operating point")
     assert (op.x[0], op.y[0]) == (0.3, 0.94)
+    assert mark.cliponaxis is False and op.cliponaxis is False  # whole on an axis (FPR 0), not halved
     assert _traces(fig, "MSP (AUROC 0.7000)")
 
 
@@ -106,7 +107,7 @@ def test_risk_coverage_legend_and_operating_point():
     (line,) = _traces(fig, "Doctor (AURC 0.0500)")
     np.testing.assert_array_equal(line.y, risk)
     (op,) = _traces(fig, "Doctor operating point")
-    assert (op.x[0], op.y[0]) == (0.8, 0.08)
+    assert (op.x[0], op.y[0]) == (0.8, 0.08) and op.cliponaxis is False
 
 
 def test_radar_one_vertex_per_axis_closed_polygon():
