@@ -71,12 +71,19 @@ class PairedDifference:
         return f"{a if self.a_is_better() else b} better"
 
     def verdict(self, a: str = "Rel-U", b: str = "Doctor") -> str:
-        """One line: "no significant difference ..." or who is better, by how much, with the interval."""
+        """One line: "no significant difference" with the difference A − B and its interval, or who is better
+        and by how much, with the interval of that margin (both positive, in the metric's unit: one sign
+        convention per sentence)."""
         label = METRIC_LABELS.get(self.metric, self.metric)
         if not self.significant:
             return f"{label}: {self.outcome(a, b)} ({a} − {b} = {self.estimate:+.4f}, {self.interval_text()})"
         winner, loser = (a, b) if self.a_is_better() else (b, a)
-        return f"{label}: {winner} better than {loser} by {abs(self.estimate):.4f} ({a} − {b} {self.interval_text()})"
+        # the winner's margin is |A − B|; its interval is the difference's, mirrored when it is negative
+        low, high = sorted((abs(self.low), abs(self.high)))
+        return (
+            f"{label}: {winner} better than {loser} by {abs(self.estimate):.4f} "
+            f"({100 * self.confidence:g} % CI {low:.4f} to {high:.4f})"
+        )
 
 
 def _check_inputs(uncertainty_a, uncertainty_b, correct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

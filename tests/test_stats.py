@@ -64,6 +64,15 @@ def test_estimate_is_the_difference_on_the_samples_and_lies_in_a_sensible_interv
     assert swapped["auroc"].outcome() == "Doctor better"
 
 
+def test_verdict_states_the_winners_margin_and_its_interval():
+    lower_is_better = stats.PairedDifference("fpr95", -0.1, -0.2, -0.05, False, 1000)
+    assert lower_is_better.verdict() == "FPR95: Rel-U better than Doctor by 0.1000 (95 % CI 0.0500 to 0.2000)"
+    doctor_wins = stats.PairedDifference("auroc", -0.0311, -0.0395, -0.0225, True, 1000)
+    assert doctor_wins.verdict() == "AUROC: Doctor better than Rel-U by 0.0311 (95 % CI 0.0225 to 0.0395)"
+    tie = stats.PairedDifference("aurc", 0.001, -0.001, 0.003, False, 1000, confidence=0.9)
+    assert tie.verdict() == "AURC: no significant difference (Rel-U − Doctor = +0.0010, 90 % CI -0.0010 to +0.0030)"
+
+
 def test_identical_detectors_show_no_significant_difference():
     a, _, correct = _pair(3)
     result = stats.paired_bootstrap(a, a.copy(), correct, n_resamples=200)
