@@ -106,7 +106,7 @@ def _eps_watch(key: str, step: str) -> None:
     job = jobs.MANAGER.get(key)
     if job is None or not job.running:
         st.rerun()
-    st.progress(job.fraction, text=f"updating{f' ({step})' if step else ''}: {job.label} ({job.message})")
+    st.progress(job.fraction, text=f"updating{f' ({step})' if step else ''}: {job.label}")
 
 
 def _gallery(
@@ -213,7 +213,8 @@ class Settings:
 
 
 def _controls(has_model: bool):
-    """The control bar; returns the settings and the ε column (for the ε pass's note and progress)."""
+    """The control bar; returns the settings, the λ column (for the value "auto" gives) and the ε column (for
+    the ε pass's note and progress)."""
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
         with c_lam:
@@ -267,7 +268,7 @@ def _controls(has_model: bool):
         op_kind="tpr" if state[session.EX_OP_KIND] == "target TPR" else "coverage",
         op_target=float(state[session.EX_OP_TARGET]),
     )
-    return settings, c_eps
+    return settings, c_lam, c_eps
 
 
 def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_names: list[str], s: Settings):
@@ -282,7 +283,7 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
             heat = figures.dstar_heatmap(
                 detectors.hamming_matrix(len(class_names)),
                 class_names,
-                title="Doctor's implicit matrix (ones off the diagonal, unit norm)",
+                title="Doctor's implicit matrix (ones off the diagonal)",
             )
         _chart(heat, "dstar")
         st.caption(
@@ -483,7 +484,7 @@ def _eps_section(run_id: str, s: Settings, c_eps):
 def explore_panel(run_id: str) -> None:
     run_ = explore.get_run(run_id)
     class_names = list(run_.class_names)
-    s, c_eps = _controls(has_model=run_.model is not None and run_.images is not None)
+    s, c_lam, c_eps = _controls(has_model=run_.model is not None and run_.images is not None)
     query.write_query_params(s.lam, s.temperature, s.eps, s.tune_fraction, s.seed, run_)
 
     perturbed, subset, eps_note = _eps_section(run_id, s, c_eps)
@@ -494,6 +495,8 @@ def explore_panel(run_id: str) -> None:
         return
     # The paired bootstrap (~100 ms at 10k) runs beside the figures in a background job; the tables below
     # wait for it briefly, else show it when it lands (_paired_watch).
+    if s.lam == "auto":  # the slider, disabled, still shows the last manual value
+        c_lam.caption(f"auto: λ = {view.lam_used:.3g}")
     paired_job = None if view.paired else explore.paired_job(view, s.seed)
     correct_eval = view.correct[view.eval_idx]
     points = {

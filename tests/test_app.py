@@ -182,6 +182,9 @@ def test_auto_lambda_and_extra_detectors(explore):
     assert explore.query_params["lam"] == "auto"
     assert {"MSP", "Energy"} <= set(_metrics(explore).index)
     assert explore.slider(key="ex_lam").disabled
+    # the λ used, beside the disabled slider and in D*'s title
+    (used,) = [c.value.removeprefix("auto: λ = ") for c in explore.caption if c.value.startswith("auto: λ = ")]
+    assert f"λ = {used})" in _figure(explore, "D* (Rel-U")["layout"]["title"]["text"]
 
 
 def _open_tab(at, label: str) -> None:
