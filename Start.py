@@ -32,11 +32,12 @@ cm, cm_fig = explore.confusion_figure(
 # compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
-    page.chart(st, go.Figure(heat).update_layout(**compact), "dstar", key=session.START_DSTAR, config=NO_MODEBAR)
+    small_dstar = go.Figure(heat).update_layout(**compact).update_traces(colorbar_thickness=12)
+    page.chart(st, small_dstar, "dstar", key=session.START_DSTAR, config=NO_MODEBAR)
 with right:
-    page.chart(
-        st, go.Figure(cm_fig).update_layout(**compact), "confusion", key=session.START_CONFUSION, config=NO_MODEBAR
-    )
+    # no colour bar: the counts are written in the cells, and the matrix gets its width (about 110 px wide with it)
+    small_cm = go.Figure(cm_fig).update_layout(**compact).update_traces(showscale=False, selector={"type": "heatmap"})
+    page.chart(st, small_cm, "confusion", key=session.START_CONFUSION, config=NO_MODEBAR)
 with side:
     n, c = run.logits.shape
     errors = int((np.argmax(run.logits, 1) != run.labels).sum())
@@ -50,7 +51,8 @@ with side:
 st.caption(
     f"Run: {run.source or 'uploaded logits'} · {n:,} samples × {c} classes · run id `{run.run_id}`. "
     "D* (left) is Rel-U's learned matrix: entry (i, j) is large when the model's errors spread probability over "
-    "classes i and j together; the confusion matrix (right) shows which classes the model actually confuses. "
+    "classes i and j together; the confusion matrix (right, counts; grey: correct predictions) shows which classes "
+    "the model actually confuses. "
     "Both come from the tuning half of the samples; the verdict is measured on the other half."
 )
 with st.expander("About Rel-U Studio and other runs"):
