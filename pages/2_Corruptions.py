@@ -120,12 +120,14 @@ if result is not None:
     axes = list(auroc.index)
     drawn = sorted(auroc.columns, key=lambda d: d == "Rel-U")  # Rel-U last, on top where polygons coincide
     low = min(0.5, float(np.floor(np.nanmin(auroc.to_numpy(), initial=1.0) * 10) / 10))
+    # two title lines: one line was cut at half a 1280 px page
+    over = f"<br><sup>severity {result.severity}, mean over {n_seeds} seed{'' if n_seeds == 1 else 's'}</sup>"
     left, right = st.columns(2)
     with left:
         fig = figures.radar_figure(
             axes,
             {d: auroc[d].to_numpy() for d in drawn},
-            title=f"AUROC (higher is better), severity {result.severity}, mean over {n_seeds} seed(s)",
+            title=f"AUROC (higher is better){over}",
             radial_range=(low, 1.0),
         )
         page.chart(st, fig, "radar_auroc", key=session.ROB_RADAR_AUROC)
@@ -133,7 +135,7 @@ if result is not None:
         fig = figures.radar_figure(
             axes,
             {d: fpr[d].to_numpy() for d in drawn},
-            title=f"FPR at 95 % TPR (lower is better), severity {result.severity}, mean over {n_seeds} seed(s)",
+            title=f"FPR at 95 % TPR (lower is better){over}",
             radial_range=(0.0, 1.0),
         )
         page.chart(st, fig, "radar_fpr95", key=session.ROB_RADAR_FPR)

@@ -431,7 +431,13 @@ def radar_figure(
     polar = {"radialaxis": {"angle": 180 / len(axes), "tickfont": {"size": 10}}}
     if radial_range:
         polar["radialaxis"]["range"] = list(radial_range)
-    fig.update_layout(title=title, polar=polar, margin={"l": 30, "r": 30, "t": 50, "b": 30})
+    # room for the longest corruption names beside the circle, the legend under it
+    fig.update_layout(
+        title=title,
+        polar=polar,
+        margin={"l": 90, "r": 90, "t": 70, "b": 40},
+        legend={"orientation": "h", "x": 0.5, "xanchor": "center", "y": -0.05, "yanchor": "top"},
+    )
     return fig
 
 

@@ -69,7 +69,9 @@ def test_changed_settings_keep_the_last_study_and_say_so(pages, digits_run) -> N
     assert _one(_figures(at), "AUROC")["data"][0]["theta"] == [*names, names[0]]
     at.select_slider(key="rob_severity").set_value(3).run()
     assert any("settings changed" in info.value for info in at.info)
-    assert _one(_figures(at), "AUROC")["layout"]["title"]["text"].startswith("AUROC (higher is better), severity 5")
+    assert _one(_figures(at), "AUROC")["layout"]["title"]["text"].startswith(
+        "AUROC (higher is better)<br><sup>severity 5, mean over"
+    )
     at.multiselect(key="rob_corruptions").set_value(names[:2]).run()
     assert at.button(key="rob_run").disabled
     assert any("at least 3 corruptions" in w.value for w in at.warning)
