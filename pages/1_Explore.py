@@ -361,6 +361,8 @@ def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_not
     st.dataframe(table.style.apply(lambda _: styles, axis=None).format("{:.4f}", na_rep=""))
     st.caption(
         f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
+        f"{relu} − {doctor}: green where {relu} is significantly better, red where {doctor} is (FPR95, AUROC and "
+        "AURC, whose paired interval below excludes 0), plain otherwise. "
         f"Evaluation split: {view.eval_idx.size} samples; "
         + (
             f"{eps_note} (Rel-U and Doctor pre-processed)."
@@ -380,8 +382,7 @@ def _paired_section(view: explore.ExploreView, paired_job) -> None:
         first = next(iter(view.paired.values()))
         st.caption(
             f"{100 * first.confidence:g} % percentile interval over {first.n_resamples} paired "
-            "bootstrap resamples of the evaluation samples (the same resample scores both detectors). The "
-            "difference row above is coloured only where the interval excludes 0."
+            "bootstrap resamples of the evaluation samples (the same resample scores both detectors)."
         )
     elif paired_job is not None and paired_job.running:
         _paired_watch(paired_job.key)

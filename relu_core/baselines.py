@@ -777,9 +777,9 @@ def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tup
         rc_curves[name] = (coverage, risk, metrics.aurc(uncertainty, correct))
     seed = result.seeds[0]
     roc = figures.roc_figure(
-        roc_curves, max_points=max_points, title=f"ROC, positives = correct predictions (seed {seed}, evaluation split)"
+        roc_curves, max_points=max_points, title=f"ROC, seed {seed}'s evaluation split (positives: correct)"
     )
     rc = figures.risk_coverage_figure(
-        rc_curves, max_points=max_points, title=f"Risk-coverage (seed {seed}, evaluation split)"
+        rc_curves, max_points=max_points, title=f"Risk-coverage, seed {seed}'s evaluation split"
     )
     return roc, rc

@@ -131,6 +131,9 @@ def test_explore_shows_every_panel_on_the_default(explore):
         table.loc["Rel-U − Doctor", "AUROC ↑"], table.loc["Rel-U", "AUROC ↑"] - table.loc["Doctor", "AUROC ↑"]
     )
     assert table.loc["Rel-U − Doctor", "accuracy"] == 0  # one classifier: a number, never a blank "None" cell
+    assert "green where Rel-U is significantly better, red where Doctor is" in " ".join(
+        c.value for c in explore.caption
+    )
     # Rel-U − Doctor with its paired interval and a verdict in words, consistent with the metrics table
     paired = _table_with(explore, "95 % CI (paired bootstrap)").set_index("metric")
     assert list(paired.index) == ["FPR95", "AUROC", "AURC"]
