@@ -213,8 +213,9 @@ class Settings:
 
 
 def _controls(has_model: bool):
-    """The control bar; returns the settings, the λ column (for the value "auto" gives) and the ε column (for
-    the ε pass's note and progress)."""
+    """The control bar; returns the settings, the λ column (for the value "auto" gives) and a full-width slot
+    under the controls (for the ε pass's note and progress: in the narrow ε column they wrapped to ten lines
+    and pushed the page down and back)."""
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
         with c_lam:
@@ -256,6 +257,7 @@ def _controls(has_model: bool):
             o1, o2 = st.columns(2)
             o1.radio("operating point", ["target TPR", "coverage"], key=session.EX_OP_KIND)
             o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET)
+        eps_slot = st.container()
     session.keep(session.explore_defaults(), session.EX_KEPT)
     state = st.session_state
     settings = Settings(
@@ -268,7 +270,7 @@ def _controls(has_model: bool):
         op_kind="tpr" if state[session.EX_OP_KIND] == "target TPR" else "coverage",
         op_target=float(state[session.EX_OP_TARGET]),
     )
-    return settings, c_lam, c_eps
+    return settings, c_lam, eps_slot
 
 
 def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_names: list[str], s: Settings):
@@ -466,18 +468,20 @@ def _report_settings(view: explore.ExploreView, s: Settings, eps_note: str) -> d
     }
 
 
-def _eps_section(run_id: str, s: Settings, c_eps):
-    """``(perturbed, subset, note)`` of the ε pass (nothing at ε = 0); its note and progress go under the ε
-    slider."""
+def _eps_section(run_id: str, s: Settings, slot):
+    """``(perturbed, subset, note)`` of the ε pass (nothing at ε = 0); its note and progress go in ``slot``,
+    the bar staying (full) once the pass is done, so that the page does not move when it ends."""
     if s.eps <= 0:
         return None, None, ""
     perturbed, subset, eps_note, (eps_pending, step) = _eps_inputs(
         run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.eps
     )
-    with c_eps:
+    with slot:
         st.caption(eps_note)
         if eps_pending is not None:
             _eps_watch(eps_pending.key, step)
+        else:
+            st.progress(1.0, text="ε pass done")
     return perturbed, subset, eps_note
 
 
@@ -485,10 +489,10 @@ def _eps_section(run_id: str, s: Settings, c_eps):
 def explore_panel(run_id: str) -> None:
     run_ = explore.get_run(run_id)
     class_names = list(run_.class_names)
-    s, c_lam, c_eps = _controls(has_model=run_.model is not None and run_.images is not None)
+    s, c_lam, eps_slot = _controls(has_model=run_.model is not None and run_.images is not None)
     query.write_query_params(s.lam, s.temperature, s.eps, s.tune_fraction, s.seed, run_)
 
-    perturbed, subset, eps_note = _eps_section(run_id, s, c_eps)
+    perturbed, subset, eps_note = _eps_section(run_id, s, eps_slot)
     try:
         view = _view(run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.keys, perturbed, subset)
     except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
