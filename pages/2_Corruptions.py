@@ -111,7 +111,7 @@ if result is not None:
     searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
     st.caption(
         "Settings searched by the cross-validated selection on the clean tuning split: "
-        + ", ".join(f"{d} {n}" for d, n in searched.items())
+        + ", ".join(f"{d} {n} setting{'' if n == 1 else 's'}" for d, n in searched.items())
         + "."
     )
 
@@ -173,7 +173,7 @@ if result is not None:
     page.chart(st, fig, "accuracy_per_corruption", key=session.ROB_ACCURACY)
     st.caption(
         f"Clean accuracy {result.clean_accuracy:.2%}; mean corrupted accuracy {corrupted['mean'].mean():.2%} "
-        f"(gap {result.clean_accuracy - corrupted['mean'].mean():.2%})."
+        f"(gap {100 * (result.clean_accuracy - corrupted['mean'].mean()):.2f} percentage points)."
     )
 
     # ------------------------------------------------------------------ table and downloads

@@ -205,7 +205,3 @@ for col, (file_name, text) in zip(columns, result.csv_files().items()):
         f"{name}_{file_name}",
         key=session.item_key(session.STUDY_DOWNLOAD, file_name),
     )
-st.caption(
-    "PNG or SVG: the camera button of each chart (drawn by the browser). Rendering image files on the server "
-    "would need the kaleido package, which is not installed."
-)
