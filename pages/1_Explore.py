@@ -218,13 +218,20 @@ def _controls(has_model: bool):
     and pushed the page down and back)."""
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
-        with c_lam:
+        with c_lam:  # the slider first, level with T's and ε's; the checkbox (read from the session) under it
+            st.slider(
+                "λ (weight of the errors in D*)",
+                0.0,
+                1.0,
+                step=0.01,
+                key=session.EX_LAM,
+                disabled=st.session_state[session.EX_LAM_AUTO],
+            )
             lam_auto = st.checkbox(
                 "λ auto",
                 key=session.EX_LAM_AUTO,
                 help="λ = N+ / (N+ + N−), the share of correct predictions in the tuning split (the paper's choice).",
             )
-            st.slider("λ (weight of the errors in D*)", 0.0, 1.0, step=0.01, key=session.EX_LAM, disabled=lam_auto)
         with c_t:
             st.select_slider(
                 "T (softmax temperature)",
