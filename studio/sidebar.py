@@ -150,7 +150,7 @@ def sidebar_run_picker():
                 key=session.RUN_PICKER,
                 on_change=lambda: st.session_state.update({session.RUN_ID: st.session_state[session.RUN_PICKER]}),
             )
-        _sidebar_registered()
+        _sidebar_registered(run)
         _sidebar_upload_logits()
         _sidebar_upload_model()
     return explore.RUNS.get(st.session_state.get(session.RUN_ID), run)
@@ -186,13 +186,18 @@ def dataset_label(info) -> str:
     return label + ("" if info.available else " · not on this machine")
 
 
-def _sidebar_registered() -> None:
+def _sidebar_registered(run) -> None:
     with st.expander("Data set + model"):
         infos = _dataset_infos()
         if not infos:
             st.caption("No registered data sets are available.")
             return
         by_name = {info.name: info for info in infos}
+        recipe = dict(run.recipe) if run is not None else {}
+        if recipe.get("dataset_spec") in by_name:  # open on the current run's data set and model, not the first
+            st.session_state.setdefault(session.PICK_DATASET, recipe["dataset_spec"])
+            if recipe.get("model_name") in models.fitting_models(recipe["dataset_spec"]):
+                st.session_state.setdefault(session.PICK_MODEL, recipe["model_name"])
         name = st.selectbox(
             "Data set", list(by_name), format_func=lambda n: dataset_label(by_name[n]), key=session.PICK_DATASET
         )

@@ -116,6 +116,24 @@ def test_start_page_opens_on_dstar_confusion_and_verdict():
     assert not any("Preparing" in str(c.value) for c in at.markdown)  # the preparing box is gone
 
 
+def test_sidebar_picker_opens_on_the_current_runs_data_set_and_model():
+    from relu_core import explore as core_explore
+    from relu_core import runs
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 400)
+    logits = rng.normal(size=(400, 10)).astype(np.float32) + 3 * np.eye(10, dtype=np.float32)[labels]
+    recipe = (("model_name", "cnn28"), ("dataset_spec", "mnist"))  # not the first of either list
+    run = runs.Run.from_logits(logits, labels, tuple(map(str, range(10))), source="cnn28 on mnist", recipe=recipe)
+    core_explore.register_run(run)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["run_id"] = run.run_id
+    at.run()
+    _no_exceptions(at)
+    assert at.selectbox(key="pick_dataset").value == "mnist"
+    assert at.selectbox(key="pick_model").value == "cnn28"
+
+
 def test_explore_shows_every_panel_on_the_default(explore):
     titles = [spec["layout"]["title"]["text"] for spec in _charts(explore)]
     assert titles[0].startswith("D* (Rel-U")
