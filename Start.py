@@ -53,7 +53,9 @@ st.caption(
     "D* (left) is Rel-U's learned matrix: entry (i, j) is large when the model's errors spread probability over "
     "classes i and j together; the confusion matrix (right, counts; grey: correct predictions) shows which classes "
     "the model actually confuses. "
-    "Both come from the tuning half of the samples; the verdict is measured on the other half."
+    "Both come from the tuning half of the samples; the verdict is measured on the other half. The default "
+    "settings were fixed in advance, not tuned: Explore moves them live, Studies sweeps them and Corruptions "
+    "selects them on a clean tuning split, as the paper does."
 )
 with st.expander("About Rel-U Studio and other runs"):
     st.markdown(

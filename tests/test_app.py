@@ -113,6 +113,7 @@ def test_start_page_opens_on_dstar_confusion_and_verdict():
     errors = next(m for m in at.metric if m.label == f"errors of {len(run.labels):,}")
     assert int(errors.value.replace(",", "")) == int((run.logits.argmax(1) != run.labels).sum())
     assert at.button(key="start_explore").label == "Explore this run"
+    assert "fixed in advance, not tuned" in " ".join(c.value for c in at.caption)  # whoever the verdict favours
     assert not any("Preparing" in str(c.value) for c in at.markdown)  # the preparing box is gone
 
 
