@@ -776,9 +776,7 @@ def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tup
         coverage, risk = metrics.risk_coverage_curve(uncertainty, correct)
         rc_curves[name] = (coverage, risk, metrics.aurc(uncertainty, correct))
     seed = result.seeds[0]
-    roc = figures.roc_figure(
-        roc_curves, max_points=max_points, title=f"ROC, seed {seed}'s evaluation split (positives: correct)"
-    )
+    roc = figures.roc_figure(roc_curves, max_points=max_points, title=f"ROC, seed {seed}'s evaluation split")
     rc = figures.risk_coverage_figure(
         rc_curves, max_points=max_points, title=f"Risk-coverage, seed {seed}'s evaluation split"
     )

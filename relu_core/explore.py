@@ -365,7 +365,7 @@ def view_figures(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
         {view.detectors[k].name: (p.fpr, p.tpr) for k, p in points.items() if k in shown},
         max_points=CURVE_POINTS,
-        title="ROC, evaluation split (positives: correct)",
+        title="ROC, evaluation split",
     )
     rc = figures.risk_coverage_figure(
         {d.name: (d.coverage, d.risk, d.summary["aurc"]) for d in shown.values()},

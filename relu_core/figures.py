@@ -53,8 +53,10 @@ def _line_style(name: str) -> dict:
     return {"color": detector_color(name), "width": 3 if prominent else 1.5, "dash": "solid" if prominent else "dot"}
 
 
-#: Modebar buttons no chart offers: lasso selection, and plotly.js 4's upload of the chart to Plotly Cloud.
-MODEBAR_REMOVED = ("lasso2d", "sendChartToCloud")
+#: Modebar buttons no chart offers: selections (they mean nothing on these charts), zoom in / out and autoscale
+#: (the box zoom and the reset do it), and plotly.js 4's upload to Plotly Cloud. The four left (camera, zoom,
+#: pan, reset) stay clear of a title's end at 1280 px.
+MODEBAR_REMOVED = ("lasso2d", "select2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "sendChartToCloud")
 
 
 def chart_config(filename: str) -> dict:

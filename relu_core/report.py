@@ -231,7 +231,7 @@ def report_for_run(
         figures.roc_figure(
             {n: (c[0], c[1], summaries[n]["auroc"]) for n, c in curves.items()},
             max_points=CURVE_POINTS,
-            title="ROC, evaluation split (positives: correct)",
+            title="ROC, evaluation split",
         ),
         figures.risk_coverage_figure(
             {n: (c[2], c[3], summaries[n]["aurc"]) for n, c in curves.items()},

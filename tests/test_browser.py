@@ -101,6 +101,16 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
                    const xa = p._fullLayout.xaxis, ya = p._fullLayout.yaxis, box = p.getBoundingClientRect();
                    return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(2)]; }"""
     )
+    # at 1280 px the modebar that hovering shows stays clear of the chart's title (it covered its end)
+    page.mouse.move(*cell)
+    page.wait_for_timeout(300)
+    clear = page.evaluate(
+        """() => [...document.querySelectorAll('.js-plotly-plot')].slice(0, 4).map(p => {
+                   const bar = p.querySelector('.modebar'), title = p.querySelector('.gtitle');
+                   return [p.layout.title.text, bar.querySelectorAll('.modebar-btn').length,
+                           title.getBoundingClientRect().right, bar.getBoundingClientRect().left]; })"""
+    )
+    assert all(buttons == 4 and title_end < bar_start for _, buttons, title_end, bar_start in clear), clear
     page.mouse.click(*cell)
     caption = page.get_by_text("with true class 2 predicted as 2")
     caption.wait_for(timeout=30_000)
