@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from relu_core import explore, metrics
-from studio import page, session, sidebar
+from relu_core.errors import InputError
+from studio import jobbox, page, session, sidebar
 
 START_HEIGHT = 400  # pixels per matrix figure
 NO_MODEBAR = {"displayModeBar": False}
@@ -21,7 +22,12 @@ st.set_page_config(page_title="Rel-U Studio", layout="wide")
 run = sidebar.sidebar_run_picker()
 
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
-view = explore.start_view(run.run_id)
+try:
+    view = explore.start_view(run.run_id)
+except InputError as exc:  # a run that cannot be evaluated (uploads are checked, but a cached run may not be)
+    jobbox.show_error(exc)
+    st.caption("Pick or load another run in the sidebar.")
+    st.stop()
 st.info(explore.start_verdict(view))
 
 left, right, side = st.columns([5, 5, 2.4])

@@ -105,25 +105,44 @@ def split_indices(
     strata = np.asarray(stratify)
     if strata.shape != (n,):
         raise InputError(f"stratify must have shape ({n},), got {strata.shape}")
+    if strata.dtype == bool:  # a correctness split: its groups have names a user knows
+        check_evaluable(strata)
     groups = np.unique(strata)
     if groups.size < 2:
-        raise InputError(
-            "every sample is in the same group (e.g. no misclassified sample): a stratified split needs "
-            "correctly and wrongly classified samples"
-        )
+        raise InputError(f"all {n:,} samples are in one group ({groups[0].item()!r}): a stratified split needs two")
     tune_parts, eval_parts = [], []
     for value in groups:
         members = np.flatnonzero(strata == value)
         if members.size < 2:
             raise InputError(
-                f"only {members.size} sample(s) in group {value!r}: both the tuning and the evaluation "
-                "split need correctly and wrongly classified samples"
+                f"only {members.size} sample in group {value.item()!r}: each group needs one in the tuning and one "
+                "in the evaluation split"
             )
         members = rng.permutation(members)
         n_tune = min(max(int(round(tune_fraction * members.size)), 1), members.size - 1)
         tune_parts.append(members[:n_tune])
         eval_parts.append(members[n_tune:])
     return np.sort(np.concatenate(tune_parts)), np.sort(np.concatenate(eval_parts))
+
+
+def check_evaluable(correct: np.ndarray) -> None:
+    """Raise :class:`InputError` (one line a user understands) unless ``correct`` (bool, N) holds at least two
+    correctly and two wrongly classified samples: every split puts one of each in its tuning part (to fit D*)
+    and one in its evaluation part (to measure the detectors)."""
+    correct = np.asarray(correct, dtype=bool)
+    n_right = int(correct.sum())
+    n_wrong = correct.size - n_right
+    if n_wrong < 2:
+        raise InputError(
+            f"{n_wrong if n_wrong else 'none'} of the {correct.size:,} predictions {'is' if n_wrong == 1 else 'are'} "
+            "wrong: misclassification detection needs at least 2 misclassified samples (one to fit D*, one to "
+            "evaluate)"
+        )
+    if n_right < 2:
+        raise InputError(
+            f"{n_right if n_right else 'none'} of the {correct.size:,} predictions {'is' if n_right == 1 else 'are'} "
+            "correct: misclassification detection needs at least 2 correctly classified samples"
+        )
 
 
 def correctness(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:

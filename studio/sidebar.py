@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from relu_core import cache, explore, jobs, limits, models
+from relu_core import cache, explore, jobs, limits, models, protocol
 from relu_core.errors import InputError
 from studio import session
 from studio.jobbox import jobs_panel, show_error, start_job, wait_for
@@ -80,7 +80,9 @@ def load_upload(
     progress=None,
     cancel=None,
 ):
-    """Turn uploaded bytes into a run (every malformed file raises an ``InputError`` with one line).
+    """Turn uploaded bytes into a run (every malformed file raises an ``InputError`` with one line, and so does
+    a run the app cannot evaluate: fewer than two right or two wrong predictions, ``protocol.check_evaluable``;
+    the job fails, so it never replaces the current run).
 
     ``kind="logits"``: ``data`` is an npz / csv / parquet of precomputed logits (``runs.load_logits_upload``).
     ``kind="model"``: ``model_data`` is a TorchScript file or a state dict for the architecture ``arch``
@@ -94,7 +96,7 @@ def load_upload(
 
         if not data:
             raise InputError(f"{filename or 'the upload'} is empty")
-        return runs.load_logits_upload(data, filename)
+        return _evaluable(runs.load_logits_upload(data, filename))
     if kind != "model":
         raise InputError(f"unknown upload kind {kind!r}")
     if not model_data:
@@ -112,14 +114,25 @@ def load_upload(
     # the checkpoint is read from its bytes too: TorchScript or a state dict, told apart by its content and by
     # the suffix of its name (none: a torch.save file)
     name = model_filename or "model.pt"
-    return runs.logits_for(
-        arch,
-        model_data,
-        images,
-        weights_name=name if Path(name).suffix else f"{name}.pt",
-        progress=progress,
-        cancel=cancel,
+    return _evaluable(
+        runs.logits_for(
+            arch,
+            model_data,
+            images,
+            weights_name=name if Path(name).suffix else f"{name}.pt",
+            progress=progress,
+            cancel=cancel,
+        )
     )
+
+
+def _evaluable(run):
+    """``run``, once ``protocol.check_evaluable`` accepts its predictions (the message names the file's source)."""
+    try:
+        protocol.check_evaluable(protocol.correctness(run.logits, run.labels))
+    except InputError as exc:
+        raise InputError(f"{run.source}: {exc}") from None
+    return run
 
 
 @functools.cache

@@ -135,6 +135,22 @@ def test_sidebar_picker_opens_on_the_current_runs_data_set_and_model():
     assert at.selectbox(key="pick_model").value == "cnn28"
 
 
+def test_start_page_says_why_a_run_cannot_be_evaluated():
+    from relu_core import explore as core_explore
+    from relu_core import runs
+
+    labels = np.arange(40) % 4
+    run = runs.Run.from_logits(np.eye(4, dtype=np.float32)[labels], labels, tuple("abcd"), source="perfect")
+    core_explore.register_run(run)  # as a run cached before uploads were checked would be
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["run_id"] = run.run_id
+    at.run()
+    _no_exceptions(at)
+    assert "none of the 40 predictions are wrong" in at.error[0].value
+    assert any("another run in the sidebar" in c.value for c in at.caption)
+    assert at.selectbox(key="pick_dataset")  # and the sidebar is there to load one
+
+
 def test_explore_shows_every_panel_on_the_default(explore):
     titles = [spec["layout"]["title"]["text"] for spec in _charts(explore)]
     assert titles[0].startswith("D* (Rel-U")
@@ -343,8 +359,11 @@ def test_good_logits_upload_becomes_the_current_run(start):
         ("nan.npz", _npz(logits=np.full((20, 3), np.nan), labels=np.zeros(20, dtype=int)), "finite"),
         ("range.npz", _npz(logits=np.zeros((20, 3)), labels=np.full(20, 7)), ""),
         ("empty.csv", b"", "empty"),
+        # well-formed, but nothing to detect: every prediction right, or a single error
+        ("allright.npz", _npz(logits=np.eye(3)[np.arange(30) % 3], labels=np.arange(30) % 3), "none of the 30"),
+        ("oneerror.npz", _npz(logits=np.eye(3)[np.arange(30) % 3], labels=np.r_[1, np.arange(1, 30) % 3]), "1 of"),
     ],
-    ids=["truncated-npz", "nan-logits", "labels-out-of-range", "empty-csv"],
+    ids=["truncated-npz", "nan-logits", "labels-out-of-range", "empty-csv", "no-errors", "one-error"],
 )
 def test_bad_logits_upload_shows_an_error_and_keeps_the_run(start, name, content, message):
     before = start.session_state["run_id"]

@@ -74,6 +74,31 @@ def test_split_rejects_degenerate_requests(n, fraction, stratify):
         protocol.split_indices(n, fraction, seed=0, stratify=stratify)
 
 
+@pytest.mark.parametrize(
+    "correct, message",
+    [
+        (np.ones(2000, dtype=bool), "none of the 2,000 predictions are wrong: misclassification detection needs"),
+        (np.array([True] * 9 + [False]), "1 of the 10 predictions is wrong"),
+        (np.array([False] * 9 + [True]), "1 of the 10 predictions is correct"),
+        (np.zeros(4, dtype=bool), "none of the 4 predictions are correct"),
+    ],
+)
+def test_unevaluable_correctness_is_said_in_words(correct, message):
+    with pytest.raises(InputError, match=message) as raised:
+        protocol.check_evaluable(correct)
+    assert "np." not in str(raised.value)
+    with pytest.raises(InputError, match=message):  # what a split of such a run says
+        protocol.split_indices(correct.size, 0.5, seed=0, stratify=correct)
+    protocol.check_evaluable(np.array([True, True, False, False]))  # two of each: enough
+
+
+def test_split_of_integer_groups_names_the_group_plainly():
+    with pytest.raises(InputError, match=r"only 1 sample in group 3: each group needs"):
+        protocol.split_indices(5, 0.5, seed=0, stratify=np.array([1, 1, 3, 1, 1]))
+    with pytest.raises(InputError, match=r"all 4 samples are in one group \(7\)"):
+        protocol.split_indices(4, 0.5, seed=0, stratify=np.full(4, 7))
+
+
 # ---------------------------------------------------------------------------------------- evaluate
 def _hand_rolled(logits, labels, key, temperature, lam, fraction, seeds):
     """Per-seed metrics straight from the detector objects and metrics.summary, no shared code path."""
@@ -163,7 +188,7 @@ def test_evaluate_reports_bad_input_as_input_error(data):
         protocol.evaluate(logits, labels, ["msp", "mahalanobis"], seeds=1)
     with pytest.raises(InputError, match="unknown detector"):
         protocol.evaluate(logits, labels, ["msp"], temperature={"mahalanobis": 2.0}, seeds=1)
-    with pytest.raises(InputError):  # a classifier without errors: a one-class split
+    with pytest.raises(InputError, match="none of the .* predictions are wrong"):  # a classifier without errors
         protocol.evaluate(logits, logits.argmax(1), ["msp"], seeds=1)
     for seeds in (0, protocol.MAX_SEEDS + 1, 10**30, []):
         with pytest.raises(InputError, match="seeds"):

@@ -14,7 +14,8 @@ from relu_core import models
 
 RNG = np.random.default_rng(0)
 LABELS = np.repeat(np.arange(4), 10)
-LOGITS = (RNG.normal(size=(40, 4)) + 3 * np.eye(4)[LABELS]).astype(np.float32)
+# about 80 % accurate: a run the app can evaluate (it refuses one without errors)
+LOGITS = (RNG.normal(size=(40, 4)) + 2 * np.eye(4)[LABELS]).astype(np.float32)
 
 
 def npz(**arrays) -> bytes:
