@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 
 LOGGER = logging.getLogger("relu_core")
@@ -21,8 +22,9 @@ USER_ERRORS = (InputError, ValueError, FileNotFoundError, OSError)
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
-    """The exception's message on one line (whitespace collapsed), or its type name when it has none."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """The exception's message on one line (whitespace and terminal colour codes removed), or its type name
+    when it has none."""
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -287,6 +287,23 @@ def test_checkpoints_load_from_bytes_and_file_objects_as_from_files(tmp_path: Pa
         load_model_bytes(b"these are not weights\n", "upload.pt", arch="resnet20")
 
 
+def test_pickled_module_is_refused_with_what_to_upload_instead() -> None:
+    buffer = io.BytesIO()
+    torch.save(build_model("cnn8"), buffer)  # the whole module, not its state dict
+    with pytest.raises(CheckpointError) as info:
+        load_model_bytes(buffer.getvalue(), "whole.pt", arch="cnn8")
+    message = str(info.value)
+    assert message.startswith("whole.pt is not a valid PyTorch checkpoint: it holds a pickled Python object")
+    assert "model.state_dict()" in message and "TorchScript" in message
+    assert "weights_only" not in message and "\x1b" not in message and "\n" not in message
+
+
+def test_one_line_drops_terminal_colour_codes() -> None:
+    from relu_core.errors import one_line
+
+    assert one_line(ValueError("do \x1b[1mthis\x1b[0m only\n\tif")) == "do this only if"
+
+
 def test_hostile_pickle_in_memory_is_refused_without_running(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     buffer = io.BytesIO()

@@ -35,7 +35,16 @@ class CheckpointError(InputError):
 
 
 def _torch_load_reason(exc: BaseException) -> str:
-    """The specific part of a ``torch.load`` error (its boilerplate suggests ``weights_only=False``: never do that)."""
+    """The specific part of a ``torch.load`` error (its boilerplate suggests ``weights_only=False``: never do that).
+
+    A pickled Python object (a whole ``nn.Module`` saved with ``torch.save(model)``, or anything hostile) is
+    named, with what to upload instead."""
+    refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
+    if refused:
+        return (
+            f"it holds a pickled Python object (GLOBAL {refused.group(1)}), which is never unpickled here: upload "
+            "the weights alone (torch.save(model.state_dict(), ...)) or a TorchScript file"
+        )
     boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", str(exc)) if p.strip()]
     details = [p for p in paragraphs if not p.startswith(boilerplate)]
