@@ -208,8 +208,13 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
         class_names = tuple(str(k) for k in range(logits.shape[1]))
     else:
         names = np.asarray(names)
-        if names.ndim != 1 or names.shape[0] != logits.shape[1] or names.dtype.kind not in "US":
-            raise InputError(f"class_names must be {logits.shape[1]} strings, got {names.dtype} {names.shape}")
+        if names.ndim != 1 or names.dtype.kind not in "US":
+            raise InputError("class_names must be a list of strings, one per logit column")
+        if names.shape[0] != logits.shape[1]:
+            found = names.shape[0]
+            raise InputError(
+                f"class_names holds {found:,} name{'' if found == 1 else 's'} for {logits.shape[1]:,} logit columns"
+            )
         class_names = tuple(str(name) for name in names.tolist())
     return Run.from_logits(
         logits,

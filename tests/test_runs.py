@@ -77,7 +77,16 @@ BAD_UPLOADS = {
     "label count": (_npz(logits=LOGITS, labels=LABELS[:5]), "a.npz", "disagree"),
     "2-d labels": (_npz(logits=LOGITS, labels=LABELS[:, None]), "a.npz", "one-dimensional"),
     "string logits": (_npz(logits=np.array([["a", "b"]] * 3), labels=np.zeros(3, int)), "a.npz", "numbers"),
-    "bad class names": (_npz(logits=LOGITS, labels=LABELS, class_names=np.array(["a"])), "a.npz", "class_names"),
+    "bad class names": (
+        _npz(logits=LOGITS, labels=LABELS, class_names=np.array(["a"])),
+        "a.npz",
+        "class_names holds 1 name for 3 logit columns",
+    ),
+    "numeric class names": (
+        _npz(logits=LOGITS, labels=LABELS, class_names=np.arange(3)),
+        "a.npz",
+        "class_names must be a list of strings",
+    ),
     "csv without label": (pd.DataFrame(LOGITS).to_csv(index=False).encode(), "a.csv", "'label'"),
     "csv text column": (b"a,b,label\n1,x,0\n2,y,1\n", "a.csv", "numbers"),
     "csv unknown label name": (_table("csv", labels=np.array(["cat"] * 19 + ["emu"])), "a.csv", "emu"),
