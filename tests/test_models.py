@@ -298,6 +298,29 @@ def test_pickled_module_is_refused_with_what_to_upload_instead() -> None:
     assert "weights_only" not in message and "\x1b" not in message and "\n" not in message
 
 
+@pytest.mark.parametrize(
+    "saved, outputs, chosen, classes, hint",
+    [
+        ("cnn8", 10, "resnet20", 10, "does not fit CifarResNet: these weights fit cnn8: choose it as the architecture"),
+        ("resnet20", 10, "resnet32", 10, "these weights fit resnet20: choose it"),
+        (
+            "cnn32",
+            10,
+            "cnn32",
+            2,
+            "does not fit SmallCNN: the checkpoint has 10 outputs but the data set has 2 classes",
+        ),
+    ],
+)
+def test_weights_that_do_not_fit_say_what_to_do_first(saved, outputs, chosen, classes, hint) -> None:
+    buffer = io.BytesIO()
+    torch.save(build_model(saved, outputs).state_dict(), buffer)
+    with pytest.raises(CheckpointError) as info:
+        load_model_bytes(buffer.getvalue(), "w.pt", arch=chosen, num_classes=classes)
+    message = str(info.value)
+    assert hint in message and message.index(hint) < 40  # first, where a cut line still shows it
+
+
 def test_one_line_drops_terminal_colour_codes() -> None:
     from relu_core.errors import one_line
 

@@ -122,6 +122,34 @@ def _read_state_dict(data: bytes, name: str) -> dict[str, torch.Tensor]:
     return {k.removeprefix("module."): v for k, v in obj.items()}
 
 
+def _outputs(state: Mapping[str, torch.Tensor]) -> int | None:
+    """The output size of a state dict's last weight matrix (its classifier), if it has one."""
+    weights = [t for k, t in state.items() if k.endswith("weight") and getattr(t, "ndim", 0) == 2]
+    return int(weights[-1].shape[0]) if weights else None
+
+
+def _shapes(state: Mapping[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(t.shape) for k, t in state.items() if not k.endswith("num_batches_tracked")}
+
+
+def _fit_hint(model: nn.Module, state: Mapping[str, torch.Tensor]) -> str:
+    """What a user can do about weights that do not fit ``model`` ("" when nothing is known): the data set's
+    class count differs from the checkpoint's outputs, or another registered architecture takes these weights
+    (compared by names and shapes on the meta device: nothing is allocated)."""
+    n_out, n_classes = _outputs(state), _outputs(model.state_dict())
+    if n_out is None or n_classes is None:
+        return ""
+    wanted, chosen = _shapes(state), _shapes(model.state_dict())
+    with torch.device("meta"):
+        fitting = [name for name in MODELS if _shapes(build_model(name, n_out).state_dict()) == wanted]
+        same_architecture = any(_shapes(build_model(name, n_classes).state_dict()) == chosen for name in fitting)
+    if same_architecture and n_out != n_classes:
+        return f"the checkpoint has {n_out} outputs but the data set has {n_classes} classes"
+    if fitting:
+        return f"these weights fit {' or '.join(fitting)}: choose it as the architecture"
+    return ""
+
+
 def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> nn.Module:
     """Strictly load ``state``; every mismatch is reported in one line before anything is copied.
 
@@ -145,8 +173,14 @@ def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
         )
         if keys
     ]
-    if problems:
-        raise CheckpointError(f"{source} does not fit {type(model).__name__}: " + "; ".join(problems))
+    if problems:  # what to do first (the UI shows a line's start), then the details
+        hint = _fit_hint(model, state)
+        raise CheckpointError(
+            f"{source} does not fit {type(model).__name__}: "
+            + (f"{hint} (" if hint else "")
+            + "; ".join(problems)
+            + (")" if hint else "")
+        )
     check_finite(state.items(), source)
     try:
         model.load_state_dict(dict(state), strict=True)
