@@ -221,7 +221,7 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
         labels,
         class_names,
         dataset_name=Path(filename).stem,
-        source=f"uploaded logits {Path(filename).name}",
+        source=f"{Path(filename).name} (uploaded logits)",  # the name first: the run picker cuts long labels
     )
 
 

@@ -10,8 +10,9 @@ from studio import session
 
 
 def run_label(run) -> str:
-    """One line naming a run in the picker."""
-    return f"{run.source} · {run.logits.shape[0]:,} samples × {run.logits.shape[1]} classes"
+    """One line naming a run in the picker: what it is, its size and the start of its id (two uploads of
+    different files with one name differ there)."""
+    return f"{run.source} · {run.logits.shape[0]:,} samples × {run.logits.shape[1]} classes · {run.run_id[:6]}"
 
 
 def session_runs() -> list[str]:

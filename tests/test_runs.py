@@ -43,6 +43,12 @@ def test_npz_upload_with_and_without_class_names():
     assert plain.class_names == ("0", "1", "2")
     assert plain.run_id != run.run_id  # class names are part of the content
     assert runs.load_logits_upload(_npz(logits=LOGITS, labels=LABELS), "z.npz").run_id == plain.run_id
+    # the run picker's label starts with the file name (it cuts long labels) and tells same-named files apart
+    from studio.runs import run_label
+
+    assert run_label(run).startswith("x.npz (uploaded logits) · 20 samples × 3 classes · ")
+    same_name = runs.load_logits_upload(_npz(logits=LOGITS + 1, labels=LABELS), "x.npz")
+    assert run_label(same_name) != run_label(run) and run_label(run).endswith(run.run_id[:6])
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
