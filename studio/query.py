@@ -70,8 +70,9 @@ def open_run_from_query() -> None:
     if known is None:
         st.session_state[session.QUERY_RUN_NOTICE] = (
             f"This link is for run {run_id[:16]}" + (f" ({name[:200]})" if name else "") + ", which is not on this "
-            "machine. Showing the current run instead; to see the linked one, compute or upload the same model and "
-            "data set (or logits) here: the run id is a hash of them."
+            "machine (runs of an uploaded model are not kept when the server restarts). Showing the current run "
+            "instead; to see the linked one, compute or upload the same model and data set (or logits) here: the "
+            "run id is a hash of them."
         )
         return
     job = jobs.MANAGER.submit(
