@@ -259,16 +259,35 @@ def _sidebar_upload_logits() -> None:
             st.rerun()
 
 
+def _guess_architecture(model_file) -> list[str]:
+    """The architectures an uploaded state dict fits (``models.architectures_for``, read once per file); a new
+    file preselects the first of them in the picker, which the user can still change."""
+    if model_file is None:
+        return []
+    data = model_file.getvalue()
+    digest = cache.bytes_digest(data)
+    held = st.session_state.get(session.UPLOAD_ARCH_GUESS)
+    if held is None or held[0] != digest:
+        held = (digest, models.architectures_for(data, model_file.name))
+        st.session_state[session.UPLOAD_ARCH_GUESS] = held
+        if held[1]:
+            st.session_state[session.UPLOAD_ARCH] = held[1][0]
+    return held[1]
+
+
 def _sidebar_upload_model() -> None:
     with st.expander("Upload model + data set"):
         model_file = st.file_uploader(
             "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key=session.UPLOAD_MODEL
         )
+        fitting = _guess_architecture(model_file)
         arch = st.selectbox(
             "Architecture (for state dicts; gives the input normalisation)",
             list(models.MODELS),
             key=session.UPLOAD_ARCH,
         )
+        if fitting:
+            st.caption(f"The weights fit {' or '.join(fitting)}.")
         data_file = st.file_uploader(
             "Data set (image-folder zip or npz with x, y)", type=["zip", "npz"], key=session.UPLOAD_DATA
         )

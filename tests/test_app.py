@@ -379,6 +379,24 @@ def test_bad_logits_upload_shows_an_error_and_keeps_the_run(start, name, content
     assert _figure(start, "D* (Rel-U")
 
 
+def test_model_upload_preselects_the_architecture_its_weights_fit(start):
+    import io
+
+    import torch
+
+    from relu_core.models import build_model
+
+    buffer = io.BytesIO()
+    torch.save(build_model("cnn8", 10).state_dict(), buffer)
+    assert start.selectbox(key="upload_arch").value != "cnn8"
+    start.file_uploader(key="upload_model").upload("weights.pt", buffer.getvalue()).run()
+    _no_exceptions(start)
+    assert start.selectbox(key="upload_arch").value == "cnn8"
+    assert any(c.value == "The weights fit cnn8." for c in start.caption)
+    start.selectbox(key="upload_arch").set_value("cnn28").run()  # the user's choice stands on later runs
+    assert start.selectbox(key="upload_arch").value == "cnn28"
+
+
 def test_non_checkpoint_model_upload_shows_an_error(start):
     before = start.session_state["run_id"]
     start.file_uploader(key="upload_model").upload("model.pt", b"this is not a checkpoint").run()

@@ -321,6 +321,19 @@ def test_weights_that_do_not_fit_say_what_to_do_first(saved, outputs, chosen, cl
     assert hint in message and message.index(hint) < 40  # first, where a cut line still shows it
 
 
+def test_architectures_for_names_what_a_state_dict_fits() -> None:
+    from relu_core.models import architectures_for
+
+    for arch, outputs in (("cnn8", 10), ("resnet20", 100)):
+        buffer = io.BytesIO()
+        torch.save(build_model(arch, outputs).state_dict(), buffer)
+        assert architectures_for(buffer.getvalue(), "w.pt") == [arch]
+    scripted = io.BytesIO()
+    torch.jit.save(torch.jit.script(build_model("cnn8", 10)), scripted)
+    assert architectures_for(scripted.getvalue(), "m.pt") == []  # TorchScript needs no architecture
+    assert architectures_for(b"not a checkpoint", "x.pt") == []  # loading it says why
+
+
 def test_one_line_drops_terminal_colour_codes() -> None:
     from relu_core.errors import one_line
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from relu_core.models.checkpoints import (
     CHECKPOINT_SUFFIXES,
     CheckpointError,
+    architectures_for,
     check_finite,
     load_hub_model,
     load_model_bytes,
@@ -50,6 +51,7 @@ from relu_core.models.resnet_cifar import (
 from relu_core.models.small_cnn import SmallCNN, cnn8, cnn28, cnn32
 
 __all__ = [
+    "architectures_for",
     "CHECKPOINT_SUFFIXES",
     "DATASET_MODELS",
     "HUB_MODELS",

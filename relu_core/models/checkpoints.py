@@ -132,6 +132,29 @@ def _shapes(state: Mapping[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
     return {k: tuple(t.shape) for k, t in state.items() if not k.endswith("num_batches_tracked")}
 
 
+def _fitting_architectures(state: Mapping[str, torch.Tensor]) -> list[str]:
+    """The registered architectures whose parameters have exactly these names and shapes (each built with the
+    state's output size on the meta device: nothing allocated)."""
+    n_out = _outputs(state)
+    if n_out is None:
+        return []
+    wanted = _shapes(state)
+    with torch.device("meta"):
+        return [name for name in MODELS if _shapes(build_model(name, n_out).state_dict()) == wanted]
+
+
+def architectures_for(source: bytes | BinaryIO, name: str) -> list[str]:
+    """The registered architectures a state-dict checkpoint fits (to preselect one for an upload); empty for
+    TorchScript (it needs none) and for a file that is not a readable state dict (loading it says why)."""
+    data = _content(source)
+    if _is_torchscript(data):
+        return []
+    try:
+        return _fitting_architectures(_read_state_dict(data, name))
+    except InputError:
+        return []
+
+
 def _fit_hint(model: nn.Module, state: Mapping[str, torch.Tensor]) -> str:
     """What a user can do about weights that do not fit ``model`` ("" when nothing is known): the data set's
     class count differs from the checkpoint's outputs, or another registered architecture takes these weights
@@ -139,9 +162,9 @@ def _fit_hint(model: nn.Module, state: Mapping[str, torch.Tensor]) -> str:
     n_out, n_classes = _outputs(state), _outputs(model.state_dict())
     if n_out is None or n_classes is None:
         return ""
-    wanted, chosen = _shapes(state), _shapes(model.state_dict())
+    chosen = _shapes(model.state_dict())
+    fitting = _fitting_architectures(state)
     with torch.device("meta"):
-        fitting = [name for name in MODELS if _shapes(build_model(name, n_out).state_dict()) == wanted]
         same_architecture = any(_shapes(build_model(name, n_classes).state_dict()) == chosen for name in fitting)
     if same_architecture and n_out != n_classes:
         return f"the checkpoint has {n_out} outputs but the data set has {n_classes} classes"
