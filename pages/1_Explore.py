@@ -29,15 +29,26 @@ def _chart(fig, stem: str, **kwargs):
     return page.chart(st, fig, stem, key=session.item_key(session.EX_CHART, stem), **kwargs)
 
 
-def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float):
-    """What the panels show under input pre-processing, never blocking: ``(perturbed, subset, note, (job,
-    step))``.
+@dataclass(frozen=True)
+class EpsPass:
+    """What the panels show under input pre-processing: ``perturbed`` is the best finished result for this
+    setting (None: none yet, the clean scores are shown), on ``subset`` of the evaluation split (None: the whole
+    split); ``note`` says what is shown; ``job`` is the pass still running (None when none), ``step`` its place
+    among the passes ("step 2 of 2"; "" when there is one) and ``done`` whether the whole split's result for
+    this ε is the one shown."""
 
-    The ε pass runs as background jobs (``explore.eps_job``): on CPU a stated subsample of the evaluation split
-    first, then the whole split. ``perturbed`` is the best finished result for this setting (None: none yet,
-    the previous result of this view is kept, else the clean scores), ``note`` says what is shown and ``job``
-    is the pass still running (None when all is done), with its step (e.g. "step 2 of 2"; "" when the pass
-    has one step)."""
+    perturbed: dict | None
+    subset: np.ndarray | None
+    note: str
+    job: jobs.Job | None = None
+    step: str = ""
+    done: bool = False
+
+
+def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float) -> EpsPass:
+    """The ε pass of this setting, never blocking. It runs as background jobs (``explore.eps_job``): on CPU a
+    stated subsample of the evaluation split first, then the whole split; while a new value runs, the previous
+    result of this view stays on screen."""
     settings = (run_id, temperature, lam, tune_fraction, seed)
     subset = explore.eps_subsample(run_id, tune_fraction, seed)
     stages = ([subset] if subset is not None else []) + [None]
@@ -59,13 +70,15 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
     elif last is not None and last[0] == settings:
         shown = last[1]
     if shown is None:
-        return None, None, f"ε = {eps:g} is being computed; shown meanwhile: clean scores (ε = 0)", (pending, step)
+        return EpsPass(
+            None, None, f"ε = {eps:g} is being computed; shown meanwhile: clean scores (ε = 0)", pending, step
+        )
     perturbed, stage, shown_eps = shown
     where = "the whole evaluation split" if stage is None else f"a subsample of {stage.size:,} evaluation images"
     note = f"ε = {shown_eps:g} on {where}"
     if shown_eps != eps:
         note = f"ε = {eps:g} is being computed; shown meanwhile: {note}"
-    return perturbed, stage, note, (pending, step)
+    return EpsPass(perturbed, stage, note, pending, step, done=shown_eps == eps and stage is None)
 
 
 def _view(
@@ -477,19 +490,17 @@ def _report_settings(view: explore.ExploreView, s: Settings, eps_note: str) -> d
 
 def _eps_section(run_id: str, s: Settings, slot):
     """``(perturbed, subset, note)`` of the ε pass (nothing at ε = 0); its note and progress go in ``slot``,
-    the bar staying (full) once the pass is done, so that the page does not move when it ends."""
+    the bar staying (full) once the whole split is done, so that the page does not move when it ends."""
     if s.eps <= 0:
         return None, None, ""
-    perturbed, subset, eps_note, (eps_pending, step) = _eps_inputs(
-        run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.eps
-    )
+    eps_pass = _eps_inputs(run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.eps)
     with slot:
-        st.caption(eps_note)
-        if eps_pending is not None:
-            _eps_watch(eps_pending.key, step)
-        else:
+        st.caption(eps_pass.note)
+        if eps_pass.job is not None:
+            _eps_watch(eps_pass.job.key, eps_pass.step)
+        elif eps_pass.done:
             st.progress(1.0, text="ε pass done")
-    return perturbed, subset, eps_note
+    return eps_pass.perturbed, eps_pass.subset, eps_pass.note
 
 
 @st.fragment

@@ -104,7 +104,8 @@ if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
     st.dataframe(comparison.paired_rows(result.paired), hide_index=True)
     st.caption(
-        f"95 % paired bootstrap interval of the mean over {len(result.seeds)} seed(s); a verdict of "
+        f"{100 * next(iter(result.paired.values())).confidence:g} % paired bootstrap interval of the mean over "
+        f"{len(result.seeds)} seed(s); a verdict of "
         '"no significant difference" means the interval covers 0.'
     )
 

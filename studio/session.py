@@ -34,7 +34,7 @@ UPLOAD_LOGITS = "upload_logits"
 UPLOAD_LOGITS_LOAD = "upload_logits_load"
 UPLOAD_MODEL = "upload_model"
 UPLOAD_ARCH = "upload_arch"
-#: ``(checkpoint digest, architectures it fits)`` of the last uploaded checkpoint (the picker follows it once).
+#: ``(upload's file id, architectures it fits)`` of the last uploaded checkpoint (the picker follows it once).
 UPLOAD_ARCH_GUESS = "upload_arch_guess"
 UPLOAD_DATA = "upload_data"
 UPLOAD_REGISTERED = "upload_registered"

@@ -264,11 +264,9 @@ def _guess_architecture(model_file) -> list[str]:
     file preselects the first of them in the picker, which the user can still change."""
     if model_file is None:
         return []
-    data = model_file.getvalue()
-    digest = cache.bytes_digest(data)
     held = st.session_state.get(session.UPLOAD_ARCH_GUESS)
-    if held is None or held[0] != digest:
-        held = (digest, models.architectures_for(data, model_file.name))
+    if held is None or held[0] != model_file.file_id:  # Streamlit's id of this upload: no hashing on each rerun
+        held = (model_file.file_id, models.architectures_for(model_file.getvalue(), model_file.name))
         st.session_state[session.UPLOAD_ARCH_GUESS] = held
         if held[1]:
             st.session_state[session.UPLOAD_ARCH] = held[1][0]

@@ -637,6 +637,33 @@ def test_eps_progress_names_its_step(monkeypatch):
     assert not at.get("progress")
 
 
+def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
+    from relu_core import explore as core_explore
+    from relu_core.errors import InputError
+
+    monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)
+    monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
+    real = core_explore.preprocessing.perturbed_scores
+
+    def whole_split_fails(*args, indices, **kwargs):
+        if len(indices) > 100:
+            raise InputError("the whole split's pass failed here")
+        return real(*args, indices=indices, **kwargs)
+
+    monkeypatch.setattr(core_explore.preprocessing, "perturbed_scores", whole_split_fails)
+    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at.select_slider(key="ex_eps").set_value(0.0016).run()
+    for _ in range(8):  # the subsample's pass ends, then the whole split's fails (the sidebar may tell first)
+        _settle(at)
+        _no_exceptions(at)
+        if any("the whole split's pass failed here" in e.value for e in at.error):
+            break
+    else:
+        pytest.fail("the failure was never shown")
+    assert "ε pass done" not in [bar.proto.text for bar in at.get("progress")]
+    at.select_slider(key="ex_eps").set_value(0.0).run()
+
+
 def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
     from relu_core import explore as core_explore
 

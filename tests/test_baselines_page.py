@@ -23,6 +23,9 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
     assert all("±" in v for v in table["AUROC (higher is better)"])
     paired = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
     assert list(paired["metric"]) == ["FPR95", "AUROC", "AURC"]
+    ci_column = next(c for c in paired.columns if c.endswith("CI (paired bootstrap)"))  # e.g. "95 % CI ..."
+    level = ci_column.split(" CI")[0]
+    assert any(c.value.startswith(f"{level} paired bootstrap interval of the mean") for c in at.caption)
     specs = charts(at)
     titles = [spec["layout"]["title"]["text"] for spec in specs]
     assert titles[0].startswith("ROC") and titles[1].startswith("Risk-coverage")

@@ -159,10 +159,11 @@ def _fit_hint(model: nn.Module, state: Mapping[str, torch.Tensor]) -> str:
     """What a user can do about weights that do not fit ``model`` ("" when nothing is known): the data set's
     class count differs from the checkpoint's outputs, or another registered architecture takes these weights
     (compared by names and shapes on the meta device: nothing is allocated)."""
-    n_out, n_classes = _outputs(state), _outputs(model.state_dict())
+    chosen_state = model.state_dict()
+    n_out, n_classes = _outputs(state), _outputs(chosen_state)
     if n_out is None or n_classes is None:
         return ""
-    chosen = _shapes(model.state_dict())
+    chosen = _shapes(chosen_state)
     fitting = _fitting_architectures(state)
     with torch.device("meta"):
         same_architecture = any(_shapes(build_model(name, n_classes).state_dict()) == chosen for name in fitting)
