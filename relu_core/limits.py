@@ -27,6 +27,17 @@ MAX_FINISHED_JOBS = 32
 """Finished background jobs (with their results) the server keeps, oldest finished dropped first."""
 
 
+def size_in_words(n_bytes: int) -> str:
+    """A limit of ``n_bytes`` in a message: "2 GiB" (binary units, at most one decimal; bytes below 1 KiB).
+    Amounts compared with a limit are given in exact bytes, so that one just over it never reads as equal."""
+    size, unit = float(n_bytes), "bytes"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, next_unit
+    return f"{n_bytes:,} bytes" if unit == "bytes" else f"{size:.1f}".removesuffix(".0") + f" {unit}"
+
+
 def check_logits_shape(n_samples: int, n_classes: int, what: str = "the logits") -> None:
     """InputError naming the limit when ``n_samples`` x ``n_classes`` logits exceed a stated limit."""
     if n_classes > MAX_CLASSES:

@@ -384,7 +384,7 @@ def _symlink_entry() -> zipfile.ZipInfo:
         ([("..\\evil.png", b"x")], r"'\.\.' entry"),
         ([("C:/cat/evil.png", b"x")], "absolute path"),
         ([(_symlink_entry(), b"/etc/passwd")], "symbolic link"),
-        ([("cat/bomb.png", bytes(20_000))], "more than the limit of 10000 bytes"),
+        ([("cat/bomb.png", bytes(20_000))], "more than the limit of 9.8 KiB"),
         ([(f"cat/{k}.png", b"x") for k in range(6)], "more than the limit of 5"),
     ],
 )
@@ -401,7 +401,7 @@ def test_default_zip_limit_refuses_a_declared_bomb():
     central = archive.index(b"PK\x01\x02")
     archive[central + 24 : central + 28] = (2 << 30).to_bytes(4, "little")  # uncompressed size
     assert zipfile.ZipFile(io.BytesIO(bytes(archive))).infolist()[0].file_size == 2 << 30
-    with pytest.raises(DatasetError, match="expands to 2147483648 bytes, more than the limit of 1073741824"):
+    with pytest.raises(DatasetError, match="expands to 2,147,483,648 bytes, more than the limit of 1 GiB"):
         load_uploaded_dataset(bytes(archive), "bomb.zip")
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from relu_core import validation
+from relu_core import limits, validation
 from relu_core.errors import InputError
 
 
@@ -82,3 +82,18 @@ def test_command_line_parsers_name_the_flag() -> None:
         validation.parse_fraction("abc", "--coverage")
     with pytest.raises(InputError, match="^--val-fraction must lie strictly between 0 and 1"):
         validation.parse_fraction("1", "--val-fraction")
+
+
+@pytest.mark.parametrize(
+    "n_bytes, words",
+    [
+        (0, "0 bytes"),
+        (1023, "1,023 bytes"),
+        (1024, "1 KiB"),
+        (10_000, "9.8 KiB"),
+        (1536 << 10, "1.5 MiB"),
+        (8 << 30, "8 GiB"),
+    ],
+)
+def test_limits_read_in_binary_units(n_bytes, words):
+    assert limits.size_in_words(n_bytes) == words

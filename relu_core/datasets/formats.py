@@ -14,6 +14,7 @@ from typing import IO
 import numpy as np
 
 from relu_core.datasets.base import DatasetError
+from relu_core.limits import size_in_words
 
 MAX_ARRAY_BYTES = 8 << 30
 """Largest uncompressed array read from an npz file (guards against allocation bombs in crafted headers)."""
@@ -140,7 +141,7 @@ def npz_headers(
             if needed > max_bytes:
                 raise DatasetError(
                     f"{label}: array {name!r} of shape {shape} needs {needed:,} bytes, more than the "
-                    f"memory budget of {max_bytes:,} bytes"
+                    f"memory budget of {size_in_words(max_bytes)}"
                 )
             headers[name] = (shape, dtype)
     return headers

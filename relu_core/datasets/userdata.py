@@ -19,6 +19,7 @@ from PIL import Image
 from relu_core import cache, paths
 from relu_core.datasets.base import DatasetError, ImageSet
 from relu_core.datasets.formats import MAX_ARRAY_BYTES, load_npz_arrays
+from relu_core.limits import size_in_words
 from relu_core.progress import Progress, report
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
@@ -96,7 +97,9 @@ def _decode_images(files: list[Path], progress: Progress | None) -> np.ndarray:
     channels, mode = (1, "L") if grey else (3, "RGB")
     shape = (len(files), height, width, channels)
     if np.prod(shape, dtype=np.int64) > MAX_ARRAY_BYTES:
-        raise DatasetError(f"{len(files)} images of {width}x{height} would need more than {MAX_ARRAY_BYTES} bytes")
+        raise DatasetError(
+            f"{len(files)} images of {width}x{height} would need more than {size_in_words(MAX_ARRAY_BYTES)}"
+        )
     images = np.empty(shape, dtype=np.uint8)
 
     def decode(index: int) -> None:
@@ -161,7 +164,7 @@ def _checked_entries(
         raise DatasetError(f"{label} has {len(infos)} entries, more than the limit of {max_entries}")
     total = sum(info.file_size for info in infos)
     if total > max_bytes:
-        raise DatasetError(f"{label} expands to {total} bytes, more than the limit of {max_bytes} bytes")
+        raise DatasetError(f"{label} expands to {total:,} bytes, more than the limit of {size_in_words(max_bytes)}")
     entries = []
     for info in infos:
         name = info.filename.replace("\\", "/")
@@ -206,7 +209,7 @@ def _extract(
                 while chunk := source.read(1 << 20):
                     written += len(chunk)
                     if written > max_bytes:
-                        raise DatasetError(f"{label} expands to more than the limit of {max_bytes} bytes")
+                        raise DatasetError(f"{label} expands to more than the limit of {size_in_words(max_bytes)}")
                     sink.write(chunk)
             if done % _PROGRESS_EVERY == 0:
                 report(progress, done, len(entries), f"extracting {label} ({done}/{len(entries)})")
@@ -259,7 +262,7 @@ def load_image_zip(
         label = f"zip archive {path}"
         try:
             if path.stat().st_size > max_bytes:
-                raise DatasetError(f"{label} is larger than the limit of {max_bytes} bytes")
+                raise DatasetError(f"{label} is larger than the limit of {size_in_words(max_bytes)}")
             data = path.read_bytes()
         except OSError as error:
             raise DatasetError(f"cannot read {label}: {error.strerror or error}") from None
