@@ -80,7 +80,8 @@ def start_job(
 
 
 def adopt_finished_jobs() -> None:
-    """Runs of this session's finished jobs join its run list; failures and cancellations are reported once."""
+    """Runs of this session's finished jobs join its run list; each job's end (done, failed, cancelled) is
+    reported once."""
     pending: dict[str, bool] = st.session_state.setdefault(session.PENDING_JOBS, {})
     messages = st.session_state.setdefault(session.JOB_MESSAGES, [])
     for key, select in list(pending.items()):
@@ -96,6 +97,8 @@ def adopt_finished_jobs() -> None:
                 runs.select_run(job.result)
             elif job.result.run_id not in runs.session_runs():
                 runs.session_runs().append(job.result.run_id)
+            where = "now the current run" if select else "added to the run list"
+            messages.append(("success", f"{job.label}: done, {where} ({runs.run_label(job.result)})."))
         elif job.state == jobs.FAILED:
             messages.append(("error", f"{job.label} failed: {job.error}"))
             jobs.MANAGER.forget(key)  # asking again retries
@@ -116,7 +119,7 @@ def _running_jobs_panel() -> None:
 
 def jobs_panel() -> None:
     """The sidebar's jobs: running ones with progress and Cancel (refreshed every second), then this session's
-    failure and cancellation messages (each shown once)."""
+    messages of jobs that ended (each shown once)."""
     adopt_finished_jobs()
     running = any(job.running for job in jobs.MANAGER.jobs())
     messages = st.session_state.get(session.JOB_MESSAGES, [])
@@ -126,7 +129,7 @@ def jobs_panel() -> None:
     if running:
         _running_jobs_panel()
     for kind, text in messages:
-        (st.error if kind == "error" else st.warning)(text)
+        {"error": st.error, "warning": st.warning, "success": st.success}[kind](text)
     messages.clear()
 
 

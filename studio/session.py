@@ -26,6 +26,10 @@ RUN_IDS = "run_ids"
 RUN_PICKER = "run_picker"
 
 # ---- sidebar (studio.sidebar): a registered data set + model, uploads
+#: The sidebar's expanders (keyed: a message appearing above one must not remount it closed).
+EXPAND_REGISTERED = "expand_registered"
+EXPAND_UPLOAD_LOGITS = "expand_upload_logits"
+EXPAND_UPLOAD_MODEL = "expand_upload_model"
 PICK_DATASET = "pick_dataset"
 PICK_MODEL = "pick_model"
 PICK_COMPUTE = "pick_compute"

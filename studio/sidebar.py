@@ -200,7 +200,7 @@ def dataset_label(info) -> str:
 
 
 def _sidebar_registered(run) -> None:
-    with st.expander("Data set + model"):
+    with st.expander("Data set + model", key=session.EXPAND_REGISTERED):
         infos = _dataset_infos()
         if not infos:
             st.caption("No registered data sets are available.")
@@ -243,7 +243,7 @@ def _sidebar_registered(run) -> None:
 
 
 def _sidebar_upload_logits() -> None:
-    with st.expander("Upload logits"):
+    with st.expander("Upload logits", key=session.EXPAND_UPLOAD_LOGITS):
         st.caption(
             "npz with `logits` and `labels` (optional `class_names`), or csv / parquet with one column "
             "per class and a `label` column."
@@ -274,7 +274,7 @@ def _guess_architecture(model_file) -> list[str]:
 
 
 def _sidebar_upload_model() -> None:
-    with st.expander("Upload model + data set"):
+    with st.expander("Upload model + data set", key=session.EXPAND_UPLOAD_MODEL):
         model_file = st.file_uploader(
             "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key=session.UPLOAD_MODEL
         )

@@ -344,6 +344,10 @@ def test_good_logits_upload_becomes_the_current_run(start):
     _no_exceptions(start)
     assert not start.error, [e.value for e in start.error]
     assert any(m.label == "errors of 200" for m in start.metric)  # the upload is the current run
+    said = [box.value for box in start.sidebar.success]  # and the sidebar says so, once
+    assert len(said) == 1 and said[0].startswith("Loading mine.npz: done, now the current run (mine.npz")
+    start.run()
+    assert not start.sidebar.success
     start.session_state["ex_eps"] = 0.002  # left over from a run with a model
     start.switch_page("pages/1_Explore.py").run()
     _no_exceptions(start)
@@ -471,6 +475,7 @@ def test_logits_upload_is_a_background_job_that_survives_a_page_change(start, mo
     _settle(start)
     _no_exceptions(start)
     assert start.session_state["run_id"] == expected  # picked up on the page the session is on now
+    assert [box.value.split(":")[0] for box in start.sidebar.success] == ["Loading late.npz"]
     assert _figure(start, "D* (Rel-U")["data"][0]["x"] == ["w", "x", "y", "z"]
 
 

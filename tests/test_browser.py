@@ -2,8 +2,8 @@
 
 It runs the default, opens Explore, moves the λ slider with the keyboard and checks that the D* heatmap
 and the ROC figure re-render with new data, clicks a confusion-matrix cell and checks its gallery, downloads the
-view's data and checks that the controls survive a visit to another page. The screenshot is kept in
-test-artifacts/ as a CI artefact.
+view's data and checks that the controls survive a visit to another page; the Start page's first viewport; a
+failed upload that leaves its sidebar form open. The screenshots are kept in test-artifacts/ as CI artefacts.
 Skips where /usr/bin/chromium or playwright is missing (CI installs both, see .ci/run).
 """
 
@@ -179,3 +179,23 @@ def test_start_page_first_viewport(app_url, chromium):
     page.get_by_role("button", name="Explore this run").click()
     page.wait_for_url("**/Explore**", timeout=60_000)
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
+
+
+def test_failed_upload_keeps_its_expander_open(app_url, chromium, tmp_path):
+    """The jobs panel's message above the sidebar's expanders used to remount them closed: the user lost the
+    form the error is about."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b,label\n1,2,0\nx,3,1\n")
+    page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(app_url)
+    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text("Upload logits").click()
+    sidebar.locator('input[type="file"]').first.set_input_files(str(bad))
+    sidebar.get_by_role("button", name="Load logits").click()
+    alert = sidebar.locator('[data-testid="stAlert"]').filter(has_text="Loading bad.csv failed")
+    alert.wait_for(timeout=60_000)
+    assert "must hold numbers" in alert.inner_text()
+    expander = sidebar.locator('[data-testid="stExpander"]').filter(has_text="Upload logits").locator("details")
+    assert expander.get_attribute("open") is not None
+    assert sidebar.get_by_role("button", name="Load logits").is_visible()
