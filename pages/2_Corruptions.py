@@ -97,7 +97,7 @@ result = jobbox.study_run(
 if result is not None:
     n_seeds = len(result.seeds)
     st.caption(
-        f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {n_seeds} seed(s) · "
+        f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {page.count(n_seeds, 'seed')} · "
         f"{min(result.n_eval):,}–{max(result.n_eval):,} corrupted evaluation images per seed (the images "
         "outside that seed's tuning split) · corrupted images: " + ", ".join(sorted(set(result.sources.values())))
     )
@@ -105,7 +105,7 @@ if result is not None:
     fallback = result.hyperparameters.loc[result.hyperparameters["hamming_fallback"], "seed"].tolist()
     if fallback and {"Rel-U", "Doctor"} <= set(result.hyperparameters["detector"]):
         st.info(
-            f"On seed(s) {', '.join(map(str, fallback))} of {n_seeds}, Rel-U's D* is the Hamming fallback "
+            f"On {'seed' if len(fallback) == 1 else 'seeds'} {', '.join(map(str, fallback))} of {n_seeds}, Rel-U's D* is the Hamming fallback "
             "(= Doctor): the clean tuning split left D* empty, so Rel-U ranks exactly like Doctor there."
         )
     searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
@@ -152,7 +152,7 @@ if result is not None:
             st.markdown(
                 f"**{stats.METRIC_LABELS[metric]}**: Rel-U significantly better on {wins}, significantly worse on "
                 f"{losses}, no significant difference on {len(rows) - wins - losses} of {len(rows)} corruptions "
-                f"(95 % paired bootstrap interval of the mean over {n_seeds} seed(s))."
+                f"(95 % paired bootstrap interval of the mean over {page.count(n_seeds, 'seed')})."
             )
         st.dataframe(explore.paired_table(result.paired), hide_index=True)
         st.caption(

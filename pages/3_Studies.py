@@ -148,9 +148,9 @@ if result is None:
 
 seeds_used = result.settings.get("seeds", [])
 st.caption(
-    f"{len(seeds_used)} seed(s)"
+    page.count(len(seeds_used), "seed")
     + (
-        f"; ε axis: {len(result.settings['seeds_eps'])} seed(s) on {result.settings['subsample']:,} images"
+        f"; ε axis: {page.count(len(result.settings['seeds_eps']), 'seed')} on {result.settings['subsample']:,} images"
         if "seeds_eps" in result.settings
         else ""
     )

@@ -65,7 +65,7 @@ result = jobbox.study_run(
     session.BASELINES_PAGE,
     run.run_id,
     tuple(options.items()),
-    f"Baselines: {len(options['keys'])} detectors, {len(options['seeds'])} seed(s)",
+    f"Baselines: {page.count(len(options['keys']), 'detector')}, {page.count(len(options['seeds']), 'seed')}",
     lambda progress, cancel: baselines.baselines_study(run, **options, progress=progress, cancel=cancel),
     ready=bool(options["keys"]),
     hint="Model passes are cached, so later runs are quick.",
@@ -73,7 +73,7 @@ result = jobbox.study_run(
 if result is None:
     st.stop()
 st.caption(
-    f"Tuning split {result.tune_fraction:.0%} · {len(result.seeds)} seed(s) · {result.n_tune:,} tuning / "
+    f"Tuning split {result.tune_fraction:.0%} · {page.count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / "
     f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}"
 )
 
@@ -105,7 +105,7 @@ if result.paired:
     st.dataframe(comparison.paired_rows(result.paired), hide_index=True)
     st.caption(
         f"{100 * next(iter(result.paired.values())).confidence:g} % paired bootstrap interval of the mean over "
-        f"{len(result.seeds)} seed(s); a verdict of "
+        f"{page.count(len(result.seeds), 'seed')}; a verdict of "
         '"no significant difference" means the interval covers 0.'
     )
 

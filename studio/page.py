@@ -17,6 +17,11 @@ from studio.sidebar import sidebar_run_picker
 MIME_TYPES = {".csv": "text/csv", ".html": "text/html"}
 
 
+def count(n: int, noun: str) -> str:
+    """``n`` ``noun``s in words: "1 seed", "3 seeds", "1,000 images" (regular plurals only)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def page_header(tab_title: str, title: str, introduction: str):
     """The top of a study page: its browser tab, the sidebar, its title, the current run and what the page
     does (markdown). Returns the run."""

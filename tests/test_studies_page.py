@@ -63,7 +63,7 @@ def test_each_study_runs_and_draws_its_figures(pages, name, titles) -> None:
     pages.ok(at)
     assert _titles(at) == titles
     captions = [c.value for c in at.caption]
-    assert any(c.startswith("2 seed(s)") for c in captions)
+    assert any(c.startswith("2 seeds") for c in captions)
     assert sum(
         c.startswith(("Each line", "The difference", "Each point", "FPR at 95 % TPR (lower", "AUROC (higher"))
         for c in captions
@@ -129,7 +129,7 @@ def test_eps_axis_runs_on_a_model_run(pages, digits_run) -> None:
     at.button(key="study_run").click().run()
     pages.ok(at)
     assert _titles(at)[0] == "FPR at 95 % TPR (lower is better) against ε"
-    assert any("ε axis: 2 seed(s) on 300 images" in c.value for c in at.caption)
+    assert any("ε axis: 2 seeds on 300 images" in c.value for c in at.caption)
 
 
 def test_empty_axes_say_choose_an_axis(pages) -> None:
