@@ -35,7 +35,8 @@ class EpsPass:
     setting (None: none yet, the clean scores are shown), on ``subset`` of the evaluation split (None: the whole
     split); ``note`` says what is shown; ``job`` is the pass still running (None when none), ``step`` its place
     among the passes ("step 2 of 2"; "" when there is one) and ``done`` whether the whole split's result for
-    this ε is the one shown."""
+    this ε is the one shown; ``failed`` the message of a pass of this setting that failed ("" when none: it is not
+    asked again until the user retries)."""
 
     perturbed: dict | None
     subset: np.ndarray | None
@@ -43,6 +44,7 @@ class EpsPass:
     job: jobs.Job | None = None
     step: str = ""
     done: bool = False
+    failed: str = ""
 
 
 def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed: int, eps: float) -> EpsPass:
@@ -52,15 +54,20 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
     settings = (run_id, temperature, lam, tune_fraction, seed)
     subset = explore.eps_subsample(run_id, tune_fraction, seed)
     stages = ([subset] if subset is not None else []) + [None]
-    shown, pending, step = None, None, ""
+    failures = st.session_state.setdefault(session.EX_EPS_FAILED, {})  # job key -> message, until a retry
+    shown, pending, step, failed = None, None, "", ""
     for n, stage in enumerate(stages):
+        key = explore.eps_job_key(run_id, temperature, lam, tune_fraction, seed, eps, stage)
+        if key in failures:
+            failed = failures[key]
+            break
         job = explore.eps_job(run_id, temperature, lam, tune_fraction, seed, eps, stage, session=session.session_id())
         if job.state == jobs.DONE:
             shown = (job.result, stage, eps)
             continue
         if job.state == jobs.FAILED:
-            jobbox.show_error(InputError(job.error))
-            jobs.MANAGER.forget(job.key)
+            failed = failures[key] = job.error
+            jobs.MANAGER.forget(job.key)  # another session asking for it tries again
         else:
             pending, step = job, f"step {n + 1} of {len(stages)}" if len(stages) > 1 else ""
         break
@@ -69,16 +76,15 @@ def _eps_inputs(run_id: str, temperature: float, lam, tune_fraction: float, seed
         st.session_state[session.EX_EPS_LAST] = (settings, shown)
     elif last is not None and last[0] == settings:
         shown = last[1]
+    state = f"ε = {eps:g} could not be computed" if failed else f"ε = {eps:g} is being computed"
     if shown is None:
-        return EpsPass(
-            None, None, f"ε = {eps:g} is being computed; shown meanwhile: clean scores (ε = 0)", pending, step
-        )
+        return EpsPass(None, None, f"{state}; shown meanwhile: clean scores (ε = 0)", pending, step, failed=failed)
     perturbed, stage, shown_eps = shown
     where = "the whole evaluation split" if stage is None else f"a subsample of {stage.size:,} evaluation images"
     note = f"ε = {shown_eps:g} on {where}"
-    if shown_eps != eps:
-        note = f"ε = {eps:g} is being computed; shown meanwhile: {note}"
-    return EpsPass(perturbed, stage, note, pending, step, done=shown_eps == eps and stage is None)
+    if shown_eps != eps or failed:
+        note = f"{state}; shown meanwhile: {note}"
+    return EpsPass(perturbed, stage, note, pending, step, done=shown_eps == eps and stage is None, failed=failed)
 
 
 def _view(
@@ -391,7 +397,7 @@ def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_not
             if perturbed is not None
             else f"ε = {s.eps:g}."
             if s.eps == 0
-            else "clean scores while the ε pass runs."
+            else f"{eps_note}."
         )
     )
     return table
@@ -496,7 +502,16 @@ def _eps_section(run_id: str, s: Settings, slot):
     eps_pass = _eps_inputs(run_id, s.temperature, s.lam, s.tune_fraction, s.seed, s.eps)
     with slot:
         st.caption(eps_pass.note)
-        if eps_pass.job is not None:
+        if eps_pass.failed:
+            left, right = st.columns([5, 1], vertical_alignment="center")
+            left.error(eps_pass.failed)
+            right.button(
+                "Retry the ε pass",
+                key=session.EX_EPS_RETRY,
+                on_click=st.session_state.pop,
+                args=(session.EX_EPS_FAILED, None),
+            )
+        elif eps_pass.job is not None:
             _eps_watch(eps_pass.job.key, eps_pass.step)
         elif eps_pass.done:
             st.progress(1.0, text="ε pass done")

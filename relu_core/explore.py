@@ -311,7 +311,6 @@ def eps_job(
     The job (:data:`jobs.MANAGER`) is shared by every session asking for the same setting; a new setting asked
     by ``session`` (a session id) cancels that session's previous ε passes, so only the last value is computed.
     Its result is ``{"relu": (M,), "doctor": (M,)}``."""
-    part = "all" if subset is None else f"sub{subset.size}"
 
     def compute(progress, cancel) -> dict[str, np.ndarray]:
         run = get_run(run_id)
@@ -343,12 +342,21 @@ def eps_job(
         }
 
     what = "the whole evaluation split" if subset is None else f"{subset.size:,} evaluation images"
+    part = "all" if subset is None else f"sub{subset.size}"
     return jobs.MANAGER.submit(
-        f"eps:{run_id}:{temperature:g}:{lam}:{tune_fraction:g}:{seed}:{eps:g}:{part}",
+        eps_job_key(run_id, temperature, lam, tune_fraction, seed, eps, subset),
         f"Input pre-processing ε = {eps:g} on {what}",
         compute,
         group=f"eps:{session}:{part}",
     )
+
+
+def eps_job_key(
+    run_id: str, temperature: float, lam: float | str, tune_fraction: float, seed: int, eps: float, subset
+) -> str:
+    """The key of :func:`eps_job`'s job for this setting (e.g. to remember that it failed without asking again)."""
+    part = "all" if subset is None else f"sub{subset.size}"
+    return f"eps:{run_id}:{temperature:g}:{lam}:{tune_fraction:g}:{seed}:{eps:g}:{part}"
 
 
 def view_figures(

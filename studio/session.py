@@ -273,6 +273,9 @@ def gallery_defaults() -> dict[str, object]:
 EX_PAIR_RUN = "ex_pair_run"
 #: ``(setting, result)`` of the last ε pass shown, kept on screen while the next one runs.
 EX_EPS_LAST = "ex_eps_last"
+#: ε passes that failed in this session: job key -> message (shown, not asked again until a retry).
+EX_EPS_FAILED = "ex_eps_failed"
+EX_EPS_RETRY = "ex_eps_retry"
 #: The session's last computed views (an LRU registry), reused by widgets that keep the setting.
 EX_VIEWS = "ex_views"
 EX_BUILD_REPORT = "ex_build_report"

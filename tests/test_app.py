@@ -648,10 +648,11 @@ def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
 
     monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)
     monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
-    real = core_explore.preprocessing.perturbed_scores
+    real, whole_split_calls = core_explore.preprocessing.perturbed_scores, []
 
     def whole_split_fails(*args, indices, **kwargs):
         if len(indices) > 100:
+            whole_split_calls.append(len(indices))
             raise InputError("the whole split's pass failed here")
         return real(*args, indices=indices, **kwargs)
 
@@ -666,6 +667,16 @@ def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
     else:
         pytest.fail("the failure was never shown")
     assert "ε pass done" not in [bar.proto.text for bar in at.get("progress")]
+    captions = " ".join(c.value for c in at.caption)
+    assert "ε = 0.0016 could not be computed; shown meanwhile: ε = 0.0016 on a subsample of 100" in captions
+    tried = len(whole_split_calls)  # one per detector (Rel-U's call failed first)
+    at.slider(key="ex_op_target").set_value(0.8).run()  # another rerun neither asks again nor repeats the failure
+    _no_exceptions(at)
+    assert len(whole_split_calls) == tried and not at.get("progress")
+    assert [e.value for e in at.error] == ["the whole split's pass failed here"]
+    at.button(key="ex_eps_retry").click().run()  # unless the user asks
+    _settle(at)
+    assert len(whole_split_calls) > tried
     at.select_slider(key="ex_eps").set_value(0.0).run()
 
 
