@@ -33,6 +33,7 @@ import concurrent.futures
 import contextlib
 import copy
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -123,6 +124,41 @@ class _Float32Head(nn.Module):
             return self.layer(x.float())
 
 
+class _ThisThreadTracer(torch.fx.Tracer):
+    """``torch.fx``'s tracer, for the thread that traces only. While it traces, fx patches ``nn.Module.__call__``
+    and ``__getattr__`` for the whole process; a model running in another thread meanwhile (a job beside this
+    one) reached this tracer and failed ("module is not installed as a submodule"). Other threads' calls now go
+    through as if nothing were patched (fx's other patches already pass through calls without proxies)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._thread = threading.get_ident()
+
+    def call_module(self, m, forward, args, kwargs):
+        if threading.get_ident() != self._thread:
+            return forward(*args, **kwargs)
+        return super().call_module(m, forward, args, kwargs)
+
+    def getattr(self, attr, attr_val, parameter_proxy_cache):
+        if threading.get_ident() != self._thread:
+            return attr_val
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+
+#: One trace at a time: each patches, then restores, the same process-wide methods.
+_TRACING = threading.Lock()
+
+
+def _fold_batchnorm(model: nn.Module) -> nn.Module:
+    """``model`` (an eval-mode copy, changed in place) with BatchNorm folded into the preceding convolutions,
+    traced with :class:`_ThisThreadTracer`; raises when fx cannot trace it."""
+    from torch.fx.experimental.optimization import fuse
+
+    with _TRACING:
+        graph = _ThisThreadTracer().trace(model)
+    return fuse(torch.fx.GraphModule(model, graph, type(model).__name__), inplace=True, no_trace=True)
+
+
 def inference_model(model: nn.Module, device: torch.device, precision: str = "fp32") -> nn.Module:
     """An eval-mode copy of ``model`` on ``device``: BatchNorm folded into convolutions, channels-last.
 
@@ -134,9 +170,7 @@ def inference_model(model: nn.Module, device: torch.device, precision: str = "fp
         prepared = copy.deepcopy(model).eval()
     if not isinstance(prepared, torch.jit.ScriptModule):
         try:
-            from torch.fx.experimental.optimization import fuse
-
-            prepared = fuse(prepared)
+            prepared = _fold_batchnorm(prepared)
         except Exception:  # tracing fails on data-dependent control flow: run the model as it is
             pass
         heads = [name for name, module in prepared.named_modules() if isinstance(module, nn.Linear)]

@@ -242,3 +242,32 @@ def test_pretrained_accuracy_on_the_cifar10_jpeg_folder(shared_data, name, expec
     assert run.logits.shape == (10_000, 10) and run.dataset_name == "cifar10-test"
     accuracy = float((run.logits.argmax(1) == run.labels).mean())
     assert abs(accuracy - expected) <= 0.005, accuracy
+
+
+def test_folding_batchnorm_leaves_models_running_in_other_threads_alone():
+    """torch.fx patches nn.Module.__call__ for the whole process while it traces: a job running a model in
+    another thread meanwhile (a corruption study beside a logits job) failed with "module is not installed as
+    a submodule"."""
+    import threading
+
+    busy, stop, failures = models.build_model("resnet20", 10).eval(), threading.Event(), []
+    x = torch.zeros(2, 3, 32, 32)
+
+    def run_beside():
+        with torch.no_grad():
+            while not stop.is_set():
+                try:
+                    busy(x)
+                except Exception as exc:  # noqa: BLE001 - collected for the assertion
+                    failures.append(repr(exc))
+
+    thread = threading.Thread(target=run_beside)
+    thread.start()
+    try:
+        for _ in range(4):
+            folded = engine.inference_model(models.build_model("resnet20", 10), torch.device("cpu"))
+            assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    finally:
+        stop.set()
+        thread.join()
+    assert not failures, failures[:3]
