@@ -690,7 +690,7 @@ def baselines_study(
     studied = [k for k in keys if k not in skipped]
 
     probs = detectors.softmax(logits, 1.0)
-    records, curves, pairs = [], {}, []
+    records, curves, pairs, pair_samples = [], {}, [], []
     coverage_seen, set_sizes = [], []
     n_tune = n_eval = 0
     for done, seed in enumerate(seeds):
@@ -729,6 +729,7 @@ def baselines_study(
                 curves[detectors.REGISTRY[key].name] = (uncertainty, correct[ev])
         if all(k in scores for k in protocol.PAIRED):
             pairs.append((*(scores[k] for k in protocol.PAIRED), correct[ev]))
+            pair_samples.append(ev)
     per_seed = pd.DataFrame.from_records(records, columns=["seed", "key", "detector", "metric", "value"])
     notes = {}
     if coverage_seen:
@@ -749,7 +750,9 @@ def baselines_study(
             row[f"{m}_mean"], row[f"{m}_std"] = float(values.mean()), float(values.std())
         row["note"] = notes.get(key, "")
         rows.append(row)
-    paired = stats.pooled_bootstrap(pairs, n_resamples=n_resamples) if pairs and n_resamples else {}
+    paired = (  # the seeds' evaluation splits share samples: resampled once per draw
+        stats.pooled_bootstrap(pairs, sample_ids=pair_samples, n_resamples=n_resamples) if pairs and n_resamples else {}
+    )
     progress(total, total, "done")
     return BaselinesResult(
         table=pd.DataFrame(rows, columns=list(TABLE_COLUMNS)),

@@ -509,7 +509,12 @@ def _run_protocol(
     )
     paired = None
     if paired_scores and n_resamples:
-        paired = stats.pooled_bootstrap(paired_scores, n_resamples=n_resamples, fpr_positive=fpr_positive)
+        paired = stats.pooled_bootstrap(
+            paired_scores,
+            sample_ids=[eval_idx for _, eval_idx in splits],  # the seeds' splits share samples
+            n_resamples=n_resamples,
+            fpr_positive=fpr_positive,
+        )
     return EvaluationResult(
         methods=methods,
         names={k: detectors.label(k) for k in methods},

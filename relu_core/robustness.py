@@ -341,7 +341,7 @@ def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
 
     Returns ``(records, accuracy, paired_scores)``: per-seed metric records (the clean evaluation images
     as corruption ``"clean"`` first), accuracies per corruption, and ``paired_scores[corruption]``, one
-    ``(Rel-U, Doctor, correct)`` per seed where both detectors were fitted (else empty).
+    ``(Rel-U, Doctor, correct, image indices)`` per seed where both detectors were fitted (else empty).
     """
     labels = np.asarray(run.labels)
     stacked = np.stack([logits_by_name[n] for n in names])  # (K, S, C)
@@ -362,7 +362,7 @@ def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
             if all(p in scores for p in pair) and correct[k].any() and not correct[k].all():
                 shape = correct.shape
                 paired_scores[name].append(
-                    (scores[pair[0]].reshape(shape)[k], scores[pair[1]].reshape(shape)[k], correct[k])
+                    (scores[pair[0]].reshape(shape)[k], scores[pair[1]].reshape(shape)[k], correct[k], rows)
                 )
         for detector_name, uncertainty in scores.items():
             uncertainty = uncertainty.reshape(correct.shape)
@@ -397,7 +397,8 @@ def _paired_frame(per_seed: pd.DataFrame, paired_scores: dict[str, list]) -> pd.
     for name, pairs in paired_scores.items():
         if not pairs:
             continue
-        pooled = stats.pooled_bootstrap(pairs)
+        # the seeds' evaluation images overlap (all of them lie in one subsample): resampled once per draw
+        pooled = stats.pooled_bootstrap([p[:3] for p in pairs], sample_ids=[p[3] for p in pairs])
         for metric, diff in pooled.items():
             values = per_seed[(per_seed["corruption"] == name) & (per_seed["metric"] == metric)]
             by_detector = values.pivot(index="seed", columns="detector", values="value")

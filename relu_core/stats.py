@@ -170,8 +170,8 @@ class _SortedDetector:
                 # S_m = H_0 + ... + H_(m-1): the copies of one error sample sit at positions start+1..end.
                 end = correct_at_errors + n_errors
                 sums = tail[end] - tail[end - drawn_errors]
-                n = counts.shape[0]
-                out["aurc"] = (total_errors * harmonic[n] - sums.sum(axis=0)) / n
+                drawn_total = n_correct[-1] + n_errors[-1]  # the resample's size (not always N: see _draw)
+                out["aurc"] = (total_errors * harmonic[drawn_total] - sums.sum(axis=0)) / drawn_total
         return out
 
     def metrics(
@@ -246,22 +246,41 @@ def bootstrap_differences(
     _check_positive(fpr_positive)
     keys = _check_options(metrics, n_resamples, 0.95)
     a, b, flags = _check_inputs(uncertainty_a, uncertainty_b, correct)
-    n = flags.shape[0]
-    detectors = (_SortedDetector(a, flags), _SortedDetector(b, flags))
-    harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, n + 1))))  # H_0 .. H_N
+    (out,) = _draw([(a, b, flags)], [np.arange(flags.shape[0])], flags.shape[0], keys, n_resamples, seed, fpr_positive)
+    return out
+
+
+def _draw(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    positions: Sequence[np.ndarray],
+    population: int,
+    keys: tuple[str, ...],
+    n_resamples: int,
+    seed: int,
+    fpr_positive: str,
+) -> list[dict[str, np.ndarray]]:
+    """``metric(A) - metric(B)`` per pair and resample, every pair scored on the same draws of a population.
+
+    Resample r draws ``population`` indices uniformly with replacement (blocks of :data:`BLOCK` resamples from
+    one ``default_rng(seed)`` stream); pair s's samples are the population members ``positions[s]``, each
+    counted as often as it was drawn, so a pair's resample size varies unless it is the whole population."""
+    harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, population + 1))))  # H_0 .. H_N
     tail = np.concatenate(([0.0], np.cumsum(harmonic[:-1])))  # S_m = H_0 + ... + H_(m-1), m = 0 .. N
+    detectors = [(_SortedDetector(a, flags), _SortedDetector(b, flags)) for a, b, flags in pairs]
     rng = np.random.default_rng(seed)
-    out = {k: np.empty(n_resamples) for k in keys}
+    out = [{k: np.empty(n_resamples) for k in keys} for _ in pairs]
     for first in range(0, n_resamples, BLOCK):
         rows = min(BLOCK, n_resamples - first)
-        draws = rng.integers(0, n, size=(rows, n))
-        # counts[i, r]: how often resample r drew sample i (samples down the rows, see _SortedDetector).
+        draws = rng.integers(0, population, size=(rows, population))
+        # counts[i, r]: how often resample r drew member i (samples down the rows, see _SortedDetector).
         flat = (draws * rows + np.arange(rows)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=n * rows).astype(np.int32).reshape(n, rows)
-        values_a = detectors[0].metrics(counts, keys, harmonic, tail, fpr_positive)
-        values_b = detectors[1].metrics(counts, keys, harmonic, tail, fpr_positive)
-        for k in keys:
-            out[k][first : first + rows] = values_a[k] - values_b[k]
+        counts = np.bincount(flat, minlength=population * rows).astype(np.int32).reshape(population, rows)
+        for (detector_a, detector_b), where, values in zip(detectors, positions, out, strict=True):
+            drawn = counts[where]
+            values_a = detector_a.metrics(drawn, keys, harmonic, tail, fpr_positive)
+            values_b = detector_b.metrics(drawn, keys, harmonic, tail, fpr_positive)
+            for k in keys:
+                values[k][first : first + rows] = values_a[k] - values_b[k]
     return out
 
 
@@ -297,6 +316,7 @@ def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[s
 def pooled_bootstrap(
     pairs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     *,
+    sample_ids: Sequence[np.ndarray] | None = None,
     metrics: Sequence[str] = tuple(HIGHER_IS_BETTER),
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
@@ -306,25 +326,40 @@ def pooled_bootstrap(
     """The interval of the *mean over seeds* of ``metric(A) - metric(B)``.
 
     ``pairs`` holds one ``(uncertainty_a, uncertainty_b, correct)`` per seed (each seed's evaluation
-    split). Resample r resamples every seed's split (paired within the seed) and averages the seeds'
-    differences; the percentile interval of those averages is returned, and ``estimate`` is the mean of
-    the seeds' differences on the samples themselves. With one seed it equals :func:`paired_bootstrap`.
-    Seed s of the list resamples with stream ``seed + s``.
+    split); ``sample_ids`` names each split's samples (e.g. image indices in the data set), one array per
+    pair. Seeds' evaluation splits share most of their samples, so the resampled unit is the sample: resample r
+    draws the union of the splits with replacement once, every seed's split keeps the drawn samples it holds
+    (paired: both detectors score the same draws), and the seeds' differences are averaged. The percentile
+    interval of those averages is returned; ``estimate`` is the mean of the seeds' differences on the samples
+    themselves. Without ``sample_ids`` the splits are taken to share no sample: split s is resampled on its
+    own, with stream ``seed + s`` (too narrow an interval when they do overlap). With one seed both ways equal
+    :func:`paired_bootstrap`.
     """
     _check_positive(fpr_positive)
     keys = _check_options(metrics, n_resamples, confidence)
     if not pairs:
         raise InputError("no evaluation splits to compare")
-    sums = {k: np.zeros(n_resamples) for k in keys}
+    checked = [_check_inputs(a, b, flags) for a, b, flags in pairs]
+    sizes = [flags.shape[0] for _, _, flags in checked]
+    if sample_ids is None:
+        draws = [
+            _draw([pair], [np.arange(n)], n, keys, n_resamples, seed + s, fpr_positive)[0]
+            for s, (pair, n) in enumerate(zip(checked, sizes, strict=True))
+        ]
+    else:
+        ids = [np.asarray(i) for i in sample_ids]
+        if len(ids) != len(checked) or any(i.shape != (n,) for i, n in zip(ids, sizes, strict=False)):
+            raise InputError("sample_ids needs one array per pair, as long as that pair's scores")
+        if any(np.unique(i).size != i.size for i in ids):
+            raise InputError("sample_ids repeats a sample within one split")
+        members, where = np.unique(np.concatenate(ids), return_inverse=True)
+        positions = np.split(where.ravel(), np.cumsum(sizes)[:-1])
+        draws = _draw(checked, positions, members.size, keys, n_resamples, seed, fpr_positive)
+    sums = {k: sum(d[k] for d in draws) for k in keys}
     estimates = {k: 0.0 for k in keys}
-    for s, (a, b, flags) in enumerate(pairs):
-        a, b, flags = _check_inputs(a, b, flags)
+    for a, b, flags in checked:
         point_a, point_b = _metrics.summary(a, flags, fpr_positive), _metrics.summary(b, flags, fpr_positive)
-        draws = bootstrap_differences(
-            a, b, flags, metrics=keys, n_resamples=n_resamples, seed=seed + s, fpr_positive=fpr_positive
-        )
         for k in keys:
-            sums[k] += draws[k]
             estimates[k] += point_a[k] - point_b[k]
     tail = (1.0 - float(confidence)) / 2.0
     out = {}

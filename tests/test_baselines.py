@@ -252,7 +252,7 @@ def test_study_matches_direct_computations_and_mlp_sees_only_tuning_rows(digits_
     assert set(result.table["key"]) == {"relu", "doctor", "msp", "mlp", "mc_dropout", "conformal"}
     assert "deep_ensemble" in result.skipped
     correct = protocol.correctness(digits_run.logits, digits_run.labels)
-    pairs = []
+    pairs, samples = [], []
     for seed, probs in zip((0, 1), seen):
         tune, ev = protocol.split_indices(len(correct), 0.2, seed, stratify=correct)
         np.testing.assert_allclose(probs, detectors.softmax(digits_run.logits[tune]), rtol=1e-6)  # tuning rows only
@@ -264,7 +264,9 @@ def test_study_matches_direct_computations_and_mlp_sees_only_tuning_rows(digits_
         assert got["fpr95"] == pytest.approx(metrics.fpr_at_tpr(doctor, correct[ev]))
         assert got["aurc"] == pytest.approx(metrics.aurc(doctor, correct[ev]))
         pairs.append((relu, doctor, correct[ev]))
-    expected = stats.pooled_bootstrap(pairs, n_resamples=200)
+        samples.append(ev)
+    expected = stats.pooled_bootstrap(pairs, sample_ids=samples, n_resamples=200)  # the seeds share samples
+    assert expected["auroc"] != stats.pooled_bootstrap(pairs, n_resamples=200)["auroc"]
     for metric, diff in expected.items():
         assert result.paired[metric].low == pytest.approx(diff.low)
         assert result.paired[metric].estimate == pytest.approx(diff.estimate)

@@ -394,12 +394,13 @@ def test_settings_used_are_reported_per_seed_when_selected(data):
 def test_paired_difference_is_the_pooled_bootstrap_of_each_seed_s_evaluation_scores(data):
     logits, labels, correct = data
     result = protocol.evaluate(logits, labels, ["relu", "doctor", "msp"], lam=0.5, seeds=3, n_resamples=300)
-    pairs = []
+    pairs, samples = [], []
     for s in range(3):
         tune, ev = protocol.split_indices(len(labels), 0.5, s, stratify=correct)
         relu = detectors.RelU(lam=0.5).fit(logits[tune], labels[tune])
         pairs.append((relu.score(logits[ev]), detectors.Doctor().score(logits[ev]), correct[ev]))
-    expected = stats.pooled_bootstrap(pairs, n_resamples=300)
+        samples.append(ev)
+    expected = stats.pooled_bootstrap(pairs, sample_ids=samples, n_resamples=300)  # the seeds share samples
     for metric, diff in result.paired.items():
         assert diff.estimate == pytest.approx(expected[metric].estimate, abs=1e-12)
         assert (diff.low, diff.high) == pytest.approx((expected[metric].low, expected[metric].high), abs=1e-12)

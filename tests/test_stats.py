@@ -134,3 +134,49 @@ def test_bad_inputs_raise():
         stats.paired_bootstrap(a, b, np.ones(50, bool))
     with pytest.raises(InputError, match="NaN"):
         stats.paired_bootstrap(np.full(50, np.nan), b, correct)
+
+
+def test_pooling_seeds_that_share_their_samples_resamples_the_samples_once():
+    """Seeds' evaluation splits overlap: drawn apart, three seeds on the same samples gave an interval about
+    √3 too narrow. Drawn once per resample (sample_ids), identical splits give exactly one split's interval."""
+    a, b, c = _pair(7, n=400)
+    single = stats.paired_bootstrap(a, b, c, n_resamples=300, seed=2)
+    same = stats.pooled_bootstrap([(a, b, c)] * 3, sample_ids=[np.arange(400)] * 3, n_resamples=300, seed=2)
+    assert same == single
+    apart = stats.pooled_bootstrap([(a, b, c)] * 3, n_resamples=300, seed=2)
+    assert apart["auroc"].high - apart["auroc"].low < 0.75 * (single["auroc"].high - single["auroc"].low)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_pooled_draws_keep_each_split_its_own_samples(tied):
+    """Two seeds holding overlapping parts of 600 samples (ids in any order): each resample counts a split's
+    samples as drawn from the whole population (so its size varies), and a reference built from explicit
+    draws with the plain metrics agrees on every metric."""
+    a, b, c = _pair(3, n=600, tied=tied)
+    order = np.random.default_rng(1).permutation(600)
+    first, second = order[:400], order[200:]
+    pairs = [(a[first], b[first], c[first]), (a[second], b[second], c[second])]
+    pooled = stats.pooled_bootstrap(pairs, sample_ids=[first, second], n_resamples=32, seed=5)
+    members = np.arange(600)  # the population, in the order pooled_bootstrap numbers it
+    plain = {"auroc": metrics.auroc, "fpr95": metrics.fpr_at_tpr, "aurc": metrics.aurc}
+    rng, diffs = np.random.default_rng(5), {k: [] for k in plain}
+    for _ in range(2):  # the same stream, BLOCK resamples at a time
+        for draw in rng.integers(0, members.size, size=(stats.BLOCK, members.size)):
+            counts = np.bincount(draw, minlength=members.size)
+            for key, metric in plain.items():
+                per_split = []
+                for ids in (first, second):
+                    taken = np.repeat(ids, counts[ids])
+                    per_split.append(metric(a[taken], c[taken]) - metric(b[taken], c[taken]))
+                diffs[key].append(np.mean(per_split))
+    for key in plain:
+        low, high = np.quantile(diffs[key], [0.025, 0.975])
+        assert (pooled[key].low, pooled[key].high) == pytest.approx((low, high), abs=1e-12), key
+
+
+def test_pooled_bootstrap_refuses_mismatched_sample_ids():
+    a, b, c = _pair(0, n=50)
+    with pytest.raises(InputError, match="one array per pair"):
+        stats.pooled_bootstrap([(a, b, c)], sample_ids=[np.arange(49)], n_resamples=10)
+    with pytest.raises(InputError, match="repeats a sample"):
+        stats.pooled_bootstrap([(a, b, c)], sample_ids=[np.zeros(50, dtype=int)], n_resamples=10)

@@ -159,14 +159,15 @@ def test_tuning_split_matches_direct_computation_for_a_seed(run) -> None:
 def test_paired_difference_is_the_pooled_bootstrap_of_the_seeds(run) -> None:
     result = tuning_split.run_study(run, fractions=(0.33,), seeds=3, n_resamples=200, use_cache=False)
     correct = protocol.correctness(run.logits, run.labels)
-    triples = []
+    triples, samples = [], []
     for seed in range(3):
         tune, evaluation = protocol.split_indices(len(run.labels), 0.33, seed, stratify=correct)
         relu = detectors.RelU().fit(run.logits[tune], run.labels[tune])
         triples.append(
             (relu.score(run.logits[evaluation]), detectors.Doctor().score(run.logits[evaluation]), correct[evaluation])
         )
-    pooled = stats.pooled_bootstrap(triples, n_resamples=200)
+        samples.append(evaluation)
+    pooled = stats.pooled_bootstrap(triples, sample_ids=samples, n_resamples=200)  # the seeds share samples
     for metric, diff in pooled.items():
         row = result.paired[result.paired["metric"] == metric].iloc[0]
         np.testing.assert_allclose(

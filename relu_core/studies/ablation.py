@@ -88,8 +88,10 @@ def lambda_sweep(
             matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, lam)
             if fitted is None or np.array_equal(matrix, hamming):
                 collector.note_fallback("lambda", lam)
-            collector.add("lambda", lam, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval)
-            collector.add("lambda", lam, base.DOCTOR, seed, doctor, c_eval, doctor_values)
+            collector.add(
+                "lambda", lam, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval, samples=evaluation
+            )
+            collector.add("lambda", lam, base.DOCTOR, seed, doctor, c_eval, doctor_values, samples=evaluation)
 
 
 @small_work
@@ -114,9 +116,11 @@ def temperature_sweep(
             matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, DEFAULT_LAMBDA)
             if fitted is None or np.array_equal(matrix, hamming):
                 collector.note_fallback("temperature", t)
-            collector.add("temperature", t, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval)
-            collector.add("temperature", t, base.DOCTOR, seed, detectors.gini(p_eval), c_eval)
-            collector.add("temperature", t, "ODIN", seed, -p_eval.max(axis=1), c_eval)
+            collector.add(
+                "temperature", t, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval, samples=evaluation
+            )
+            collector.add("temperature", t, base.DOCTOR, seed, detectors.gini(p_eval), c_eval, samples=evaluation)
+            collector.add("temperature", t, "ODIN", seed, -p_eval.max(axis=1), c_eval, samples=evaluation)
 
 
 def eps_sweep(
@@ -161,9 +165,9 @@ def eps_sweep(
             if relu.fallback_:
                 collector.note_fallback("eps", eps)
             c_eval = correct[evaluation]
-            collector.add("eps", eps, base.RELU, seed, scores(relu, evaluation), c_eval)
+            collector.add("eps", eps, base.RELU, seed, scores(relu, evaluation), c_eval, samples=evaluation)
             for name, values in fixed_scores.items():
-                collector.add("eps", eps, name, seed, values[evaluation], c_eval)
+                collector.add("eps", eps, name, seed, values[evaluation], c_eval, samples=evaluation)
 
 
 def run_study(

@@ -200,13 +200,17 @@ class Collector:
         uncertainty: np.ndarray,
         correct: np.ndarray,
         values: dict[str, float] | None = None,
+        *,
+        samples: np.ndarray,
     ) -> dict[str, float]:
-        """Record ``metrics.summary(uncertainty, correct)`` (or the ``values`` already computed from them)."""
+        """Record ``metrics.summary(uncertainty, correct)`` (or the ``values`` already computed from them) of the
+        evaluation ``samples`` (their indices: the paired bootstrap resamples samples, which seeds share)."""
         values = metrics.summary(uncertainty, correct) if values is None else values
         self.values[(series, x, detector, seed)] = values
         self.records.extend((series, x, detector, m, seed, float(values[m])) for m in METRICS)
         if detector in (RELU, DOCTOR):
-            self.pairs.setdefault((series, x), {}).setdefault(seed, {"correct": correct})[detector] = uncertainty
+            held = self.pairs.setdefault((series, x), {}).setdefault(seed, {"correct": correct, "samples": samples})
+            held[detector] = uncertainty
         return values
 
     def note_fallback(self, series: str, x: float) -> None:
@@ -236,7 +240,8 @@ class Collector:
             checkpoint(cancel, "paired bootstrap")
             report(progress, done, len(points), f"paired bootstrap {done + 1}/{len(points)}")
             triples = [(d[RELU], d[DOCTOR], d["correct"]) for d in seeds.values()]
-            pooled = stats.pooled_bootstrap(triples, n_resamples=n_resamples) if n_resamples else {}
+            ids = [d["samples"] for d in seeds.values()]
+            pooled = stats.pooled_bootstrap(triples, sample_ids=ids, n_resamples=n_resamples) if n_resamples else {}
             for metric in stats.HIGHER_IS_BETTER:
                 diffs = np.array(
                     [

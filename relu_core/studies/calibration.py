@@ -135,8 +135,16 @@ def calibration_seed(
         matrix, fallback = _fit_relu(probs[tune], correct[tune])
         if fallback:
             collector.note_fallback(SERIES, state)
-        collector.add(SERIES, state, base.RELU, seed, detectors.quadratic_score(probs[evaluation], matrix), c_eval)
-        collector.add(SERIES, state, base.DOCTOR, seed, detectors.gini(probs[evaluation]), c_eval)
+        collector.add(
+            SERIES,
+            state,
+            base.RELU,
+            seed,
+            detectors.quadratic_score(probs[evaluation], matrix),
+            c_eval,
+            samples=evaluation,
+        )
+        collector.add(SERIES, state, base.DOCTOR, seed, detectors.gini(probs[evaluation]), c_eval, samples=evaluation)
     return row
 
 

@@ -57,9 +57,15 @@ def fraction_sweep(
                 collector.note_fallback(series, fraction)
             c_eval = correct[evaluation]
             collector.add(
-                series, fraction, base.RELU, seed, detectors.quadratic_score(probs[evaluation], matrix), c_eval
+                series,
+                fraction,
+                base.RELU,
+                seed,
+                detectors.quadratic_score(probs[evaluation], matrix),
+                c_eval,
+                samples=evaluation,
             )
-            collector.add(series, fraction, base.DOCTOR, seed, doctor[evaluation], c_eval)
+            collector.add(series, fraction, base.DOCTOR, seed, doctor[evaluation], c_eval, samples=evaluation)
 
 
 def run_study(run, *, fractions: Sequence[float] = FRACTIONS, **options) -> base.StudyResult:
