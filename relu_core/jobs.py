@@ -37,6 +37,8 @@ class Job:
     message: str = "starting"
     result: object = None
     error: str = ""
+    #: Who asked first to cancel it (e.g. a browser session's id; "" when nobody said).
+    cancelled_by: str = ""
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -56,8 +58,11 @@ class Job:
     def cancel_requested(self) -> bool:
         return self._cancel.is_set()
 
-    def cancel(self) -> None:
-        """Ask the work to stop at its next ``cancel()`` poll (the state turns ``cancelled`` when it does)."""
+    def cancel(self, by: str = "") -> None:
+        """Ask the work to stop at its next ``cancel()`` poll (the state turns ``cancelled`` when it does);
+        ``by`` names who asked (kept from the first request), so that sharers of the job can be told."""
+        if not self._cancel.is_set():
+            self.cancelled_by = by
         self._cancel.set()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -34,7 +34,13 @@ def _cancelled_here() -> set[str]:
 
 def _cancel_from_box(job: jobs.Job) -> None:
     _cancelled_here().add(job.key)
-    job.cancel()
+    job.cancel(by=session.session_id())
+
+
+def _cancelled_text(job: jobs.Job) -> str:
+    """Who cancelled ``job``, for its sharers: a job is shared by every session asking for the same work."""
+    elsewhere = job.cancelled_by and job.cancelled_by != session.session_id()
+    return "cancelled from another browser session" if elsewhere else "cancelled"
 
 
 def wait_for(job: jobs.Job) -> bool:
@@ -66,7 +72,7 @@ def wait_for(job: jobs.Job) -> bool:
 
 
 def _say_cancelled(job: jobs.Job) -> None:
-    st.warning(f"Cancelled: {job.label}; the previous results are still shown.")
+    st.warning(f"{job.label}: {_cancelled_text(job)}.")
 
 
 def start_job(
@@ -99,11 +105,10 @@ def adopt_finished_jobs() -> None:
                 runs.session_runs().append(job.result.run_id)
             where = "now the current run" if select else "added to the run list"
             messages.append(("success", f"{job.label}: done, {where} ({runs.run_label(job.result)})."))
-        elif job.state == jobs.FAILED:
+        elif job.state == jobs.FAILED:  # kept: a study's page shows it too on its next visit (asking again retries)
             messages.append(("error", f"{job.label} failed: {job.error}"))
-            jobs.MANAGER.forget(key)  # asking again retries
         elif job.state == jobs.CANCELLED:
-            messages.append(("warning", f"{job.label}: cancelled; the previous run is still loaded."))
+            messages.append(("warning", f"{job.label}: {_cancelled_text(job)}."))
 
 
 @st.fragment(run_every=1.0)
@@ -114,7 +119,12 @@ def _running_jobs_panel() -> None:
         st.rerun()  # one of this session's jobs ended: the whole page picks up its run
     for job in running:
         st.progress(job.fraction, text=f"{job.label}: {job.message}")
-        st.button("Cancel", key=session.item_key(session.CANCEL_PANEL, job.key), on_click=job.cancel)
+        st.button(
+            "Cancel",
+            key=session.item_key(session.CANCEL_PANEL, job.key),
+            on_click=job.cancel,
+            kwargs={"by": session.session_id()},
+        )
 
 
 def jobs_panel() -> None:

@@ -439,7 +439,7 @@ def test_cancelled_job_keeps_the_previous_run():
     before = at.session_state["run_id"]
     at.button(key="go").click().run()
     _no_exceptions(at)
-    assert any("Cancelled" in w.value for w in at.warning)
+    assert [w.value for w in at.warning] == ["test job: cancelled."]
     assert not any(box.warning for box in at.status)
     assert at.session_state["run_id"] == before
     assert before in core_explore.RUNS
@@ -519,11 +519,47 @@ def test_a_job_cancelled_from_its_progress_box_is_said_there():
     _no_exceptions(at)
     assert "shown: None" in [m.value for m in at.main.markdown]
     said = [w.value for w in at.main.warning if "a study" in w.value]
-    assert said == ["Cancelled: a study; the previous results are still shown."]  # where Cancel was pressed
+    assert said == ["a study: cancelled."]  # where Cancel was pressed
     assert jobs.MANAGER.get(key) is None  # forgotten: asking again retries
     at.run()
     _no_exceptions(at)
     assert not any("a study" in w.value for w in at.warning)  # said once, not again in the sidebar
+
+
+def test_a_shared_job_cancelled_by_another_session_says_so():
+    import threading
+
+    from relu_core import jobs
+
+    key = "test:cancelled-elsewhere"
+    jobs.MANAGER.forget(key)
+
+    def app():
+        import time
+
+        import streamlit as st
+
+        from relu_core.errors import Cancelled
+        from studio import jobbox
+
+        def study(progress, cancel):
+            while not cancel():
+                time.sleep(0.02)
+            raise Cancelled("stopped")
+
+        st.write(f"shown: {jobbox.run_job('a study', study, key='test:cancelled-elsewhere', select=False)}")
+
+    def cancel_elsewhere():  # the same study, asked for and then cancelled in another browser session
+        while jobs.MANAGER.get(key) is None:
+            time.sleep(0.02)
+        jobs.MANAGER.get(key).cancel(by="another session")
+
+    import time
+
+    threading.Thread(target=cancel_elsewhere).start()
+    at = AppTest.from_function(app, default_timeout=TIMEOUT).run()
+    _no_exceptions(at)
+    assert [w.value for w in at.warning] == ["a study: cancelled from another browser session."]
 
 
 def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
@@ -731,6 +767,42 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
         core_explore.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0, list(protocol.PAIRED)), 0
     )
     assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(expected["auroc"].estimate, abs=1e-4)
+
+
+def test_a_study_that_failed_while_its_page_was_left_says_so_there_too():
+    """The sidebar says it once where the session is; the study's own page says it on the next visit."""
+    from relu_core import jobs
+
+    key = "test:failed-while-away"
+    jobs.MANAGER.forget(key)
+
+    def app():
+        import streamlit as st
+
+        from relu_core.errors import InputError
+        from studio import jobbox, sidebar
+
+        def study(progress, cancel):
+            raise InputError("the study could not run")
+
+        sidebar.sidebar_run_picker()
+        if not st.session_state.get("started"):  # the study page's Run button; then the user goes elsewhere
+            st.session_state["started"] = True
+            jobbox.start_job("test:failed-while-away", "a study", study, select=False)
+        elif st.session_state.get("back"):  # back on the study's page
+            st.write(f"shown: {jobbox.job_result('test:failed-while-away')}")
+
+    at = AppTest.from_function(app, default_timeout=TIMEOUT).run()
+    _settle(at)
+    _no_exceptions(at)
+    assert [e.value for e in at.sidebar.error] == ["a study failed: the study could not run"]
+    at.session_state["back"] = True
+    at.run()
+    assert [e.value for e in at.main.error] == ["the study could not run"]
+    assert "shown: None" in [m.value for m in at.main.markdown]
+    at.run()
+    assert not at.error  # said once on each
+    assert jobs.MANAGER.get(key) is None  # asking again retries
 
 
 def test_a_job_started_before_the_page_was_left_is_picked_up_on_return():

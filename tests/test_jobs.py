@@ -109,3 +109,10 @@ def test_finished_jobs_are_bounded_and_running_ones_kept(monkeypatch):
     assert [k for k in keys if k != "slow"] == ["quick7", "quick8", "quick9", "one more"]
     gate.set()
     assert running.wait(5)
+
+
+def test_a_job_remembers_who_asked_first_to_cancel_it():
+    job = jobs.Job("k", "label")
+    job.cancel(by="session a")
+    job.cancel(by="session b")
+    assert job.cancel_requested() and job.cancelled_by == "session a"
