@@ -43,6 +43,20 @@ def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
     )
 
 
+def outcome_column(frame: pd.DataFrame) -> list[str]:
+    """The short verdict ("Rel-U better", "Doctor better", "no significant difference") of each row of a paired
+    frame (``metric``, ``estimate``, ``ci_low``, ``ci_high``, ``verdict``; one sign convention per table: the
+    numbers are in the columns before). A row without an interval keeps its verdict's words."""
+    return [
+        verdict.split(": ", 1)[1]
+        if np.isnan(low)
+        else stats.PairedDifference(metric, estimate, low, high, stats.HIGHER_IS_BETTER[metric], 0).outcome()
+        for metric, estimate, low, high, verdict in zip(
+            frame["metric"], frame["estimate"], frame["ci_low"], frame["ci_high"], frame["verdict"], strict=True
+        )
+    ]
+
+
 def difference_label(a: str, b: str) -> str:
     """The name of the difference row ``a − b`` (e.g. "Rel-U − Doctor")."""
     return f"{a} − {b}"

@@ -20,7 +20,19 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, detectors, figures, jobs, limits, metrics, preprocessing, protocol, stats, threads
+from relu_core import (
+    cache,
+    comparison,
+    detectors,
+    figures,
+    jobs,
+    limits,
+    metrics,
+    preprocessing,
+    protocol,
+    stats,
+    threads,
+)
 from relu_core.errors import InputError
 from relu_core.registry import LRURegistry
 
@@ -420,7 +432,7 @@ def paired_table(frame: pd.DataFrame) -> pd.DataFrame:
                 f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])
             ],
             "95 % CI of the mean": [f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(frame["ci_low"], frame["ci_high"])],
-            "verdict": [v.split(": ", 1)[1] for v in frame["verdict"]],
+            "verdict": comparison.outcome_column(frame),
         }
     )
 

@@ -118,3 +118,21 @@ def test_caught_by_one_against_a_loop(scored):
     none_a, none_b = comparison.caught_by_one(indices, correct, accepted_a, accepted_a)
     assert none_a.size == none_b.size == 0
     assert isinstance(comparison.metrics_table({}, 0.5), pd.DataFrame)
+
+
+def test_outcome_column_gives_one_sign_convention_per_table():
+    frame = pd.DataFrame(
+        {
+            "metric": ["fpr95", "auroc", "aurc", "auroc"],
+            "estimate": [-0.05, -0.02, 0.001, 0.01],
+            "ci_low": [-0.08, -0.03, -0.002, np.nan],
+            "ci_high": [-0.01, -0.01, 0.004, np.nan],
+            "verdict": ["", "", "", "AUROC: no interval (no bootstrap)"],
+        }
+    )
+    assert comparison.outcome_column(frame) == [
+        "Rel-U better",  # a lower FPR95
+        "Doctor better",  # a lower AUROC
+        "no significant difference",
+        "no interval (no bootstrap)",
+    ]

@@ -47,7 +47,7 @@ def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> N
     # Rel-U − Doctor, paired, for every corruption and metric, with the count of significant wins and losses
     paired = next(df.value for df in at.dataframe if "95 % CI of the mean" in df.value.columns)
     assert len(paired) == 20 * 3 and set(paired["metric"]) == {"FPR95", "AUROC", "AURC"}
-    assert all(v.startswith(("no significant difference", "Rel-U better", "Doctor better")) for v in paired["verdict"])
+    assert set(paired["verdict"]) <= {"no significant difference", "Rel-U better", "Doctor better"}  # numbers: before
     assert any("of 19 corruptions (95 % paired bootstrap" in m.value for m in at.markdown)
     assert any("Settings searched" in c.value and "Rel-U 50" in c.value for c in at.caption)
     assert {b.proto.label.split(" (")[0] for b in at.get("download_button")} >= {"Table", "Per-seed values"}

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from relu_core import comparison
 from relu_core import figures as core_figures
 from relu_core.studies import base
 
@@ -241,7 +242,7 @@ def paired_table(result: base.StudyResult) -> pd.DataFrame:
             "95 % CI of the mean": [
                 "–" if np.isnan(lo) else f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(p["ci_low"], p["ci_high"])
             ],
-            "verdict": [v.split(": ", 1)[1] for v in p["verdict"]],
+            "verdict": comparison.outcome_column(p),
         }
     )
 
