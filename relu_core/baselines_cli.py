@@ -138,9 +138,7 @@ def run_command(args: argparse.Namespace, bar) -> int:
     n_resamples = 0 if args.bootstrap.strip() == "0" else validation.parse_int(args.bootstrap, "--bootstrap", minimum=1)
     batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
     keys = None if args.methods is None else [k.strip() for k in args.methods.split(",") if k.strip()]
-    out = None if args.out is None else Path(args.out)
-    if out is not None and out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} exists and is not a directory")
+    out = None if args.out is None else validation.output_folder(args.out)  # before the work
     if args.logits is None and args.model is None:  # (both at once: argparse refuses)
         raise InputError("give either --logits FILE or --model NAME with --dataset")
     run, title = cli.run_from_args(args, bar, batch_size)

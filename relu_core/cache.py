@@ -100,25 +100,36 @@ DOCUMENT_MODE = 0o644
 would write it. The cache's own files keep the temporary file's private 0600."""
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: int | None = None) -> Path:
+def atomic_write(
+    path: Path, write: Callable[[IO[bytes]], None], *, mode: int | None = None, move_non_file: bool = False
+) -> Path:
     """Call ``write(stream)`` on a temporary file next to ``path``, then rename it onto ``path`` (readers see
-    the old file or the complete new one, never half a file); a non-file at ``path`` is moved aside first.
+    the old file or the complete new one, never half a file). A non-file at ``path`` (a directory, FIFO,
+    device) is refused in one line, or moved aside with ``move_non_file`` (the cache's own entries only: never
+    a path the user named).
 
     The file is private (0600, from ``tempfile.mkstemp``) unless ``mode`` gives its permission bits, set
-    before the rename so that no reader ever sees other ones."""
+    before the rename so that no reader ever sees other ones. Failing to write raises InputError naming
+    ``path`` (not the temporary file)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not path.is_file():
+        if not move_non_file:
+            raise InputError(f"{path} is {'a directory' if path.is_dir() else 'not a regular file'}, not a file")
         move_aside(path)
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    tmp_name = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
         with os.fdopen(handle, "wb") as tmp:
             write(tmp)
             if mode is not None:
                 os.fchmod(tmp.fileno(), mode)
         os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+    except BaseException as error:
+        if tmp_name is not None:
+            Path(tmp_name).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise InputError(f"cannot write {path} ({error.strerror or error})") from None
         raise
     return path
 
@@ -157,7 +168,11 @@ def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path:
         raise ValueError(f"{_CHECKSUM!r} is a reserved array name")
     arrays = {name: np.asarray(value) for name, value in arrays.items()}
     checksum = np.array(_checksum(arrays, key_digest(key)))
-    return atomic_write(path_for(namespace, key), lambda stream: np.savez(stream, **arrays, **{_CHECKSUM: checksum}))
+    return atomic_write(
+        path_for(namespace, key),
+        lambda stream: np.savez(stream, **arrays, **{_CHECKSUM: checksum}),
+        move_non_file=True,
+    )
 
 
 def _listing(folder: Path) -> dict[str, list]:
@@ -171,7 +186,7 @@ def _listing(folder: Path) -> dict[str, list]:
 def write_manifest(folder: Path) -> None:
     """Record every file of ``folder`` (relative path, size, SHA-256) in ``folder/.manifest.json``."""
     text = json.dumps(_listing(folder), sort_keys=True)
-    atomic_write(folder / MANIFEST, lambda stream: stream.write(text.encode()))
+    atomic_write(folder / MANIFEST, lambda stream: stream.write(text.encode()), move_non_file=True)
 
 
 def manifest_matches(folder: Path) -> bool:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
+from relu_core import validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.validation import parse_fraction, parse_int
 
@@ -471,9 +472,7 @@ def _cmd_logits(args: argparse.Namespace, bar: ProgressBar) -> int:
 
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     main_process = distributed.is_main_process()
-    out = Path(args.out)
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"no such directory: {out.parent}")
+    out = validation.output_file(args.out)  # before the model runs
     run = _model_run(args, batch_size, bar if main_process else None)
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them

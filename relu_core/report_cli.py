@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from relu_core import validation
 from relu_core.errors import InputError
 
 
@@ -16,12 +17,15 @@ def cmd_report(args) -> int:
     from relu_core.report import report_for_run, write_report
 
     try:
-        temperature, fraction, seed = float(args.temperature), float(args.val_fraction), int(args.seed)
+        temperature = float(args.temperature)
     except ValueError:
-        raise InputError("--temperature and --val-fraction must be numbers, --seed an integer") from None
+        temperature = float("nan")
     if not (np.isfinite(temperature) and temperature > 0):
-        raise InputError(f"--temperature must be a positive number, got {args.temperature!r}")
+        raise InputError(f"--temperature must be one positive number, got {args.temperature!r}")
+    fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
+    seed = validation.parse_int(args.seed, "--seed", minimum=0)
     lam = _parse_lambda(args.lam)
+    validation.output_file(args.out)
     run = load_logits_file(args.logits)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     text = report_for_run(

@@ -7,6 +7,8 @@ Booleans are refused where integers are expected (``True`` is an ``int`` in Pyth
 from __future__ import annotations
 
 import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -75,3 +77,45 @@ def parse_int(text: str, flag: str, *, minimum: int | None = None) -> int:
     except ValueError:
         raise InputError(f"{flag} must be {_integer_kind(minimum, None)}, got {text!r}") from None
     return integer(value, flag, minimum=minimum)
+
+
+def output_file(path: str | Path, what: str = "--out") -> Path:
+    """``path`` as a file the user asked to write, checked before any work: it needs a name, an existing
+    folder this process can write into, and nothing but a regular file at ``path`` (a directory, FIFO or device
+    there is refused, never replaced)."""
+    given, path = str(path), Path(path)
+    if path.name in ("", ".", ".."):
+        raise InputError(f"{what} needs a file name, got {given!r}")
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise InputError(f"{what} {path} is {kind}: give the name of a file to write")
+    if not path.parent.is_dir():
+        raise InputError(f"{what} {path}: no such directory {path.parent}")
+    _probe(path.parent, f"{what} {path}")
+    return path
+
+
+def _probe(folder: Path, what: str) -> None:
+    """InputError unless a file can be created in ``folder`` (tried: permissions alone do not tell, as root
+    or on /sys, /proc or a read-only mount)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise InputError(f"{what}: cannot write into {folder} ({error.strerror or error})") from None
+
+
+def output_folder(path: str | Path, what: str = "--out") -> Path:
+    """``path`` as a folder the user asked to write files into, checked before any work: not a file, created
+    when missing, and writable by this process."""
+    if not str(path).strip():
+        raise InputError(f"{what} needs a folder name")
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{what} {path}: cannot create it ({error.strerror or error})") from None
+    _probe(path, f"{what} {path}")
+    return path

@@ -13,6 +13,7 @@ import pytest
 
 from relu_core import cli, protocol
 from relu_core.detectors import LAMBDA_GRID, protocol_keys
+from relu_core.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 JSON_KEYS = {
@@ -344,7 +345,7 @@ def test_failed_npz_write_keeps_the_old_file_and_leaves_no_partial_one(tmp_path,
         raise OSError("disk full")
 
     monkeypatch.setattr(np, "savez", failing_savez)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(InputError, match=r"cannot write .*out\.npz \(disk full\)"):  # the path asked, not the temp
         cli.write_logits_npz(path, logits * 2, labels, ["a", "b", "c"])
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
@@ -597,3 +598,40 @@ def test_select_reports_the_values_chosen_per_seed(npz_file, capsys):
 def test_bad_bootstrap_count_is_one_line(npz_file):
     proc = _run_module("evaluate", "--logits", str(npz_file), "--bootstrap", "-3")
     _assert_one_error_line(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _outputs(tmp: Path) -> dict[str, Path]:
+    """Places an --out must never replace, and nothing the user keeps in them may change."""
+    folder = tmp / "my-folder"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("precious")
+    fifo = tmp / "pipe"
+    os.mkfifo(fifo)
+    return {"folder": folder, "fifo": fifo, "nameless": Path(""), "no-folder": tmp / "missing" / "x.out"}
+
+
+@pytest.mark.parametrize("place", ["folder", "fifo", "nameless", "no-folder"])
+@pytest.mark.parametrize("command", ["report", "logits"])
+def test_an_out_that_is_not_a_file_is_refused_before_any_work(command, place, npz_file, tmp_path, capsys, monkeypatch):
+    """--out naming a folder (or a FIFO) used to be moved aside as a damaged cache entry and replaced, exit 0."""
+    out = _outputs(tmp_path)[place]
+    monkeypatch.setattr(cli, "_model_run", lambda *a: pytest.fail("the model ran before --out was checked"))
+    argv = {
+        "report": ["report", "--logits", str(npz_file)],
+        "logits": ["logits", "--model", "cnn8", "--dataset", "digits"],
+    }[command]
+    rc = cli.main([*argv, "--out", str(out) if place != "nameless" else ""])
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my-folder", "pipe"]  # nothing moved aside or added
+    assert (tmp_path / "my-folder" / "notes.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("command", [["study", "tuning-split"], ["baselines"]])
+def test_an_out_folder_that_is_a_file_is_refused_before_any_work(command, npz_file, tmp_path, capsys):
+    taken = tmp_path / "a-file"
+    taken.write_text("precious")
+    rc = cli.main([*command, "--logits", str(npz_file), "--seeds", "2", "--bootstrap", "0", "--out", str(taken)])
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)  # no table printed first: checked before the work
+    assert "is a file, not a folder" in captured.err and taken.read_text() == "precious"

@@ -202,6 +202,8 @@ def handle(args: argparse.Namespace, bar) -> int:
 
     study = studies.get(args.name)
     options = options_from_args(study.name, args)
+    if args.out:
+        validation.output_folder(args.out)  # before the work
     run = _load_run(args, bar)
     bar.close()
     result = study.run(run, progress=bar, **options)

@@ -110,11 +110,24 @@ def test_atomic_write_leaves_no_temporary_file_on_failure(own_cache, tmp_path):
         stream.write(b"half")
         raise OSError("disk full")
 
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(InputError, match=r"cannot write .*out\.bin \(disk full\)"):
         cache.atomic_write(target, fail)
     assert not target.exists() and not list(tmp_path.glob(".tmp-*"))
     cache.atomic_write(target, lambda stream: stream.write(b"whole"))
     assert target.read_bytes() == b"whole"
+
+
+def test_atomic_write_moves_aside_only_the_cache_s_own_entries(own_cache, tmp_path):
+    """A folder where a file belongs is a damaged cache entry when the cache writes it, but a path the user
+    named (a report's --out) must never be renamed away."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("precious")
+    with pytest.raises(InputError, match="is a directory, not a file"):
+        cache.atomic_write(folder, lambda stream: stream.write(b"report"))
+    assert (folder / "keep.txt").read_text() == "precious" and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    cache.atomic_write(folder, lambda stream: stream.write(b"entry"), move_non_file=True)
+    assert folder.read_bytes() == b"entry" and len(list(tmp_path.glob("mine.broken-*"))) == 1
 
 
 def test_atomic_write_mode_sets_the_permissions_of_the_finished_file(own_cache, tmp_path):
