@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -37,6 +38,10 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        # no abbreviations: "--seed 3" would silently mean evaluate's "--seeds 3" (report's --seed is a split seed)
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
     def error(self, message: str) -> None:  # argparse would print the usage block and exit
         raise _UsageError(message)
 
@@ -150,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
         "a label column",
         required=True,
     )
-    ev.add_argument("--methods", default=None, help="comma-separated detector keys or names (default: every detector)")
+    ev.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated detector keys or names (default: every detector; with --eps, every detector "
+        "input pre-processing is defined for)",
+    )
     ev.add_argument(
         "--temperature",
         default=None,
@@ -414,6 +424,14 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
+    if args.eps > 0:  # checked before the model runs
+        from relu_core import detectors, preprocessing
+
+        perturbable = [k for k in methods if detectors.REGISTRY[k].perturbation]
+        if args.methods is None:
+            methods = perturbable
+        elif len(perturbable) < len(methods):
+            preprocessing.check_detector(next(detectors.REGISTRY[k]() for k in methods if k not in perturbable))
     perturbed_scorer = None
     if args.logits is not None and args.eps > 0:
         raise InputError("--eps perturbs the inputs, so it needs --model and --dataset instead of --logits")
@@ -538,6 +556,9 @@ def _run(argv: Sequence[str] | None) -> int:
         return args.handler(args, bar)
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+    except BrokenPipeError:  # the reader stopped early (``| head``): what it read is all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error while exiting
+        return 0
     except (Cancelled, KeyboardInterrupt):
         bar.close()
         print("error: cancelled", file=sys.stderr)

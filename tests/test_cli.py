@@ -249,7 +249,13 @@ def test_bad_options_give_one_error_line(options, npz_file, capsys):
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["frobnicate"], ["evaluate"], ["evaluate", "--model", "cnn8"], ["logits", "--model", "cnn8"]],
+    [
+        [],
+        ["frobnicate"],
+        ["evaluate"],
+        ["evaluate", "--model", "cnn8"],
+        ["logits", "--model", "cnn8"],
+    ],
     ids=lambda a: " ".join(a) or "nothing",
 )
 def test_usage_errors_give_one_error_line(argv, capsys):
@@ -635,3 +641,50 @@ def test_an_out_folder_that_is_a_file_is_refused_before_any_work(command, npz_fi
     captured = capsys.readouterr()
     _assert_one_error_line(rc, captured.out, captured.err)  # no table printed first: checked before the work
     assert "is a file, not a folder" in captured.err and taken.read_text() == "precious"
+
+
+def test_eps_defaults_to_the_detectors_it_is_defined_for(capsys, monkeypatch):
+    """The README's `evaluate --model ... --eps 0.002` failed on Entropy, one of the default detectors; a
+    detector named explicitly that pre-processing is not defined for is refused before the model runs."""
+    from relu_core import preprocessing
+
+    monkeypatch.setattr(cli, "run_from_args", lambda *a: pytest.fail("the model ran before --methods was checked"))
+    rc = cli.main(["evaluate", "--model", "cnn8", "--dataset", "digits", "--eps", "0.002", "--methods", "relu,energy"])
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)
+    assert "not Energy" in captured.err
+
+    from relu_core.runs import Run
+
+    logits, labels = _logits(200, 4)
+    asked = []
+
+    def evaluate(logits, labels, methods, **options):
+        asked.append(methods)
+        raise InputError("the detectors are all this test needs")
+
+    monkeypatch.setattr(cli, "run_from_args", lambda *a: (Run.from_logits(logits, labels, ("a", "b", "c", "d")), ""))
+    monkeypatch.setattr(preprocessing, "make_perturbed_scorer", lambda *a, **k: None)
+    monkeypatch.setattr(protocol, "evaluate", evaluate)
+    cli.main(["evaluate", "--model", "cnn8", "--dataset", "digits", "--eps", "0.002"])
+    assert asked == [["msp", "odin", "doctor", "relu"]]
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    """``python -m relu_core ... | head -1``: once the reader has gone, writing raises BrokenPipeError, which
+    was reported as bad input (exit 2)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "relu_core", "models"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env
+    )
+    proc.stdout.close()  # the reader is gone before the first line
+    assert proc.wait(timeout=120) == 0
+    assert proc.stderr.read() == b""
+
+
+def test_options_are_never_abbreviated(npz_file, capsys):
+    """``evaluate --seed 3`` silently meant ``--seeds 3`` (report's --seed is a split seed, not a count)."""
+    rc = cli.main(["evaluate", "--logits", str(npz_file), "--seed", "3"])
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)
+    assert "unrecognized arguments: --seed 3" in captured.err
