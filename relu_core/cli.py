@@ -358,11 +358,11 @@ def format_table(result, *, title: str = "") -> str:
     ]
     paired = result.paired_summary()
     if paired is not None:
-        n_resamples = next(iter(result.paired.values())).n_resamples
+        n_resamples = next(iter(paired.values()))["n_resamples"]
         lines += [
             "",
             f"Rel-U − Doctor on the same splits (mean ± std over seeds; 95 % paired bootstrap interval of "
-            f"the mean, {n_resamples} resamples of each evaluation part):",
+            f"the mean, {n_resamples} resamples of the evaluation samples):",
         ]
         for metric, row in paired.items():
             lines.append(f"  {row['mean']:+.4f} ± {row['std']:.4f}   {row['verdict']}")

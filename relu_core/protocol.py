@@ -299,22 +299,28 @@ class EvaluationResult:
 
     def paired_summary(self) -> dict[str, dict[str, object]] | None:
         """Rel-U − Doctor per metric: mean and std over seeds, per-seed values, the estimate, its interval,
-        whether it is significant, and the verdict in words; None unless both were evaluated."""
-        if self.paired is None:
+        whether it is significant, and the verdict in words; None unless both were evaluated. Without a bootstrap
+        (0 resamples) the interval fields are None and the verdict says there is none."""
+        if not all(k in self.methods for k in PAIRED):
             return None
         out: dict[str, dict[str, object]] = {}
-        for metric, diff in self.paired.items():
+        for metric in stats.HIGHER_IS_BETTER:
             per_seed = self.difference_per_seed(metric)
+            diff = None if self.paired is None else self.paired[metric]
             out[metric] = {
                 "mean": float(np.mean(per_seed)),
                 "std": float(np.std(per_seed)),
                 "per_seed": [float(v) for v in per_seed],
-                "ci_low": diff.low,
-                "ci_high": diff.high,
-                "confidence": diff.confidence,
-                "n_resamples": diff.n_resamples,
-                "significant": diff.significant,
-                "verdict": diff.verdict(),
+                "ci_low": None if diff is None else diff.low,
+                "ci_high": None if diff is None else diff.high,
+                "confidence": None if diff is None else diff.confidence,
+                "n_resamples": 0 if diff is None else diff.n_resamples,
+                "significant": None if diff is None else diff.significant,
+                "verdict": (
+                    f"{stats.METRIC_LABELS[metric]}: no bootstrap interval (0 resamples)"
+                    if diff is None
+                    else diff.verdict()
+                ),
             }
         return out
 
@@ -330,8 +336,8 @@ class EvaluationResult:
                 row[f"{metric}_std"] = self.std(key, metric)
             row["accuracy"] = float(np.mean(self.accuracy))
             row.update(self.settings(key))
-            if key == PAIRED[0] and self.paired is not None:
-                row["minus_doctor"] = self.paired_summary()
+            if key == PAIRED[0] and (paired := self.paired_summary()) is not None:
+                row["minus_doctor"] = paired
             out[key] = row
         return out
 

@@ -560,7 +560,9 @@ def test_lambda_zero_is_labelled_as_doctor_in_the_table_and_the_json(npz_file, c
     )
     got = json.loads(capsys.readouterr().out)
     assert got["relu"]["hamming_fallback"] is True and got["relu"]["lambda"] == 0
-    assert "minus_doctor" not in got["relu"]  # --bootstrap 0: no interval
+    difference = got["relu"]["minus_doctor"]["auroc"]  # --bootstrap 0: the difference without its interval
+    assert difference["mean"] == 0 and difference["ci_low"] is None and difference["n_resamples"] == 0
+    assert difference["verdict"] == "AUROC: no bootstrap interval (0 resamples)"
 
 
 def test_select_reports_the_values_chosen_per_seed(npz_file, capsys):

@@ -397,6 +397,7 @@ def logits_file(tmp_path, run):
         (["study", "ablation", "--axes", "lambda,eps"], "needs a run with its model"),
         (["study", "mismatch"], "needs a run with its model"),
         (["study", "calibration", "--val-fraction", "2"], "strictly between 0 and 1"),
+        (["study", "ablation", "--val-fraction", "0.5,0.2"], "--val-fraction"),  # one value (was: the first)
         (["study", "calibration", "--bogus"], "unrecognized arguments"),
     ],
 )
@@ -427,6 +428,8 @@ def test_cli_json_and_out_folder(logits_file, tmp_path, capsys) -> None:
     assert cli.main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["study"] == "tuning-split" and data["settings"]["seeds"] == [0, 1]
+    run = cli.load_logits_file(logits_file)  # the output names its run
+    assert data["run"] == {"source": run.source, "run_id": run.run_id} and logits_file.name in run.source
     assert {row["x"] for row in data["curves"]} == {0.2, 0.5}
     files = {p.name for p in out.iterdir()}
     assert {

@@ -1,7 +1,8 @@
 """``python -m relu_core study NAME ...``: the studies without the dashboard (same numbers as the Studies page).
 
-The run is the offline default (digits + a small CNN) unless ``--logits`` or ``--model``/``--dataset`` name
-another. Text tables go to stdout (``--json``: one JSON object, NaN written as null); ``--out DIR`` also writes
+The run is the default one (Fashion-MNIST + a small CNN when the data set is on the machine, else digits; as
+``python -m relu_core demo``) unless ``--logits`` or ``--model``/``--dataset`` name another; the output names
+it. Text tables go to stdout (``--json``: one JSON object, NaN written as null); ``--out DIR`` also writes
 every frame as CSV, ``result.json`` and each figure as standalone HTML and CSV. Bad input exits with code 2
 and one line (handled by :mod:`relu_core.cli`). Heavy imports happen inside the handler, so ``--help`` and the
 other commands stay fast.
@@ -32,7 +33,11 @@ def add_parser(sub) -> None:
         "D* fitted on tuning splits only. Results are cached by their settings.",
     )
     st.add_argument("name", metavar="NAME", help=" | ".join(STUDY_NAMES))
-    cli.add_run_arguments(st, "logits file (.npz/.csv/.parquet); default: the offline digits run", required=False)
+    cli.add_run_arguments(
+        st,
+        "logits file (.npz/.csv/.parquet); default: the default run (Fashion-MNIST when here, else digits)",
+        required=False,
+    )
     st.add_argument(
         "--download",
         action="store_true",
@@ -108,7 +113,7 @@ def options_from_args(name: str, args) -> dict:
         "use_cache": not args.no_cache,
     }
     if name in ("ablation", "calibration"):
-        options["tune_fraction"] = _numbers("--val-fraction", args.val_fraction)[0]
+        options["tune_fraction"] = validation.parse_fraction(args.val_fraction, "--val-fraction")  # one value
     if name in ("tuning-split", "mismatch"):
         options["fractions"] = _numbers("--fractions", args.fractions)
     if name == "ablation":
@@ -180,9 +185,14 @@ def format_result(result) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(result, folder: str | Path) -> list[Path]:
-    """Every CSV, ``result.json`` and each figure (HTML + CSV) under ``folder`` (created if missing), each
-    file written atomically (``cache.write_document``)."""
+def _with_run(result, run) -> dict:
+    """``result.to_dict`` (strict JSON) led by the run it was computed on."""
+    return {"run": {"source": run.source, "run_id": run.run_id}, **result.to_dict(strict_json=True)}
+
+
+def write_outputs(result, folder: str | Path, run) -> list[Path]:
+    """Every CSV, ``result.json`` (naming ``run``) and each figure (HTML + CSV) under ``folder`` (created if
+    missing), each file written atomically (``cache.write_document``)."""
     from relu_core import cache
     from relu_core.studies import figures
 
@@ -190,7 +200,7 @@ def write_outputs(result, folder: str | Path) -> list[Path]:
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--out {folder} is a file, not a directory")
     texts = dict(result.csv_files())
-    texts["result.json"] = json.dumps(result.to_dict(strict_json=True), indent=1)
+    texts["result.json"] = json.dumps(_with_run(result, run), indent=1)
     for slug, fig, sentence in figures.figures_for(result):
         texts[f"{slug}.html"] = figures.figure_html(fig, sentence)
         texts[f"{slug}.csv"] = figures.figure_csv(fig)
@@ -208,8 +218,11 @@ def handle(args: argparse.Namespace, bar) -> int:
     bar.close()
     result = study.run(run, progress=bar, **options)
     bar.close()
-    print(json.dumps(result.to_dict(strict_json=True), indent=1) if args.json else format_result(result))
+    if args.json:
+        print(json.dumps(_with_run(result, run), indent=1))
+    else:
+        print(f"Run: {run.source or 'logits'} (run id {run.run_id})\n{format_result(result)}")
     if args.out:
-        written = write_outputs(result, args.out)
+        written = write_outputs(result, args.out, run)
         print(f"wrote {len(written)} files to {args.out}", file=sys.stderr)
     return 0
