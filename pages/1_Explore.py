@@ -167,21 +167,40 @@ def _gallery(
         st.caption(f"showing {limit} of {indices.size}")
 
 
-def _export_buttons(run_, view: explore.ExploreView, figs: dict, table: pd.DataFrame, settings: dict) -> None:
+def _export_buttons(
+    run_, view: explore.ExploreView, figs: dict, table: pd.DataFrame, operating: pd.DataFrame, settings: dict
+) -> None:
     """One row: the view's data as a ZIP (built when clicked) and "Download report", the current view as one
     self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
     slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
     from relu_core import report
 
+    def paired() -> dict:
+        return view.paired or explore.paired_for(view, int(settings["split seed"]))
+
+    def view_zip() -> bytes:
+        files = explore.view_files(
+            view,
+            figs,
+            table,
+            settings,
+            list(run_.class_names),
+            paired=paired(),
+            operating=operating,
+            provenance=report.provenance(run_),
+        )
+        return report.data_zip(files)
+
     row = st.container(horizontal=True)
     row.download_button(
         "Data of this view (ZIP)",
-        lambda: report.data_zip(explore.view_files(view, figs, table, settings, list(run_.class_names))),
+        view_zip,
         file_name="relu_studio_view.zip",
         mime="application/zip",
         on_click="ignore",
         key=session.EX_DL_DATA,
-        help="D* (CSV, .npy), the data of every chart and of the metrics table (CSV), and the settings (JSON).",
+        help="D* (CSV, .npy), the data of every chart, the metrics, Rel-U − Doctor with its intervals and the "
+        "operating point (CSV), and the settings with the run's provenance (JSON).",
     )
     wanted = (view.run_id, tuple(settings.items()))
     if row.button(
@@ -190,8 +209,11 @@ def _export_buttons(run_, view: explore.ExploreView, figs: dict, table: pd.DataF
         help="One HTML file of this view (interactive figures, "
         "metrics with intervals, settings, provenance) that opens offline.",
     ):
-        paired = view.paired or explore.paired_for(view, int(settings["split seed"]))
-        verdict = "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
+        differences = paired()
+        verdict = "Rel-U vs Doctor: " + "; ".join(differences[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
+        shown = operating.assign(
+            threshold=[comparison.threshold_format(operating["threshold"]) % t for t in operating["threshold"]]
+        )
         st.session_state[session.EX_REPORT_HTML] = (
             wanted,
             report.render_html(
@@ -201,7 +223,9 @@ def _export_buttons(run_, view: explore.ExploreView, figs: dict, table: pd.DataF
                 provenance_info=report.provenance(run_),
                 figs=list(figs.values()),
                 metrics_table=table,
-                paired=paired,
+                paired=differences,
+                operating_table=shown,
+                operating_note=OPERATING_NOTE.format(what=settings["operating point"]),
             ),
         )
     built = st.session_state.get(session.EX_REPORT_HTML)
@@ -416,18 +440,23 @@ def _paired_section(view: explore.ExploreView, paired_job) -> None:
         _paired_watch(paired_job.key)
 
 
-def _operating_section(view: explore.ExploreView, points: dict, s: Settings) -> None:
-    table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, view.correct[view.eval_idx])
+#: What the operating-point table shows (``what``: the target, e.g. "TPR ≥ 95%").
+OPERATING_NOTE = (
+    "Each detector's threshold is the lowest reaching {what} on the evaluation split; it accepts the predictions "
+    "with uncertainty ≤ threshold. Errors caught = misclassified and rejected."
+)
+
+
+def _operating_section(table: pd.DataFrame, s: Settings) -> None:
     # number formats by column config, not a pandas Styler (which cost ~15 ms of each slider move)
     rates = {c: st.column_config.NumberColumn(format="%.4f") for c in ("TPR", "FPR", "coverage", "risk")}
     threshold = st.column_config.NumberColumn(format=comparison.threshold_format(table["threshold"]))
     st.dataframe(table, column_config={"threshold": threshold, **rates})
-    what = f"TPR ≥ {s.op_target:.0%}" if s.op_kind == "tpr" else f"coverage ≥ {s.op_target:.0%}"
-    st.caption(
-        f"Each detector's threshold is the lowest reaching {what} on the evaluation split; it accepts "
-        "the predictions with uncertainty ≤ threshold. Errors caught = misclassified and rejected. "
-        "Marked with × on both curves."
-    )
+    st.caption(OPERATING_NOTE.format(what=_target_words(s)) + " Marked with × on both curves.")
+
+
+def _target_words(s: Settings) -> str:
+    return f"TPR ≥ {s.op_target:.0%}" if s.op_kind == "tpr" else f"coverage ≥ {s.op_target:.0%}"
 
 
 def _cell_gallery(run_, view: explore.ExploreView, keys: list[str], class_names: list[str]) -> None:
@@ -489,7 +518,7 @@ def _report_settings(view: explore.ExploreView, s: Settings, eps_note: str) -> d
         "split seed": s.seed,
         "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
         "detectors": ", ".join(view.detectors[k].name for k in s.keys),
-        "operating point": f"{st.session_state[session.EX_OP_KIND]} {s.op_target:g}",
+        "operating point": _target_words(s),
         "selection": "fixed settings (no search)",
     }
 
@@ -547,12 +576,13 @@ def explore_panel(run_id: str) -> None:
     _curves(roc, rc)
     table = _metrics_section(view, s, paired_job, eps_note, perturbed)
     figs = {"dstar": heat, "confusion": cm_fig, "roc": roc, "risk_coverage": rc}
-    _export_buttons(run_, view, figs, table, _report_settings(view, s, eps_note))
+    operating_table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, correct_eval)
+    _export_buttons(run_, view, figs, table, operating_table, _report_settings(view, s, eps_note))
     _paired_section(view, paired_job)
     operating, cell, caught = st.tabs(DETAIL_TABS, key=session.EX_DETAIL_TAB, on_change="rerun")
     if operating.open:
         with operating:
-            _operating_section(view, points, s)
+            _operating_section(operating_table, s)
     if cell.open:
         with cell:
             _cell_gallery(run_, view, s.keys, class_names)

@@ -406,18 +406,43 @@ def view_files(
     table: pd.DataFrame,
     settings: dict[str, object],
     class_names: Sequence[str],
+    *,
+    paired: dict[str, stats.PairedDifference],
+    operating: pd.DataFrame,
+    provenance: dict[str, str],
 ) -> dict[str, str | bytes]:
     """The data of a view, file name -> content: the fitted D* (``dstar_matrix.csv`` with class names,
-    ``dstar.npy`` exact), each figure of ``figs`` but the D* heatmap as ``<name>.csv`` (its traces' data,
-    ``figures.figure_csv``), the metrics ``table`` (``metrics.csv``) and the ``settings`` (``settings.json``)."""
+    ``dstar.npy`` exact), each figure of ``figs`` but the D* heatmap as ``<name>.csv`` (its traces' data, as
+    drawn: curves of at most a few hundred points, ``figures.figure_csv``), the metrics ``table``
+    (``metrics.csv``), the ``paired`` Rel-U − Doctor differences with their intervals (``paired.csv``), the
+    ``operating`` point table (``operating_point.csv``), and the ``settings`` with the run's ``provenance``
+    (``settings.json``: run id, model, weights hash, data set, versions)."""
     buffer = io.BytesIO()
     np.save(buffer, view.dstar)
+    paired_csv = pd.DataFrame(
+        [
+            {
+                "metric": m,
+                "relu_minus_doctor": d.estimate,
+                "ci_low": d.low,
+                "ci_high": d.high,
+                "confidence": d.confidence,
+                "n_resamples": d.n_resamples,
+                "significant": d.significant,
+                "verdict": d.verdict(),
+            }
+            for m, d in paired.items()
+        ]
+    )
+    described = {"settings": {k: str(v) for k, v in settings.items()}, "provenance": dict(provenance)}
     return {
         "dstar_matrix.csv": figures.matrix_csv(view.dstar, class_names),
         "dstar.npy": buffer.getvalue(),
         **{f"{name}.csv": figures.figure_csv(fig) for name, fig in figs.items() if name != "dstar"},
         "metrics.csv": table.to_csv(),
-        "settings.json": json.dumps({k: str(v) for k, v in settings.items()}, indent=2, ensure_ascii=False),
+        "paired.csv": paired_csv.to_csv(index=False),
+        "operating_point.csv": operating.to_csv(),
+        "settings.json": json.dumps(described, indent=2, ensure_ascii=False),
     }
 
 

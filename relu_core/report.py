@@ -116,8 +116,11 @@ def render_html(
     figs: Sequence,
     metrics_table: pd.DataFrame,
     paired: Mapping[str, stats.PairedDifference],
+    operating_table: pd.DataFrame | None = None,
+    operating_note: str = "",
 ) -> str:
-    """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline."""
+    """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline.
+    ``operating_table`` (with ``operating_note`` under it), when given, is the view's operating point."""
     import pandas as pd
 
     significant = {stats.METRIC_LABELS[m]: d for m, d in paired.items() if d.significant}
@@ -152,7 +155,7 @@ interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
 <h2>Is Rel-U better than Doctor here?</h2>{_table_html(comparison.paired_rows(paired).set_index("metric"))}
 <p class="note">{100 * confidence:g} % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
 (the same resample scores both detectors).</p>
-<h2>Settings</h2>{_table_html(settings_frame)}
+{_operating_html(operating_table, operating_note)}<h2>Settings</h2>{_table_html(settings_frame)}
 <h2>Provenance</h2>{_table_html(prov_frame)}
 <p class="note">Made with Rel-U Studio. Rel-U: Dadalto et al., A Data-Driven Measure of Relative Uncertainty for
 Misclassification Detection, ICLR 2024.</p>"""
@@ -160,6 +163,12 @@ Misclassification Detection, ICLR 2024.</p>"""
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_STYLE}</style></head><body>{body}</body></html>\n"
     )
+
+
+def _operating_html(table: pd.DataFrame | None, note: str) -> str:
+    if table is None:
+        return ""
+    return f'<h2>Operating point</h2>{_table_html(table)}<p class="note">{html.escape(note)}</p>\n'
 
 
 def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float) -> pd.DataFrame:

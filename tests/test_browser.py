@@ -130,8 +130,9 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         page.get_by_role("button", name="Data of this view (ZIP)").click()
     with zipfile.ZipFile(download.value.path()) as archive:
         names = set(archive.namelist())
-        assert {"dstar.npy", "dstar_matrix.csv", "roc.csv", "metrics.csv", "settings.json"} <= names
-        assert "λ" in archive.read("settings.json").decode()
+        assert {"dstar.npy", "dstar_matrix.csv", "roc.csv", "metrics.csv", "paired.csv", "settings.json"} <= names
+        described = archive.read("settings.json").decode()
+        assert "λ" in described and "weights SHA-256" in described and "ci_low" in archive.read("paired.csv").decode()
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
 

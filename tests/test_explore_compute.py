@@ -67,7 +67,7 @@ def test_view_files_zip_holds_the_exact_dstar_every_chart_the_metrics_and_the_se
 
     import pandas as pd
 
-    from relu_core import figures, metrics, report
+    from relu_core import comparison, figures, metrics, report
 
     run = _run(5)
     run_id = explore.register_run(run)
@@ -79,7 +79,13 @@ def test_view_files_zip_holds_the_exact_dstar_every_chart_the_metrics_and_the_se
     figs = {"dstar": heat, "confusion": cm_fig, "roc": roc, "risk_coverage": rc}
     table = pd.DataFrame({"AUROC": [0.8, 0.7]}, index=["Rel-U", "Doctor"])
     settings = {"λ": "0.5", "split seed": 0}
-    data = report.data_zip(explore.view_files(view, figs, table, settings, run.class_names))
+    paired = explore.paired_for(view, 0)
+    operating = comparison.operating_table({view.detectors[k].name: points[k] for k in points}, correct)
+    provenance = report.provenance(run)
+    files = explore.view_files(
+        view, figs, table, settings, run.class_names, paired=paired, operating=operating, provenance=provenance
+    )
+    data = report.data_zip(files)
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         assert sorted(archive.namelist()) == sorted(
             [
@@ -89,13 +95,24 @@ def test_view_files_zip_holds_the_exact_dstar_every_chart_the_metrics_and_the_se
                 "roc.csv",
                 "risk_coverage.csv",
                 "metrics.csv",
+                "paired.csv",
+                "operating_point.csv",
                 "settings.json",
             ]
         )
+        differences = pd.read_csv(io.BytesIO(archive.read("paired.csv"))).set_index("metric")
+        for metric, diff in paired.items():  # the intervals travel with the numbers
+            assert differences.loc[metric, ["relu_minus_doctor", "ci_low", "ci_high"]].tolist() == pytest.approx(
+                [diff.estimate, diff.low, diff.high], abs=1e-12
+            )
+        table_back = pd.read_csv(io.BytesIO(archive.read("operating_point.csv")), index_col=0)
+        assert table_back["threshold"].tolist() == pytest.approx(operating["threshold"].tolist(), rel=1e-12)
         np.testing.assert_array_equal(np.load(io.BytesIO(archive.read("dstar.npy"))), view.dstar)
         matrix = pd.read_csv(io.BytesIO(archive.read("dstar_matrix.csv")), index_col=0)
         assert list(matrix.columns) == list(run.class_names)
         np.testing.assert_allclose(matrix.to_numpy(), view.dstar, rtol=1e-12)
         assert archive.read("roc.csv").decode() == figures.figure_csv(roc)
-        assert json.loads(archive.read("settings.json")) == {"λ": "0.5", "split seed": "0"}
+        described = json.loads(archive.read("settings.json"))
+        assert described["settings"] == {"λ": "0.5", "split seed": "0"}
+        assert described["provenance"]["run id"] == run.run_id and "version: numpy" in described["provenance"]
         assert pd.read_csv(io.BytesIO(archive.read("metrics.csv")), index_col=0)["AUROC"].tolist() == [0.8, 0.7]
