@@ -157,7 +157,11 @@ if result is not None:
         st.dataframe(explore.paired_table(result.paired), hide_index=True)
         st.caption(
             "Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "
-            "over seeds, and whether the 95 % interval excludes 0. The radar plots above show the means."
+            "over seeds (population std, ddof = 0), and whether the 95 % interval excludes 0 (the images are "
+            "resampled once for all seeds, whose evaluation images overlap). Each corruption is tested on its "
+            f"own, without a correction for the {len(corrupted_rows['corruption'].unique())} comparisons: with no "
+            "real difference about one in twenty would still read as significant. The radar plots above show "
+            "the means."
         )
 
     # ------------------------------------------------------------------ accuracy

@@ -97,8 +97,9 @@ st.dataframe(
     hide_index=True,
 )
 st.caption(
-    'Each row: one detector judged on the evaluation splits, mean ± std over the seeds. "learned" '
-    "detectors were fitted on the tuning split only."
+    "Each row: one detector judged on the evaluation splits, mean ± std over the seeds (population std, "
+    'ddof = 0). "learned" detectors were fitted on the tuning split only. Only Rel-U − Doctor is tested '
+    "(below): the other rows are not compared with each other, so close means are not a ranking."
 )
 if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")

@@ -34,6 +34,7 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
             t.get("legendgroup") for t in spec["data"]
         }
     captions = [c.value for c in at.caption]
+    assert any("Only Rel-U − Doctor is tested" in c for c in captions)  # the rest is not a ranking
     assert any(c.startswith("Each curve shows, for one detector") for c in captions)
     assert any(c.startswith("Each curve shows the error rate") for c in captions)
     labels = {b.proto.label for b in at.get("download_button")}
