@@ -195,7 +195,7 @@ def _export_buttons(
     row.download_button(
         "Data of this view (ZIP)",
         view_zip,
-        file_name="relu_studio_view.zip",
+        file_name=page.run_tagged("relu_studio_view.zip"),
         mime="application/zip",
         on_click="ignore",
         key=session.EX_DL_DATA,
@@ -233,7 +233,7 @@ def _export_buttons(
         row.download_button(
             "Save report (HTML)",
             built[1],
-            file_name="relu_studio_report.html",
+            file_name=page.run_tagged("relu_studio_report.html"),
             mime="text/html",
             on_click="ignore",
             key=session.EX_DL_REPORT,

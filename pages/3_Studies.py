@@ -170,7 +170,7 @@ image_format = st.radio(
     help="Drawn by your browser (no server-side rendering needed).",
 )
 for slug, fig, sentence in study_figures.figures_for(result):
-    config = figures.chart_config(f"{name}_{slug}")
+    config = figures.chart_config(page.run_tagged(f"{name}_{slug}"))
     config["toImageButtonOptions"] = {**config["toImageButtonOptions"], "format": image_format}
     page.chart(st, fig, slug, key=session.item_key(session.STUDY_CHART, slug), config=config)
     st.caption(sentence)

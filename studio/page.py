@@ -9,6 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from relu_core import figures, protocol
+from studio import session
 from studio.live_chart import live_chart
 from studio.runs import run_label
 from studio.sidebar import sidebar_run_picker
@@ -33,20 +34,37 @@ def page_header(tab_title: str, title: str, introduction: str):
     return run
 
 
+def run_tagged(file_name: str) -> str:
+    """``file_name`` with the current run's id (its first 8 characters) before the suffix,
+    "roc.csv" -> "roc_run-1a2b3c4d.csv", so that files saved from two runs neither collide nor get mixed up."""
+    run_id = st.session_state.get(session.RUN_ID)
+    if not run_id:
+        return file_name
+    path = Path(file_name)
+    return f"{path.stem}_run-{run_id[:8]}{path.suffix}"
+
+
 def download_button(place, label: str, data, file_name: str, *, key: str) -> None:
     """A download button in ``place`` (``st`` or a column) for ``data`` (text, or a function making it on
-    demand) saved as ``file_name``, its mime type from the suffix. Pressing it does not rerun the page."""
+    demand) saved as ``file_name`` tagged with the run (:func:`run_tagged`), its mime type from the suffix.
+    Pressing it does not rerun the page."""
     place.download_button(
-        label, data, file_name=file_name, mime=MIME_TYPES[Path(file_name).suffix], on_click="ignore", key=key
+        label,
+        data,
+        file_name=run_tagged(file_name),
+        mime=MIME_TYPES[Path(file_name).suffix],
+        on_click="ignore",
+        key=key,
     )
 
 
 def chart(place, fig, stem: str, *, key: str, config: dict | None = None, clickable: bool = False):
     """``fig`` in ``place`` (``st`` or a column) as the library built it, in Plotly's own theme (the HTML report's
     look too), kept mounted across reruns and updated in place (:mod:`studio.live_chart`). The camera button
-    saves ``stem``.png unless ``config`` replaces the chart config. With ``clickable``, returns the clicked
-    point (``{"x", "y", "customdata"}``) in the rerun its click starts, else None."""
-    config = figures.chart_config(stem) if config is None else config
+    saves ``stem``.png tagged with the run (:func:`run_tagged`) unless ``config`` replaces the chart config. With
+    ``clickable``, returns the clicked point (``{"x", "y", "customdata"}``) in the rerun its click starts, else
+    None."""
+    config = figures.chart_config(run_tagged(stem)) if config is None else config
     return live_chart(place, fig, config, key=key, clickable=clickable)
 
 

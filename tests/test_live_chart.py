@@ -84,3 +84,23 @@ def test_a_figure_is_serialised_once_while_it_lives() -> None:
     del fig
     gc.collect()  # a figure holds reference cycles (its traces point back at it)
     assert key not in live_chart._JSON_BY_FIGURE
+
+
+def test_saved_files_are_tagged_with_the_run(tmp_path) -> None:
+    """Files saved from two runs ("roc.csv") neither collide nor get mixed up: each name carries the run."""
+    script = tmp_path / "tagged.py"
+    script.write_text(
+        "import plotly.graph_objects as go\n"
+        "import streamlit as st\n"
+        "from studio import page\n"
+        "st.session_state['run_id'] = '0123456789abcdef'\n"
+        "page.chart(st, go.Figure(go.Bar(y=[1, 2])), 'bars', key='bars')\n"
+        "class Place:  # records what the button is asked to save as (AppTest's media URLs drop the name)\n"
+        "    def download_button(self, *args, **kwargs):\n"
+        "        st.session_state['saved_as'] = kwargs['file_name']\n"
+        "page.download_button(Place(), 'Table', 'a,b', 'table.csv', key='dl')\n"
+    )
+    at = AppTest.from_file(str(script), default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert charts(at)[0]["config"]["toImageButtonOptions"]["filename"] == "bars_run-01234567"
+    assert at.session_state["saved_as"] == "table_run-01234567.csv"
