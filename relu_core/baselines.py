@@ -48,7 +48,7 @@ from torch import nn
 from relu_core import cache, detectors, engine, figures, metrics, models, protocol, stats, validation
 from relu_core.detectors import Detector, register_detector
 from relu_core.errors import Cancelled, InputError
-from relu_core.progress import Cancel, Progress
+from relu_core.progress import Cancel, Progress, within
 from relu_core.threads import small_work
 
 MC_PASSES = 10
@@ -667,7 +667,7 @@ def baselines_study(
                 device=device,
                 batch_size=batch_size,
                 cancel=cancel,
-                progress=lambda d, t, message: progress(0, total, message),
+                progress=within(progress, 0, total),
             )
             return {"features": features, "weight": head.weight.detach().numpy(), "bias": head.bias.detach().numpy()}
 
@@ -683,7 +683,7 @@ def baselines_study(
                 device=device,
                 batch_size=batch_size,
                 cancel=cancel,
-                progress=lambda d, t, message: progress(1, total, message),
+                progress=within(progress, 1, total),
             )
         fixed["deep_ensemble"] = DeepEnsemble().score(member_logits)
         members = members or tuple(f"member {m}" for m in range(len(member_logits)))

@@ -16,3 +16,18 @@ def report(progress: Progress | None, done: int, total: int, message: str) -> No
     """Call ``progress`` when one is given."""
     if progress is not None:
         progress(done, total, message)
+
+
+#: Resolution of :func:`within`: the steps of one outer step.
+WITHIN_STEPS = 1000
+
+
+def within(progress: Progress, step: int, total: int) -> Progress:
+    """A ``progress`` for the inner work of outer step ``step`` of ``total``: its ``done / total`` moves the
+    outer bar from ``step`` to ``step + 1`` (in :data:`WITHIN_STEPS` steps), with the inner message."""
+
+    def inner(done: int, inner_total: int, message: str) -> None:
+        fraction = min(max(done / inner_total, 0.0), 1.0) if inner_total else 0.0
+        progress(round((step + fraction) * WITHIN_STEPS), total * WITHIN_STEPS, message)
+
+    return inner

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import threading
 
+import pytest
+
 from relu_core import jobs, limits
 from relu_core.errors import Cancelled, InputError
 
@@ -116,3 +118,18 @@ def test_a_job_remembers_who_asked_first_to_cancel_it():
     job.cancel(by="session a")
     job.cancel(by="session b")
     assert job.cancel_requested() and job.cancelled_by == "session a"
+
+
+def test_inner_work_moves_the_outer_bar():
+    """The Baselines' MC-Dropout features reported their batches with the outer step fixed: the text moved,
+    the bar did not."""
+    from relu_core.progress import within
+
+    job = jobs.Job("k", "label")
+    inner = within(job.progress, 1, 4)  # outer step 2 of 4
+    inner(0, 10, "features 0/10")
+    assert job.fraction == pytest.approx(0.25)
+    inner(5, 10, "features 5/10")
+    assert job.fraction == pytest.approx(0.375) and job.message == "features 5/10"
+    inner(10, 10, "features 10/10")
+    assert job.fraction == pytest.approx(0.5)
