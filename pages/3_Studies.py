@@ -160,7 +160,13 @@ for note in result.notes:
 
 if "summary" in result.tables:
     st.subheader("Before and after temperature scaling (mean and std over seeds)")
-    st.dataframe(result.tables["summary"], hide_index=True)
+    headers = {
+        "uncalibrated_mean": "T = 1: mean",
+        "uncalibrated_std": "T = 1: std",
+        "calibrated_mean": "T = T_cal: mean",
+        "calibrated_std": "T = T_cal: std",
+    }
+    st.dataframe(result.tables["summary"].rename(columns=headers), hide_index=True)
 
 image_format = st.radio(
     "the camera button of each chart saves",

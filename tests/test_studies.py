@@ -503,3 +503,22 @@ def test_a_mark_label_sits_at_its_line_on_a_log_axis(run) -> None:
         assert lines == sorted(marks.values())
         for label, value in marks.items():
             assert labels[label] == pytest.approx(np.log10(value) if log_x else value)
+
+
+def test_settings_read_in_words() -> None:
+    from relu_core.studies import figures as study_figures
+
+    text = study_figures.settings_text(
+        {
+            "tune_fraction": 0.5,
+            "seeds": [0, 1],
+            "defaults": {"T": 1.0, "odin_T": 1000.0},
+            "n_resamples": 1000,
+            "lambda_auto": 0.8123,
+            "calibration_grid": [0.0496, 20.2, 121],
+        }
+    )
+    assert text == (
+        "tuning fraction: 0.5 · defaults: T = 1, ODIN's T = 1000 · bootstrap resamples per point: 1000 · "
+        "λ = N₊/(N₊ + N₋): 0.8123 · T_cal searched: 0.0496 … 20.2 (121 values, log scale)"
+    )

@@ -145,7 +145,7 @@ def test_settings_caption_is_readable_not_a_python_dict(pages) -> None:
     pages.ok(at)
     caption = next(c.value for c in at.caption if "settings:" in c.value)
     assert "{" not in caption and "'" not in caption and "[" not in caption, caption
-    assert "tune fraction: 0.5" in caption and "lambda: 0.5" in caption, caption
+    assert "tuning fraction: 0.5" in caption and "λ: 0.5" in caption and "T_cal searched" in caption, caption
 
 
 def test_intro_states_the_convention_once(pages) -> None:

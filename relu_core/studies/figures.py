@@ -260,9 +260,30 @@ def figure_csv(fig: go.Figure) -> str:
     return core_figures.figure_csv(fig)
 
 
+#: The settings' keys (and the defaults' names) in words; a key not listed reads with spaces for underscores.
+SETTING_WORDS = {
+    "tune_fraction": "tuning fraction",
+    "fractions": "tuning fractions",
+    "lambda": "λ",
+    "lambdas": "λ grid",
+    "lambda_auto": "λ = N₊/(N₊ + N₋)",
+    "temperatures": "T grid",
+    "epsilons": "ε grid",
+    "eps": "ε",
+    "odin_T": "ODIN's T",
+    "n_resamples": "bootstrap resamples per point",
+    "n_bins": "calibration bins",
+    "n_folds": "cross-validation folds",
+    "n_per_side": "samples per side",
+    "other_kept": "other set's samples kept",
+    "in_distribution": "in-distribution set",
+}
+
+
 def settings_text(settings: dict) -> str:
-    """The result's settings in one readable line ("tune fraction: 0.5 · λ grid: 0 … 1 (11 values) · ..."), for the
-    page's caption; the seeds are left out (the page shows their count) and long lists are shown by their ends."""
+    """The result's settings in one readable line ("tuning fraction: 0.5 · λ grid: 0 … 1 (11 values) · ..."), for
+    the page's caption; the seeds are left out (the page shows their count) and long lists are shown by their
+    ends. ``calibration_grid`` ([first, last, count]) reads as the T_cal values searched."""
 
     def show(value) -> str:
         if isinstance(value, dict):
@@ -273,11 +294,18 @@ def settings_text(settings: dict) -> str:
                 return f"{items[0]} … {items[-1]} ({len(items)} values)"
             return ", ".join(items) if items else "none"
         if isinstance(value, float):
-            return f"{value:.3g}"
+            return f"{value:.4g}"
         return str(value)
 
-    return " · ".join(
-        f"{key.replace('_', ' ')}: {show(value)}"
-        for key, value in settings.items()
-        if key not in ("seeds", "seeds_eps")
-    )
+    def word(key: str) -> str:
+        return SETTING_WORDS.get(key, key.replace("_", " "))
+
+    def item(key: str, value) -> str:
+        if key == "calibration_grid":
+            first, last, count = value
+            return f"T_cal searched: {show(float(first))} … {show(float(last))} ({int(count)} values, log scale)"
+        if isinstance(value, dict):
+            return f"{word(key)}: " + ", ".join(f"{word(k)} = {show(v)}" for k, v in value.items())
+        return f"{word(key)}: {show(value)}"
+
+    return " · ".join(item(key, value) for key, value in settings.items() if key not in ("seeds", "seeds_eps"))
