@@ -98,8 +98,9 @@ if result is not None:
     n_seeds = len(result.seeds)
     st.caption(
         f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {page.count(n_seeds, 'seed')} · "
-        f"{min(result.n_eval):,}–{max(result.n_eval):,} corrupted evaluation images per seed (the images "
-        "outside that seed's tuning split) · corrupted images: " + ", ".join(sorted(set(result.sources.values())))
+        f"{min(result.n_eval):,}–{max(result.n_eval):,} corrupted evaluation images per seed (the study's images "
+        'outside that seed\'s tuning split; the row "clean" scores the same images uncorrupted: with a subsample '
+        "it is not the whole split's result) · corrupted images: " + ", ".join(sorted(set(result.sources.values())))
     )
 
     fallback = result.hyperparameters.loc[result.hyperparameters["hamming_fallback"], "seed"].tolist()
