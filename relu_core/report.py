@@ -56,7 +56,7 @@ def package_versions() -> dict[str, str]:
 def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
     """Where a run comes from: its id and source, the model and the SHA-256 of its weights, the data set, the
     logits file's SHA-256 (when given), the package versions, the platform and the time of the report."""
-    from relu_core import models  # torch: only needed for a run with a model
+    from relu_core import datasets, models  # torch: only needed for a run with a model
 
     info = {
         "run id": run.run_id,
@@ -66,6 +66,10 @@ def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
         "data set": run.dataset_name or "—",
         "samples × classes": f"{len(run):,} × {run.n_classes}",
     }
+    spec = dict(run.recipe).get("dataset_spec")
+    registered = {info.name: info for info in datasets.list_datasets()}.get(spec)
+    if registered is not None:  # where its images came from: "cifar10" may be the JPEG (shifted) test set
+        info["data set source"] = f"{registered.description}; read from {registered.location or '—'}"
     if logits_file is not None:
         info["logits file"] = str(logits_file)
         info["logits file SHA-256"] = hashlib.sha256(Path(logits_file).read_bytes()).hexdigest()

@@ -143,3 +143,13 @@ def test_report_states_the_intervals_own_confidence():
         operating_note="the lowest reaching TPR ≥ 95%",
     )
     assert "<h2>Operating point</h2>" in with_point and "1.234e-05" in with_point and "TPR ≥ 95%" in with_point
+
+
+def test_provenance_says_where_a_registered_data_set_was_read(shared_data):
+    """ "cifar10" may be the JPEG test set (shifted by compression): the report names the files it read."""
+    from relu_core import runs
+
+    run = runs.logits_for("resnet20", None, "cifar10-exact")
+    info = report.provenance(run)
+    assert info["data set source"].startswith("CIFAR-10 test set, first 1,017 images, pixel-exact; read from ")
+    assert info["data set source"].endswith("cifar10_test_lossless_prefix1017.npz")
