@@ -123,6 +123,8 @@ if result is not None:
     low = min(0.5, float(np.floor(np.nanmin(auroc.to_numpy(), initial=1.0) * 10) / 10))
     # two title lines: one line was cut at half a 1280 px page
     over = f"<br><sup>severity {result.severity}, mean over {n_seeds} seed{'' if n_seeds == 1 else 's'}</sup>"
+    differs = result.paired[result.paired["significant"]] if not result.paired.empty else result.paired
+    marked = {m: set(differs.loc[differs["metric"] == m, "corruption"]) for m in ("auroc", "fpr95")}
     left, right = st.columns(2)
     with left:
         fig = figures.radar_figure(
@@ -130,6 +132,7 @@ if result is not None:
             {d: auroc[d].to_numpy() for d in drawn},
             title=f"AUROC (higher is better){over}",
             radial_range=(low, 1.0),
+            marked=marked["auroc"],
         )
         page.chart(st, fig, "radar_auroc", key=session.ROB_RADAR_AUROC)
     with right:
@@ -138,8 +141,15 @@ if result is not None:
             {d: fpr[d].to_numpy() for d in drawn},
             title=f"FPR at 95 % TPR (lower is better){over}",
             radial_range=(0.0, 1.0),
+            marked=marked["fpr95"],
         )
         page.chart(st, fig, "radar_fpr95", key=session.ROB_RADAR_FPR)
+    if not result.paired.empty:
+        st.caption(
+            "\\* after a corruption's name: the paired 95 % interval of Rel-U − Doctor on that metric excludes 0 "
+            "(a significant difference, either way: the table below says which); elsewhere there is no "
+            "significant difference, however far apart the polygons look."
+        )
 
     # ------------------------------------------------------------------ paired statistics
     if not result.paired.empty:

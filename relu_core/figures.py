@@ -12,7 +12,7 @@ more likely misclassified; on ROC curves the positives are the correctly classif
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -407,8 +407,10 @@ def radar_figure(
     title: str = "",
     *,
     radial_range: tuple[float, float] | None = None,
+    marked: Collection[str] = (),
 ) -> go.Figure:
-    """Radar plot, one vertex per axis (e.g. per corruption), one closed polygon per series (detector)."""
+    """Radar plot, one vertex per axis (e.g. per corruption), one closed polygon per series (detector); the
+    ``marked`` axes' labels end with " *" (e.g. where a paired difference is significant: say so beside it)."""
     axes = [str(a) for a in axes]
     if len(axes) < 3:
         raise ValueError(f"A radar plot needs at least 3 axes, got {len(axes)}")
@@ -429,8 +431,16 @@ def radar_figure(
                 hovertemplate=f"{name}<br>%{{theta}}: %{{customdata}}<extra></extra>",
             )
         )
-    # the radial tick labels half-way between the first two spokes, not on the first spoke's label
-    polar = {"radialaxis": {"angle": 180 / len(axes), "tickfont": {"size": 10}}}
+    # the radial tick labels half-way between the first two spokes, not on the first spoke's label, and grey:
+    # they cross the polygons
+    polar = {
+        "radialaxis": {"angle": 180 / len(axes), "nticks": 6, "tickfont": {"size": 9, "color": "#8c8c8c"}},
+        "angularaxis": {
+            "tickmode": "array",
+            "tickvals": axes,
+            "ticktext": [f"{a} *" if a in marked else a for a in axes],
+        },
+    }
     if radial_range:
         polar["radialaxis"]["range"] = list(radial_range)
     # room for the longest corruption names beside the circle, the legend under it

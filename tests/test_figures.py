@@ -121,6 +121,8 @@ def test_radar_one_vertex_per_axis_closed_polygon():
         np.testing.assert_array_equal(trace.r, expected + expected[:1])
     assert fig.layout.polar.radialaxis.angle == pytest.approx(36)  # tick labels between the first two spokes
     assert list(figures.radar_figure(axes, values, radial_range=(0.5, 1)).layout.polar.radialaxis.range) == [0.5, 1]
+    labels = figures.radar_figure(axes, values, marked={axes[1]}).layout.polar.angularaxis
+    assert list(labels.tickvals) == axes and list(labels.ticktext) == [axes[0], f"{axes[1]} *", *axes[2:]]
     with pytest.raises(ValueError):
         figures.radar_figure(axes, {"x": [1, 2]})
 
