@@ -135,7 +135,7 @@ def run_command(args: argparse.Namespace, bar) -> int:
     coverage = validation.parse_fraction(args.coverage, "--coverage")
     fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
     seeds = validation.parse_int(args.seeds, "--seeds", minimum=1)
-    n_resamples = 0 if args.bootstrap.strip() == "0" else validation.parse_int(args.bootstrap, "--bootstrap", minimum=1)
+    n_resamples = validation.parse_int(args.bootstrap, "--bootstrap", minimum=0)  # 0: no interval
     batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
     keys = None if args.methods is None else [k.strip() for k in args.methods.split(",") if k.strip()]
     out = None if args.out is None else validation.output_folder(args.out)  # before the work

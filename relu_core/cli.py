@@ -419,8 +419,8 @@ def _cmd_evaluate(args: argparse.Namespace, bar: ProgressBar) -> int:
     lam = _parse_lambda(args.lam)
     fraction = parse_fraction(args.val_fraction, "--val-fraction")
     seeds = parse_int(args.seeds, "--seeds", minimum=1)
-    folds = parse_int(args.folds, "--folds", minimum=1)
-    n_resamples = 0 if args.bootstrap.strip() == "0" else parse_int(args.bootstrap, "--bootstrap", minimum=1)
+    folds = parse_int(args.folds, "--folds", minimum=2)
+    n_resamples = parse_int(args.bootstrap, "--bootstrap", minimum=0)  # 0: no interval
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")

@@ -236,6 +236,7 @@ BAD_OPTIONS = [
     ["--select", "--oracle"],
     ["--criterion", "accuracy"],
     ["--folds", "0"],
+    ["--select", "--folds", "1"],  # cross-validation needs two folds (it blamed the tuning split)
     ["--unknown-flag"],
 ]
 
@@ -606,6 +607,7 @@ def test_select_reports_the_values_chosen_per_seed(npz_file, capsys):
 def test_bad_bootstrap_count_is_one_line(npz_file):
     proc = _run_module("evaluate", "--logits", str(npz_file), "--bootstrap", "-3")
     _assert_one_error_line(proc.returncode, proc.stdout, proc.stderr)
+    assert "--bootstrap must be an integer >= 0, got -3" in proc.stderr  # 0 (no interval) is allowed
 
 
 def _outputs(tmp: Path) -> dict[str, Path]:

@@ -393,7 +393,8 @@ def logits_file(tmp_path, run):
         (["study", "nope"], "unknown study 'nope'"),
         (["study", "tuning-split", "--fractions", "0.2,1.5"], "strictly between 0 and 1"),
         (["study", "tuning-split", "--fractions", "a,b"], "--fractions must be comma-separated numbers"),
-        (["study", "ablation", "--seeds", "x"], "--seeds must be an integer"),
+        (["study", "ablation", "--seeds", "x"], "--seeds must be a positive integer"),
+        (["study", "ablation", "--seeds", "0"], "--seeds must be a positive integer"),  # leave it out: default
         (["study", "ablation", "--axes", "lambda,eps"], "needs a run with its model"),
         (["study", "mismatch"], "needs a run with its model"),
         (["study", "calibration", "--val-fraction", "2"], "strictly between 0 and 1"),

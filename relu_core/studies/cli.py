@@ -106,7 +106,7 @@ def _load_run(args, bar):
 
 def options_from_args(name: str, args) -> dict:
     """The keyword options of ``STUDIES[name].run`` from the parsed arguments (validated there)."""
-    seeds = None if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=0)
+    seeds = None if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=1)
     options: dict = {
         "seeds": seeds,
         "n_resamples": validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
