@@ -279,6 +279,12 @@ def test_mismatch_refuses_images_the_model_cannot_take(digits_run, run) -> None:
         mismatch.run_study(run, other=_other_set(50), use_cache=False)
 
 
+def test_mismatch_refuses_unknown_classes_before_running_the_model(digits_run, monkeypatch) -> None:
+    monkeypatch.setattr(mismatch, "other_logits", lambda *a, **k: pytest.fail("the model ran first"))
+    with pytest.raises(InputError, match="bogusclass to exclude are not classes of the other data set"):
+        mismatch.run_study(digits_run, other=_other_set(50), exclude=["bogusclass"], use_cache=False)
+
+
 # -------------------------------------------------------------------------------------- calibration
 def test_ece_from_reliability_bins_matches_metrics_and_a_direct_loop(run) -> None:
     probs = detectors.softmax(run.logits)

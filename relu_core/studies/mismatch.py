@@ -71,6 +71,13 @@ def check_shapes(run, other) -> None:
         )
 
 
+def check_exclusions(exclude: Sequence[str], class_names: Sequence[str]) -> None:
+    """InputError naming the classes of ``exclude`` that are not among the other set's ``class_names``."""
+    unknown = [c for c in exclude if c not in class_names]
+    if unknown:
+        raise InputError(f"class(es) {', '.join(unknown)} to exclude are not classes of the other data set")
+
+
 def default_exclusions(class_names: Sequence[str]) -> tuple[str, ...]:
     """The 13 CIFAR-100 classes that resemble CIFAR-10 ones when the names are CIFAR-100's, else none."""
     return CIFAR100_REMOVED if set(CIFAR100_REMOVED) <= set(class_names) else ()
@@ -92,9 +99,7 @@ def assemble(
     after dropping the classes ``exclude``) and ``excluded`` (the names dropped).
     """
     names = list(class_names_out)
-    unknown = [c for c in exclude if c not in names]
-    if unknown:
-        raise InputError(f"class(es) {', '.join(unknown)} to exclude are not classes of the other data set")
+    check_exclusions(exclude, names)
     dropped = [names.index(c) for c in exclude]
     kept = np.flatnonzero(~np.isin(np.asarray(labels_out), dropped))
     n = min(len(logits_in), len(kept))
@@ -162,6 +167,7 @@ def run_study(
         other = datasets.load_dataset(other, split="test")
     check_shapes(run, other)
     exclude = default_exclusions(other.class_names) if exclude is None else tuple(exclude)
+    check_exclusions(exclude, other.class_names)  # before the model runs on the other set
     correct_in = protocol.correctness(run.logits, run.labels)
     key = {
         "weights": models.weights_hash(run.model),
