@@ -74,7 +74,7 @@ def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
     correct = protocol.correctness(run.logits, run.labels)
     expected = np.mean([correct[tune].mean() for _, tune, _ in base.splits_for(correct, 0.5, range(3))])
     np.testing.assert_allclose(auto, expected, rtol=RTOL)
-    assert result.series["lambda"]["marks"]["λ = N₊/(N₊ + N₋)"] == pytest.approx(auto)
+    assert result.series["lambda"]["marks"][f"λ = N₊/(N₊ + N₋) = {auto:.2f}"] == pytest.approx(auto)  # value shown
 
 
 def test_temperature_curve_matches_evaluate_at_each_temperature(run) -> None:

@@ -245,7 +245,10 @@ def run_study(
             report(progress, 0, steps, "λ ablation")
             lambda_sweep(run.logits, splits, lambdas, collector, cancel=cancel)
             auto = float(np.mean([correct[tune].mean() for _, tune, _ in splits]))
-            series["lambda"] = {**SERIES["lambda"], "marks": {"λ = N₊/(N₊ + N₋)": auto, "default λ = 0.5": 0.5}}
+            series["lambda"] = {
+                **SERIES["lambda"],
+                "marks": {f"λ = N₊/(N₊ + N₋) = {auto:.2f}": auto, "default λ = 0.5": 0.5},
+            }
             settings.update(lambdas=list(lambdas), lambda_auto=auto)
         if "temperature" in axes:
             report(progress, len(series), steps, "T ablation")

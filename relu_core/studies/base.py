@@ -26,7 +26,7 @@ from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress, report
 
 #: Bump when a study's numbers change for the same key (invalidates the cached results).
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the pooled bootstrap draws the seeds' shared samples once
 NAMESPACE = "studies"
 DEFAULT_SEEDS = 10
 METRICS = ("fpr95", "auroc", "aurc", "eaurc")

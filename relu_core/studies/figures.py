@@ -31,8 +31,15 @@ def _x_axis(info: dict) -> dict:
     if info.get("log_x"):
         axis["type"] = "log"
     ticks = info.get("ticks")
-    if ticks:
-        axis.update(tickmode="array", tickvals=[float(k) for k in ticks], ticktext=list(ticks.values()))
+    if ticks:  # named points (e.g. before / after calibration): room for the outer labels inside the plot
+        values = [float(k) for k in ticks]
+        pad = 0.35 * (max(values) - min(values) or 1.0)
+        axis.update(
+            tickmode="array",
+            tickvals=values,
+            ticktext=list(ticks.values()),
+            range=[min(values) - pad, max(values) + pad],
+        )
     return axis
 
 
