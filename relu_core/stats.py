@@ -109,6 +109,13 @@ def _check_positive(fpr_positive: str) -> None:
         raise InputError(f'fpr_positive must be "correct" or "error", got {fpr_positive!r}')
 
 
+def _undefined_roc(out: dict[str, np.ndarray], total_correct: np.ndarray, total_errors: np.ndarray) -> None:
+    """NaN for FPR95 in the resamples without a correct or without a wrong sample (AUROC is NaN there already:
+    0 / 0), so that they are skipped like the module says."""
+    if "fpr95" in out:
+        out["fpr95"][(total_correct == 0) | (total_errors == 0)] = np.nan
+
+
 class _SortedDetector:
     """One detector's ordering: the permutation by increasing uncertainty and its tie-group starts."""
 
@@ -172,6 +179,7 @@ class _SortedDetector:
                 sums = tail[end] - tail[end - drawn_errors]
                 drawn_total = n_correct[-1] + n_errors[-1]  # the resample's size (not always N: see _draw)
                 out["aurc"] = (total_errors * harmonic[drawn_total] - sums.sum(axis=0)) / drawn_total
+        _undefined_roc(out, total_correct, total_errors)
         return out
 
     def metrics(
@@ -223,6 +231,7 @@ class _SortedDetector:
                 total = np.einsum("gr,gr->r", n_errors - errors_drawn, span)
                 total += np.einsum("gr,gr->r", slope, drawn - start * span)
                 out["aurc"] = total / end[-1]
+        _undefined_roc(out, total_correct, total_errors)
         return out
 
 
@@ -332,8 +341,8 @@ def pooled_bootstrap(
     (paired: both detectors score the same draws), and the seeds' differences are averaged. The percentile
     interval of those averages is returned; ``estimate`` is the mean of the seeds' differences on the samples
     themselves. Without ``sample_ids`` the splits are taken to share no sample: split s is resampled on its
-    own, with stream ``seed + s`` (too narrow an interval when they do overlap). With one seed both ways equal
-    :func:`paired_bootstrap`.
+    own, with stream ``seed + s`` (too narrow an interval when they do overlap). With one seed it equals :func:`paired_bootstrap`
+    (with ``sample_ids``: when they are in increasing order, as split indices are).
     """
     _check_positive(fpr_positive)
     keys = _check_options(metrics, n_resamples, confidence)

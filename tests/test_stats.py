@@ -180,3 +180,18 @@ def test_pooled_bootstrap_refuses_mismatched_sample_ids():
         stats.pooled_bootstrap([(a, b, c)], sample_ids=[np.arange(49)], n_resamples=10)
     with pytest.raises(InputError, match="repeats a sample"):
         stats.pooled_bootstrap([(a, b, c)], sample_ids=[np.zeros(50, dtype=int)], n_resamples=10)
+
+
+@pytest.mark.parametrize("positive, rare", [("error", False), ("correct", True)])
+@pytest.mark.parametrize("tied", [False, True])
+def test_fpr95_skips_the_resamples_that_leave_it_undefined(positive, rare, tied):
+    """Two samples of the rare kind: many resamples draw none, where FPR95 (like AUROC) is undefined; they were
+    given a made-up value and entered the interval."""
+    rng = np.random.default_rng(0)
+    correct = np.ones(40, dtype=bool) if not rare else np.zeros(40, dtype=bool)
+    correct[:2] = rare
+    a, b = rng.normal(size=40), rng.normal(size=40)
+    if tied:
+        a, b = np.round(a), np.round(b)
+    got = stats.paired_bootstrap(a, b, correct, n_resamples=400, fpr_positive=positive)
+    assert got["fpr95"].n_resamples == got["auroc"].n_resamples < 400
