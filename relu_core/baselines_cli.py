@@ -156,11 +156,11 @@ def run_command(args: argparse.Namespace, bar) -> int:
         progress=bar,
     )
     bar.close()
+    if out is not None:  # the files first: a reader of stdout that stops early must not lose them
+        for path in write_outputs(result, out):
+            print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(_json(result), indent=2, default=str))
     else:
         print(format_result(result, title))
-    if out is not None:
-        for path in write_outputs(result, out):
-            print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -490,7 +490,7 @@ def _cmd_logits(args: argparse.Namespace, bar: ProgressBar) -> int:
 
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     main_process = distributed.is_main_process()
-    out = validation.output_file(args.out)  # before the model runs
+    out = validation.output_file(args.out) if main_process else None  # before the model runs; rank 0 writes
     run = _model_run(args, batch_size, bar if main_process else None)
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them
@@ -556,9 +556,10 @@ def _run(argv: Sequence[str] | None) -> int:
         return args.handler(args, bar)
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    except BrokenPipeError:  # the reader stopped early (``| head``): what it read is all it wanted
+    except BrokenPipeError:  # the reader of stdout stopped early (``| head``): nothing to say to it any more
+        bar.close()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error while exiting
-        return 0
+        return 1
     except (Cancelled, KeyboardInterrupt):
         bar.close()
         print("error: cancelled", file=sys.stderr)

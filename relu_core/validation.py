@@ -106,16 +106,15 @@ def _probe(folder: Path, what: str) -> None:
 
 
 def output_folder(path: str | Path, what: str = "--out") -> Path:
-    """``path`` as a folder the user asked to write files into, checked before any work: not a file, created
-    when missing, and writable by this process."""
+    """``path`` as a folder the user asked to write files into, checked before any work (and created only
+    when the files are written): not a file, and its nearest existing folder writable by this process."""
     if not str(path).strip():
         raise InputError(f"{what} needs a folder name")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"{what} {path} is a file, not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(f"{what} {path}: cannot create it ({error.strerror or error})") from None
-    _probe(path, f"{what} {path}")
+    existing = next(p for p in (path, *path.absolute().parents) if p.exists())  # nothing is created yet
+    if not existing.is_dir():
+        raise InputError(f"{what} {path}: {existing} is a file, not a folder")
+    _probe(existing, f"{what} {path}")
     return path

@@ -682,8 +682,34 @@ def test_a_reader_that_stops_early_is_not_an_error():
         [sys.executable, "-m", "relu_core", "models"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env
     )
     proc.stdout.close()  # the reader is gone before the first line
-    assert proc.wait(timeout=120) == 0
+    assert proc.wait(timeout=120) == 1  # not "bad input" (2), and nothing said to nobody
     assert proc.stderr.read() == b""
+
+
+def test_a_study_writes_its_out_folder_even_when_stdout_stops_early(npz_file, tmp_path):
+    """The table was printed before the files were written: a reader that stopped early lost them."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RELU_STUDIO_CACHE": str(tmp_path / "cache")}
+    out = tmp_path / "out"
+    argv = ["study", "tuning-split", "--logits", str(npz_file), "--seeds", "2", "--bootstrap", "0", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "relu_core", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env
+    )
+    proc.stdout.close()
+    proc.wait(timeout=120)
+    assert "result.json" in {p.name for p in out.iterdir()}, proc.stderr.read()
+
+
+@pytest.mark.parametrize("command", [["study", "tuning-split"], ["baselines"]])
+def test_a_refused_command_creates_no_out_folder(command, tmp_path, capsys):
+    out = tmp_path / "new" / "deeper"
+    rc = cli.main([*command, "--logits", str(tmp_path / "missing.npz"), "--out", str(out)])
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)
+    assert not (tmp_path / "new").exists()
+    rc = cli.main([*command, "--logits", str(tmp_path / "missing.npz"), "--out", ""])  # was silently ignored
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)
+    assert "--out needs a folder name" in captured.err
 
 
 def test_options_are_never_abbreviated(npz_file, capsys):

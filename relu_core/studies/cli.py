@@ -212,17 +212,17 @@ def handle(args: argparse.Namespace, bar) -> int:
 
     study = studies.get(args.name)
     options = options_from_args(study.name, args)
-    if args.out:
+    if args.out is not None:
         validation.output_folder(args.out)  # before the work
     run = _load_run(args, bar)
     bar.close()
     result = study.run(run, progress=bar, **options)
     bar.close()
+    if args.out is not None:  # the files first: a reader of stdout that stops early must not lose them
+        written = write_outputs(result, args.out, run)
+        print(f"wrote {len(written)} files to {args.out}", file=sys.stderr)
     if args.json:
         print(json.dumps(_with_run(result, run), indent=1))
     else:
         print(f"Run: {run.source or 'logits'} (run id {run.run_id})\n{format_result(result)}")
-    if args.out:
-        written = write_outputs(result, args.out, run)
-        print(f"wrote {len(written)} files to {args.out}", file=sys.stderr)
     return 0
