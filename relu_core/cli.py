@@ -272,6 +272,8 @@ def load_logits_file(path: str | Path):
     if path.is_dir():
         raise InputError(f"{path} is a directory, not a logits file")
     if not path.is_file():
+        if path.exists():
+            raise InputError(f"{path} is not a regular file (a device or a pipe), not a logits file")
         raise FileNotFoundError(f"no such file: {path}")
     return runs.load_logits_upload(path.read_bytes(), path.name)
 

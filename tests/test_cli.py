@@ -461,6 +461,14 @@ def test_evaluate_with_model_and_eps_uses_the_perturbed_scorer(tmp_path, capsys,
 
 
 def test_model_errors_give_one_error_line(tmp_path, capsys):
+    for argv, said in (
+        (["evaluate", "--logits", "/dev/null"], "/dev/null is not a regular file"),
+        (["evaluate", "--model", "cnn8", "--dataset", "digits", "--weights", str(tmp_path)], "is a folder, not a file"),
+    ):
+        rc = cli.main(argv)
+        captured = capsys.readouterr()
+        _assert_one_error_line(rc, captured.out, captured.err)
+        assert said in captured.err
     for argv in (
         ["evaluate", "--model", "resnet9000", "--dataset", "digits"],
         ["evaluate", "--model", "cnn8", "--dataset", "no-such-set"],

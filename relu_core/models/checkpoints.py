@@ -80,7 +80,14 @@ def _checked_suffix(name: str) -> str:
 def _file_bytes(path: Path) -> bytes:
     """The bytes of a checkpoint file (the loaders read checkpoints from memory, uploads and files alike)."""
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
+        what = (
+            "is a folder, not a file"
+            if path.is_dir()
+            else "is not a regular file"
+            if path.exists()
+            else "does not exist"
+        )
+        raise CheckpointError(f"checkpoint {path} {what}")
     return path.read_bytes()
 
 
