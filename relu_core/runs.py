@@ -168,6 +168,9 @@ def _as_int_labels(labels: np.ndarray) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise InputError(f"labels must be one-dimensional, got shape {labels.shape}")
+    if labels.dtype.kind in "iuf" and labels.size and float(np.max(labels)) >= 2.0**62:
+        # cast to int64 it would wrap around (2^63 + k reads as a negative label)
+        raise InputError(f"label {np.max(labels)} is out of range: far beyond any class index")
     if labels.dtype.kind in "iu":
         return labels.astype(np.int64)
     if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):

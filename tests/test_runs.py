@@ -194,3 +194,10 @@ def test_hub_weights_give_a_run_with_the_checkpoints_normalisation(tmp_path, mon
         runs.logits_for("resnet34_cifar", "hf:edadaltocg/resnet18_cifar100", data, device="cpu")
     with pytest.raises(InputError, match="unknown Hub checkpoint 'someone/else'"):
         runs.logits_for("resnet18_cifar", "hf:someone/else", data, device="cpu")
+
+
+@pytest.mark.parametrize("labels", [np.array([0, 1, 2**63 + 1] * 20, dtype=np.uint64), np.array([0, 1, 1e30] * 20)])
+def test_labels_too_large_for_a_class_index_are_named_as_they_are(labels):
+    """uint64 2^63 + k was cast to int64 first and reported as "label -9223372036854775807 is out of range"."""
+    with pytest.raises(InputError, match=r"label (9223372036854775809|1e\+30) is out of range"):
+        runs.load_logits_upload(_npz(logits=np.zeros((60, 3)), labels=labels), "big.npz")
