@@ -254,6 +254,11 @@ def small_cnn(
     spec = models.get_spec(arch)
     if arch not in training.RECIPES:
         raise InputError(f"{arch} is not a small CNN that can be trained here ({', '.join(training.RECIPES)})")
+    if dataset_spec.strip() not in datasets.DATASETS:  # user data has one split: nothing to train on
+        raise InputError(
+            f"{arch} has no weights for {dataset_spec}: it is trained here on a registered data set's training "
+            "split only; give the weights of a model trained on your data (--weights FILE, or a checkpoint upload)"
+        )
     recipe = training.RECIPES[arch]
     epochs = recipe.epochs if epochs is None else epochs
     train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)

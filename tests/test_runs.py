@@ -201,3 +201,9 @@ def test_labels_too_large_for_a_class_index_are_named_as_they_are(labels):
     """uint64 2^63 + k was cast to int64 first and reported as "label -9223372036854775807 is out of range"."""
     with pytest.raises(InputError, match=r"label (9223372036854775809|1e\+30) is out of range"):
         runs.load_logits_upload(_npz(logits=np.zeros((60, 3)), labels=labels), "big.npz")
+
+
+def test_a_small_cnn_without_weights_is_refused_on_user_data(tmp_path):
+    """It is trained on a registered set's training split; user data has one split ("use split='test'")."""
+    with pytest.raises(InputError, match=r"cnn28 has no weights for imagefolder:.*--weights FILE"):
+        runs.small_cnn("cnn28", f"imagefolder:{tmp_path}")
