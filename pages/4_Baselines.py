@@ -95,6 +95,7 @@ st.dataframe(
         "note": table["note"],
     },
     hide_index=True,
+    column_config={"note": st.column_config.TextColumn(width="large", help="how the detector was run")},
 )
 st.caption(
     "Each row: one detector judged on the evaluation splits, mean ± std over the seeds (population std, "
