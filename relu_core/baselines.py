@@ -131,7 +131,13 @@ class MLPDetector(Detector):
         if probs.ndim != 2 or correct.shape != (probs.shape[0],):
             raise InputError("MLP: probs must be (N, C) with one correctness flag per row")
         # the held-out stopping part and the training part, both holding correct and wrong samples
-        stop_idx, train_idx = protocol.split_indices(probs.shape[0], self.holdout, self.seed, stratify=correct)
+        try:
+            stop_idx, train_idx = protocol.split_indices(probs.shape[0], self.holdout, self.seed, stratify=correct)
+        except InputError:
+            raise InputError(
+                f"MLP: the tuning split holds {correct.size:,} samples, {int((~correct).sum()):,} of them "
+                "misclassified: too few to train it and keep a part for early stopping; use a larger tuning split"
+            ) from None
         x = torch.from_numpy(probs)
         y = torch.from_numpy((~correct).astype(np.float32))
         loss_fn = nn.BCEWithLogitsLoss()

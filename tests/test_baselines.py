@@ -405,3 +405,10 @@ def test_offline_ensemble_of_small_cnns_trained_with_seeds(monkeypatch) -> None:
     assert names == ("cnn8 seed 0", "cnn8 seed 1") and stack.shape == (2, *run.logits.shape)
     np.testing.assert_allclose(stack[0], run.logits, rtol=1e-4, atol=1e-4)  # seed 0 is the run's own model
     assert not np.allclose(stack[1], stack[0], atol=1e-2)
+
+
+def test_mlp_on_a_tiny_tuning_split_names_the_split():
+    """--val-fraction 0.002 on 1,017 samples said "1 of the 3 predictions is wrong" without saying which."""
+    probs = np.full((3, 2), 0.5)
+    with pytest.raises(InputError, match="MLP: the tuning split holds 3 samples, 1 of them misclassified"):
+        baselines.MLPDetector().fit_probs(probs, np.array([True, True, False]))
