@@ -510,6 +510,9 @@ def test_a_mark_label_sits_at_its_line_on_a_log_axis(run) -> None:
         assert lines == sorted(marks.values())
         for label, value in marks.items():
             assert labels[label] == pytest.approx(np.log10(value) if log_x else value)
+        # the difference figure under it keeps its legend below too, so that both x axes line up
+        delta = study_figures.difference_figure(result, series, "auroc")
+        assert delta.layout.legend.orientation == fig.layout.legend.orientation == "h"
 
 
 def test_settings_read_in_words() -> None:

@@ -146,6 +146,7 @@ def difference_figure(result: base.StudyResult, series: str, metric: str) -> go.
         xaxis=_x_axis(info),
         yaxis={"title": f"Δ {base.METRIC_LABELS[metric]}"},
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        legend={"orientation": "h", "y": -0.2},  # under the plot, as the curves' figure above: the x axes line up
     )
     return fig
 
