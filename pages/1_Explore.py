@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -168,11 +169,12 @@ def _gallery(
 
 
 def _export_buttons(
-    run_, view: explore.ExploreView, figs: dict, table: pd.DataFrame, operating: pd.DataFrame, settings: dict
+    run_, view: explore.ExploreView, figs: dict, table: pd.DataFrame, operating_of: Callable, settings: dict
 ) -> None:
     """One row: the view's data as a ZIP (built when clicked) and "Download report", the current view as one
     self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
-    slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
+    slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move.
+    ``operating_of()`` makes the operating-point table (only when one of them is built)."""
     from relu_core import report
 
     def paired() -> dict:
@@ -186,7 +188,7 @@ def _export_buttons(
             settings,
             list(run_.class_names),
             paired=paired(),
-            operating=operating,
+            operating=operating_of(),
             provenance=report.provenance(run_),
         )
         return report.data_zip(files)
@@ -209,7 +211,7 @@ def _export_buttons(
         help="One HTML file of this view (interactive figures, "
         "metrics with intervals, settings, provenance) that opens offline.",
     ):
-        differences = paired()
+        differences, operating = paired(), operating_of()
         verdict = "Rel-U vs Doctor: " + "; ".join(differences[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
         shown = operating.assign(
             threshold=[comparison.threshold_format(operating["threshold"]) % t for t in operating["threshold"]]
@@ -479,7 +481,7 @@ def _cell_gallery(run_, view: explore.ExploreView, keys: list[str], class_names:
     pool = view.tune_idx if tuning else view.eval_idx
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
     st.caption(
-        f"{cell.size} sample{'' if cell.size == 1 else 's'} with true class {class_names[true_class]} predicted as "
+        f"{page.count(cell.size, 'sample')} with true class {class_names[true_class]} predicted as "
         f"{class_names[pred_class]} in the {'tuning' if tuning else 'evaluation'} split; clean uncertainty scores "
         "(higher = more likely wrong)."
     )
@@ -576,13 +578,16 @@ def explore_panel(run_id: str) -> None:
     _curves(roc, rc)
     table = _metrics_section(view, s, paired_job, eps_note, perturbed)
     figs = {"dstar": heat, "confusion": cm_fig, "roc": roc, "risk_coverage": rc}
-    operating_table = comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, correct_eval)
+
+    def operating_table() -> pd.DataFrame:  # made by the open tab or an export only, not on every move
+        return comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, correct_eval)
+
     _export_buttons(run_, view, figs, table, operating_table, _report_settings(view, s, eps_note))
     _paired_section(view, paired_job)
     operating, cell, caught = st.tabs(DETAIL_TABS, key=session.EX_DETAIL_TAB, on_change="rerun")
     if operating.open:
         with operating:
-            _operating_section(operating_table, s)
+            _operating_section(operating_table(), s)
     if cell.open:
         with cell:
             _cell_gallery(run_, view, s.keys, class_names)

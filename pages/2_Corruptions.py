@@ -112,7 +112,7 @@ if result is not None:
     searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
     st.caption(
         "Settings searched by the cross-validated selection on the clean tuning split: "
-        + ", ".join(f"{d} {n} setting{'' if n == 1 else 's'}" for d, n in searched.items())
+        + ", ".join(f"{d} {page.count(n, 'setting')}" for d, n in searched.items())
         + "."
     )
 
@@ -122,7 +122,7 @@ if result is not None:
     drawn = sorted(auroc.columns, key=lambda d: d == "Rel-U")  # Rel-U last, on top where polygons coincide
     low = min(0.5, float(np.floor(np.nanmin(auroc.to_numpy(), initial=1.0) * 10) / 10))
     # two title lines: one line was cut at half a 1280 px page
-    over = f"<br><sup>severity {result.severity}, mean over {n_seeds} seed{'' if n_seeds == 1 else 's'}</sup>"
+    over = f"<br><sup>severity {result.severity}, mean over {page.count(n_seeds, 'seed')}</sup>"
     differs = result.paired[result.paired["significant"]] if not result.paired.empty else result.paired
     marked = {m: set(differs.loc[differs["metric"] == m, "corruption"]) for m in ("auroc", "fpr95")}
     left, right = st.columns(2)

@@ -119,6 +119,7 @@ def write_outputs(result, out: Path) -> list[Path]:
     written atomically (``cache.write_document``)."""
     from relu_core import baselines, cache, figures
 
+    out = validation.output_folder(out)
     written = {
         out / "baselines.csv": result.table.to_csv(index=False),
         out / "baselines_per_seed.csv": result.per_seed.to_csv(index=False),

@@ -341,8 +341,8 @@ def pooled_bootstrap(
     (paired: both detectors score the same draws), and the seeds' differences are averaged. The percentile
     interval of those averages is returned; ``estimate`` is the mean of the seeds' differences on the samples
     themselves. Without ``sample_ids`` the splits are taken to share no sample: split s is resampled on its
-    own, with stream ``seed + s`` (too narrow an interval when they do overlap). With one seed it equals :func:`paired_bootstrap`
-    (with ``sample_ids``: when they are in increasing order, as split indices are).
+    own, with stream ``seed + s`` (too narrow an interval when they do overlap). With one seed it equals
+    :func:`paired_bootstrap` (with ``sample_ids``: when they are in increasing order, as split indices are).
     """
     _check_positive(fpr_positive)
     keys = _check_options(metrics, n_resamples, confidence)

@@ -196,9 +196,7 @@ def write_outputs(result, folder: str | Path, run) -> list[Path]:
     from relu_core import cache
     from relu_core.studies import figures
 
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"--out {folder} is a file, not a directory")
+    folder = validation.output_folder(folder)
     texts = dict(result.csv_files())
     texts["result.json"] = json.dumps(_with_run(result, run), indent=1)
     for slug, fig, sentence in figures.figures_for(result):
