@@ -118,30 +118,21 @@ def test_report_states_the_intervals_own_confidence():
     import plotly.graph_objects as go
 
     paired = {"auroc": stats.PairedDifference("auroc", 0.01, -0.02, 0.04, True, 500, confidence=0.9)}
-    text = report.render_html(
-        title="t",
-        verdict="v",
-        settings={"λ": 0.5},
-        provenance_info={"run id": "x"},
-        figs=[go.Figure()],
-        metrics_table=pd.DataFrame({"AUROC ↑": [0.9]}, index=["Rel-U"]),
-        paired=paired,
-    )
+    view = {
+        "title": "t",
+        "verdict": "v",
+        "settings": {"λ": 0.5},
+        "provenance_info": {"run id": "x"},
+        "figs": [go.Figure()],
+        "metrics_table": pd.DataFrame({"AUROC ↑": [0.9]}, index=["Rel-U"]),
+        "paired": paired,
+    }
+    text = report.render_html(**view)
     assert "90 % percentile interval over 500 paired bootstrap" in text and "95 %" not in text
     assert "90 % CI (paired bootstrap)" in text
     assert "Operating point" not in text
     operating = pd.DataFrame({"threshold": ["1.234e-05"], "TPR": [0.95]}, index=["Rel-U"])
-    with_point = report.render_html(
-        title="t",
-        verdict="v",
-        settings={"λ": 0.5},
-        provenance_info={"run id": "x"},
-        figs=[go.Figure()],
-        metrics_table=pd.DataFrame({"AUROC ↑": [0.9]}, index=["Rel-U"]),
-        paired=paired,
-        operating_table=operating,
-        operating_note="the lowest reaching TPR ≥ 95%",
-    )
+    with_point = report.render_html(**view, operating_table=operating, operating_note="the lowest reaching TPR ≥ 95%")
     assert "<h2>Operating point</h2>" in with_point and "1.234e-05" in with_point and "TPR ≥ 95%" in with_point
 
 
