@@ -2,8 +2,12 @@
 
 Serves the app headless on 127.0.0.1 (a temporary cache holding synthetic runs of N x C logits, opened through
 the shared-URL ``run`` parameter), focuses the λ slider (or the T slider) on Explore, presses an arrow key and
-times until the D* heatmap, the ROC and the risk-coverage figures hold new data and no element is marked
-stale. Prints median and max per slider and size; ``--sessions 4`` drives 4 browser sessions moving λ at once
+times two moments: **shown**, the first frame from which the page's content (the D* heatmap, the ROC and the
+risk-coverage figures, the HTML tables and texts) equals its content once settled and stays so; **settled**,
+when those figures hold new data, no element is marked stale and the script is not running (the server's rerun
+is over). A λ move the browser draws from the neighbours' views the server sent (``studio.live_chart.Follow``)
+is shown before the server has heard of it; the rerun it starts must then change nothing on screen (a press
+whose content changed after settling is counted as a mismatch). Prints median and max per slider and size; ``--sessions 4`` drives 4 browser sessions moving λ at once
 on the first size and prints median and p95 over all their key presses. Same Chromium launch recipe as
 tests/test_browser.py (/usr/bin/chromium, never ``playwright install``). By default the presses alternate left
 and right (two settings, reused from the session's caches after the first visit); ``--one-way`` asks for a new
@@ -26,7 +30,6 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +48,56 @@ _SNAPSHOT = """() => { const p = [...document.querySelectorAll('.js-plotly-plot'
     if (p.length < 4 || !p[0].data || !p[2].data || !p[3].data) return null;
     return JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y]),
                            p[3].data.map(t => [t.x, t.y])]); }"""
+# The HTML elements' markup (tables, texts), compared on every frame as one string (small).
+_HTML = "[...document.querySelectorAll('.relu-studio-html')].map(e => e.innerHTML).join('|')"
+# The page's content: [without the paired intervals, with them]. The intervals come from a background bootstrap
+# (the paired table, and the metrics table's colours): "shown" times the rest, "intervals" everything.
+_CONTENT = (
+    """() => { const figures = (("""
+    + _SNAPSHOT
+    + """)() || ""); let main = figures, full = figures;
+    for (const e of document.querySelectorAll('.relu-studio-html')) {
+      full += '|' + e.innerHTML;
+      if (!e.closest('.st-key-ex_chart_paired')) main += '|' + e.innerHTML.replace(/ class="(better|worse)"/g, '');
+    }
+    return [main, full]; }"""
+)
+# Records, on every animation frame from the key press on, each change of the content (a chart holding other data
+# objects, or other HTML) with its time.
+_RECORD = (
+    """() => { const rec = { changes: [], start: null, last: null }; window.__benchRec = rec;
+    document.addEventListener("keydown", () => { rec.start = performance.now(); }, { capture: true, once: true });
+    const frame = () => {
+      if (window.__benchRec !== rec || rec.stopped) return;
+      const p = [...document.querySelectorAll('.js-plotly-plot')];
+      const held = p.length >= 4 ? [p[0].layout, p[0].data, p[2].data, p[3].data] : [];
+      const html = ("""
+    + _HTML
+    + """);
+      const last = rec.last;
+      if (!last || html !== last.html || held.length !== last.held.length || held.some((r, i) => r !== last.held[i])) {
+        rec.last = { html, held };
+        rec.changes.push([performance.now(), ("""
+    + _CONTENT
+    + """)()]);
+      }
+      requestAnimationFrame(frame);
+    };
+    requestAnimationFrame(frame); }"""
+)
+# After settling: ms from the key press to the final content shown without / with the intervals (the first change
+# from which it stays final), to settled, and whether the final content had been shown, then left, before.
+_RESULT = (
+    """() => { const rec = window.__benchRec; rec.stopped = true; const final = ("""
+    + _CONTENT
+    + """)();
+    const since = (k) => { let j = rec.changes.length;
+      while (j > 0 && rec.changes[j - 1][1][k] === final[k]) j -= 1;
+      return [j < rec.changes.length ? rec.changes[j][0] : window.__benchSettledAt,
+              rec.changes.slice(0, j).some(([, content]) => content[k] === final[k])]; };
+    const [shown, flipped] = since(0), [intervals] = since(1);
+    return [shown - rec.start, intervals - rec.start, window.__benchSettledAt - rec.start, flipped]; }"""
+)
 # Settled: no element stale, the script not running, and the snapshot differs from the one before the key press.
 # It runs on every animation frame, and stringifying the figures' data costs milliseconds of the renderer's main
 # thread at 10k x 100 (the thread that is drawing the update): it is stringified only when a chart holds data
@@ -60,9 +113,11 @@ _SETTLED = (
     const held = [p[0].layout, p[0].data, p[2].data, p[3].data], seen = window.__benchSeen;
     if (seen && held.every((ref, i) => ref === seen[i])) return false;
     window.__benchSeen = held;
-    return ("""
+    if (("""
     + _SNAPSHOT
-    + """)() !== before; }"""
+    + """)() === before) return false;
+    window.__benchSettledAt = performance.now();
+    return true; }"""
 )
 
 
@@ -99,7 +154,7 @@ def _compare(pw, tmp: str, sizes, run_ids, url: str, other: Path, repeats: int) 
             opened = [
                 _open(pw, u, run_id, str(Path(tmp) / f"compare-{n}-{c}-{i}")) for i, u in enumerate((url, other_url))
             ]
-            times: list[list[float]] = [[], []]
+            times: list[list[tuple[float, float, float]]] = [[], []]
             try:
                 for k in range(repeats):
                     for (_, page), out in zip(opened, times, strict=True):
@@ -108,28 +163,42 @@ def _compare(pw, tmp: str, sizes, run_ids, url: str, other: Path, repeats: int) 
                 for context, _ in opened:
                     context.close()
             for name, out in zip(("this checkout", str(other)), times, strict=True):
-                print(
-                    f"{n:>7,} x {c:<4} λ, {name}: median {1000 * statistics.median(out):6.0f}   max {1000 * max(out):6.0f}",
-                    flush=True,
-                )
+                print(f"{n:>7,} x {c:<4} λ, {name}: {_figures(out)}", flush=True)
     finally:
         headless.stop(other_server)
         other_server.wait(timeout=10)
 
 
-def _press_and_time(page, slider: str, key: str) -> float:
-    """Seconds from the key press to the page settled with new figures (pressed once the page is idle: a rerun
-    still under way, such as the one the paired bootstrap's watch starts when it lands, leaves two copies of the
-    slider on the page for a moment)."""
+def _press_and_time(page, slider: str, key: str) -> tuple[float, float, float]:
+    """Seconds from the key press to the final content shown (without, then with the paired intervals), and to
+    the page settled with new figures (pressed
+    once the page is idle: a rerun still under way, such as the one the paired bootstrap's watch starts when it
+    lands, leaves two copies of the slider on the page for a moment). A press whose final content had been on
+    screen, then left it, then come back is a mismatch: counted in ``MISMATCHES``."""
     page.wait_for_function(_IDLE, timeout=60_000, polling="raf")
     before = page.evaluate(_SNAPSHOT)
     page.evaluate("window.__benchSeen = null")
     thumb = page.locator('[data-testid="stSlider"]').filter(has_text=SLIDERS[slider]).get_by_role("slider")
     thumb.focus()
-    start = time.perf_counter()
+    page.evaluate(_RECORD)
     page.keyboard.press(key)
     page.wait_for_function(_SETTLED, arg=before, timeout=60_000, polling="raf")
-    return time.perf_counter() - start
+    page.wait_for_timeout(300)  # anything the settled page still changes (it must not) is seen
+    shown, intervals, settled, flipped = page.evaluate(_RESULT)
+    MISMATCHES.append(bool(flipped))
+    return shown / 1000, intervals / 1000, settled / 1000
+
+
+#: One entry per press: whether its content left the final one after showing it (a wrong view shown).
+MISMATCHES: list[bool] = []
+
+
+def _figures(times: list[tuple[float, float, float]]) -> str:
+    """Median / max of the shown, intervals and settled times, in ms."""
+    return "   ".join(
+        f"{name} {statistics.median(ms):4.0f} / {max(ms):4.0f}"
+        for name, ms in zip(("shown", "intervals", "settled"), ([1000 * t[i] for t in times] for i in range(3)))
+    )
 
 
 def _key(slider: str, k: int, one_way: bool) -> str:
@@ -180,7 +249,7 @@ def _renderer_profile(page, presses: int) -> dict[str, float]:
     return spent
 
 
-def _session(url: str, run_id: str, repeats: int, out: list[float], profile: str) -> None:
+def _session(url: str, run_id: str, repeats: int, out: list[tuple[float, float, float]], profile: str) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -233,12 +302,14 @@ def main() -> None:
         server, url = _serve(tmp)
         try:
             if args.against:
-                print(f"keypress to settled, Chromium, {args.repeats} λ presses each, alternating between the apps")
+                print(
+                    f"keypress to shown / settled, Chromium, {args.repeats} λ presses each, alternating between the apps"
+                )
                 with sync_playwright() as pw:
                     _compare(pw, tmp, sizes, run_ids, url, args.against.resolve(), args.repeats)
                 return
             print(
-                f"keypress to settled, Chromium, {args.repeats} presses each"
+                f"keypress to shown / intervals / settled, Chromium, {args.repeats} presses each"
                 f"{' in one direction' if args.one_way else ', alternating'} (median / max, ms)"
             )
             with sync_playwright() as pw:
@@ -250,11 +321,7 @@ def main() -> None:
                                 _press_and_time(page, slider, _key(slider, k, args.one_way))
                                 for k in range(args.repeats)
                             ]
-                            print(
-                                f"{n:>7,} x {c:<4} {slider}: median {1000 * statistics.median(times):6.0f}"
-                                f"   max {1000 * max(times):6.0f}",
-                                flush=True,
-                            )
+                            print(f"{n:>7,} x {c:<4} {slider}: {_figures(times)}", flush=True)
                         if args.profile:
                             spent = _renderer_profile(page, args.repeats)
                             print(
@@ -264,7 +331,7 @@ def main() -> None:
                     finally:
                         context.close()
             if args.sessions:
-                results: list[list[float]] = [[] for _ in range(args.sessions)]
+                results: list[list[tuple[float, float, float]]] = [[] for _ in range(args.sessions)]
                 threads = [
                     threading.Thread(
                         target=_session,
@@ -276,14 +343,20 @@ def main() -> None:
                     thread.start()
                 for thread in threads:
                     thread.join()
-                times = sorted(t for r in results for t in r)
-                if not times:
+                presses = [t for r in results for t in r]
+                if not presses:
                     raise SystemExit("no session finished a key press")
-                p95 = times[min(len(times) - 1, int(np.ceil(0.95 * len(times))) - 1)]
                 n, c = sizes[0]
+                for name, i in (("shown", 0), ("intervals", 1), ("settled", 2)):
+                    times = sorted(t[i] for t in presses)
+                    p95 = times[min(len(times) - 1, int(np.ceil(0.95 * len(times))) - 1)]
+                    print(
+                        f"{args.sessions} sessions moving λ on {n:,} x {c}, {name}: median "
+                        f"{1000 * statistics.median(times):.0f} ms, p95 {1000 * p95:.0f} ms ({len(times)} presses)"
+                    )
+            if any(MISMATCHES):
                 print(
-                    f"{args.sessions} sessions moving λ on {n:,} x {c}: median {1000 * statistics.median(times):.0f}"
-                    f" ms, p95 {1000 * p95:.0f} ms ({len(times)} presses)"
+                    f"MISMATCH: {sum(MISMATCHES)} of {len(MISMATCHES)} presses left their final content after showing it"
                 )
         finally:
             headless.stop(server)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -9,10 +10,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import comparison, detectors, explore, figures, jobs, metrics, protocol
+from relu_core import comparison, detectors, explore, figures, jobs, metrics, protocol, report
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import LRURegistry
 from studio import jobbox, page, query, runs, session, sidebar
+from studio.live_chart import Follow, live_html, value_key
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
 query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
@@ -28,6 +30,10 @@ session.restore(session.explore_defaults(), session.EX_KEPT)  # the controls sur
 
 def _chart(fig, stem: str, **kwargs):
     return page.chart(st, fig, stem, key=session.item_key(session.EX_CHART, stem), **kwargs)
+
+
+def _html(html: str, name: str, follow: Follow | None) -> None:
+    live_html(st, html, key=session.item_key(session.EX_CHART, name), follow=follow)
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,7 @@ def _view(
     leave the setting alone (operating point, galleries, toggles) reuse its curves and paired bootstrap."""
     if perturbed is not None:  # ε results arrive in stages from background jobs: always recomputed
         return explore.explore(run_id, temperature, lam, tune_fraction, seed, keys, perturbed, subset)
-    store = st.session_state.setdefault(session.EX_VIEWS, LRURegistry(4))
+    store = st.session_state.setdefault(session.EX_VIEWS, LRURegistry(8))  # a λ and its neighbours, twice
     key = (run_id, temperature, lam, tune_fraction, seed, tuple(keys))
     if key not in store:
         store[key] = explore.explore(run_id, temperature, lam, tune_fraction, seed, keys)
@@ -112,11 +118,10 @@ PAIRED_WAIT_S = 0.3
 
 @st.fragment(run_every=0.5)
 def _paired_watch(key: str) -> None:
-    """ "computing" in place of the paired table; reruns the page once the bootstrap has landed."""
+    """Reruns the page once the paired bootstrap has landed (the paired table says "computing" meanwhile)."""
     job = jobs.MANAGER.get(key)
     if job is None or not job.running:
         st.rerun()
-    st.caption("computing the paired bootstrap interval of Rel-U − Doctor …")
 
 
 @st.fragment(run_every=1.0)
@@ -313,7 +318,7 @@ def _controls(has_model: bool):
     session.keep(session.explore_defaults(), session.EX_KEPT)
     state = st.session_state
     settings = Settings(
-        lam="auto" if lam_auto else float(state[session.EX_LAM]),
+        lam="auto" if lam_auto else round(float(state[session.EX_LAM]), 2),  # the slider's step
         temperature=float(state[session.EX_TEMPERATURE]),
         eps=float(state[session.EX_EPS]) if has_model else 0.0,
         tune_fraction=float(state[session.EX_TUNE_FRACTION]),
@@ -325,7 +330,91 @@ def _controls(has_model: bool):
     return settings, c_lam, eps_slot
 
 
-def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_names: list[str], s: Settings):
+#: λ's neighbours sent with each view, one slider step each way: the browser shows them the moment the slider
+#: reaches them, before the server reruns (``studio.live_chart.Follow``).
+FOLLOW_STEP = 0.01
+#: Neighbours are sent only for runs whose view is cheap: the Rel-U score costs N × C² multiply-adds, and at
+#: 50k × 1000 (seconds per view) three views per move would triple it.
+FOLLOW_MAX_WORK = 3e8
+
+
+@dataclass
+class LamView:
+    """What the panels that follow λ show for one view: its operating points, D*, ROC and risk-coverage figures,
+    the metrics table, and the markup of the D* caption, the metrics table and the paired table (the operating
+    table's is made by :func:`_operating_html` when its tab is open)."""
+
+    view: explore.ExploreView
+    points: dict[str, metrics.OperatingPoint]
+    heat: object
+    roc: object
+    rc: object
+    dstar_caption: str = ""
+    table: pd.DataFrame | None = None
+    metrics_html: str = ""
+    paired_html: str = ""
+
+
+def _lam_figures(view: explore.ExploreView, s: Settings, class_names: list[str]) -> LamView:
+    """The operating points and figures of ``view`` (its tables come later: :func:`_lam_tables`)."""
+    correct_eval = view.correct[view.eval_idx]
+    points = {
+        k: metrics.operating_point(d.eval_uncertainty, correct_eval, s.op_kind, s.op_target)
+        for k, d in view.detectors.items()
+    }
+    heat, roc, rc = explore.view_figures(view, class_names, {k: points[k] for k in s.keys}, s.keys)
+    text = (
+        f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {s.temperature:g}, "
+        f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm."
+    )
+    if view.fallback:
+        text += f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
+    return LamView(view, points, heat, roc, rc, dstar_caption=f"<p>{html.escape(text)}</p>")
+
+
+def _lam_tables(lv: LamView, s: Settings, paired_pending: bool) -> LamView:
+    """Fills in ``lv``'s metrics table (the Rel-U − Doctor cells coloured where the paired interval excludes 0)
+    and the markup of its tables; ``paired_pending``: the paired bootstrap is still running."""
+    view = lv.view
+    relu, doctor = (detectors.label(k) for k in protocol.PAIRED)
+    lv.table = comparison.metrics_table(
+        {view.detectors[k].name: view.detectors[k].summary for k in s.keys},
+        view.accuracy_eval,
+        difference=(relu, doctor),
+    )
+    classes = comparison.difference_classes(lv.table, view.paired, comparison.difference_label(relu, doctor))
+    lv.metrics_html = report.table_html(lv.table, classes=classes)
+    if view.paired:
+        lv.paired_html = report.table_html(comparison.paired_rows(view.paired), index=False)
+    elif paired_pending:
+        lv.paired_html = "<p>computing the paired bootstrap interval of Rel-U − Doctor …</p>"
+    return lv
+
+
+def _neighbours(run_, s: Settings, perturbed, class_names: list[str]) -> dict[str, LamView]:
+    """The views of λ's neighbours (:data:`FOLLOW_STEP`), keyed as the browser reads the slider; none when λ is
+    automatic, under ε (the pass is per λ) or for a run too large (:data:`FOLLOW_MAX_WORK`). Their paired
+    bootstraps start in the background; a neighbour shows its interval if it has landed."""
+    n, c = len(run_.labels), len(run_.class_names)
+    if s.lam == "auto" or s.eps > 0 or perturbed is not None or n * c * c > FOLLOW_MAX_WORK:
+        return {}
+    views = {}
+    for lam in (round(s.lam - FOLLOW_STEP, 2), round(s.lam + FOLLOW_STEP, 2)):
+        if 0.0 <= lam <= 1.0:
+            view = _view(run_.run_id, s.temperature, lam, s.tune_fraction, s.seed, s.keys, None, None)
+            job = None if view.paired else explore.paired_job(view, s.seed)
+            if job is not None and job.state == jobs.DONE:
+                view.paired, job = job.result, None
+            views[value_key(lam)] = _lam_tables(_lam_figures(view, s, class_names), s, job is not None and job.running)
+    return views
+
+
+def _follow(neighbours: dict[str, LamView], part: Callable[[LamView], object]) -> Follow | None:
+    """``part`` of each neighbour, for an element that follows the λ slider (None when there are none)."""
+    return Follow(session.EX_LAM, {k: part(lv) for k, lv in neighbours.items()}) if neighbours else None
+
+
+def _dstar_and_confusion(run_id: str, lv: LamView, neighbours: dict, class_names: list[str], s: Settings):
     """D* (or Doctor's implicit matrix) beside the tuning split's confusion matrix, whose cell click picks the
     gallery's pair and opens its tab. Returns the two figures drawn."""
     left, right = st.columns(2)
@@ -333,22 +422,15 @@ def _dstar_and_confusion(run_id: str, view: explore.ExploreView, heat, class_nam
         doctor_matrix = st.toggle(
             "Show Doctor's implicit matrix instead (ones off the diagonal)", key=session.EX_SHOW_DOCTOR
         )
+        heat = lv.heat
         if doctor_matrix:
             heat = figures.dstar_heatmap(
                 detectors.hamming_matrix(len(class_names)),
                 class_names,
                 title="Doctor's implicit matrix (ones off the diagonal)",
             )
-        _chart(heat, "dstar")
-        st.caption(
-            f"Fitted on the tuning split ({view.tune_idx.size} samples) at T = {s.temperature:g}, "
-            f"λ = {view.lam_used:.3g}; normalised to unit Frobenius norm."
-            + (
-                f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
-                if view.fallback
-                else ""
-            )
-        )
+        _chart(heat, "dstar", follow=None if doctor_matrix else _follow(neighbours, lambda n: n.heat))
+        _html(lv.dstar_caption, "dstar_caption", _follow(neighbours, lambda n: n.dstar_caption))
     with right:
         cm, cm_fig = explore.confusion_figure(run_id, s.tune_fraction, s.seed)
         clicked = _chart(cm_fig, "confusion", clickable=True)
@@ -380,17 +462,18 @@ def _mirrored(key: str) -> dict:
     return {"key": key, "on_change": _picked, "args": (key,)}
 
 
-def _curves(roc, rc) -> None:
+def _curves(lv: LamView, neighbours: dict) -> None:
     c_roc, c_rc = st.columns(2)
     with c_roc:
-        _chart(roc, "roc")
+        _chart(lv.roc, "roc", follow=_follow(neighbours, lambda n: n.roc))
     with c_rc:
-        _chart(rc, "risk_coverage")
+        _chart(lv.rc, "risk_coverage", follow=_follow(neighbours, lambda n: n.rc))
 
 
-def _settle_paired(view: explore.ExploreView, paired_job) -> None:
+def _settle_paired(view: explore.ExploreView, paired_job) -> bool:
     """Waits briefly for the paired bootstrap and keeps its result with the view (for the widgets that do not
-    change it); a failure is shown once and a cancelled job is forgotten, so asking again retries."""
+    change it); a failure is shown once and a cancelled job is forgotten, so asking again retries. Returns
+    whether it is still running."""
     if paired_job is not None and paired_job.wait(PAIRED_WAIT_S):
         if paired_job.state == jobs.DONE:
             view.paired = paired_job.result
@@ -398,26 +481,19 @@ def _settle_paired(view: explore.ExploreView, paired_job) -> None:
             if paired_job.state == jobs.FAILED:
                 jobbox.show_error(InputError(paired_job.error), "the paired bootstrap")
             jobs.MANAGER.forget(paired_job.key)
+    return paired_job is not None and paired_job.running
 
 
-def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_note: str, perturbed) -> pd.DataFrame:
-    """The metrics table with the significant Rel-U − Doctor differences coloured, and the paired intervals.
-    Returns the table."""
+def _metrics_section(lv: LamView, neighbours: dict, s: Settings, eps_note: str, perturbed) -> None:
+    """The metrics table with the significant Rel-U − Doctor differences coloured."""
     relu, doctor = (detectors.label(k) for k in protocol.PAIRED)
-    table = comparison.metrics_table(
-        {view.detectors[k].name: view.detectors[k].summary for k in s.keys},
-        view.accuracy_eval,
-        difference=(relu, doctor),
-    )
-    _settle_paired(view, paired_job)
-    styles = comparison.difference_styles(table, view.paired, comparison.difference_label(relu, doctor))
     st.subheader("Metrics on the evaluation split")
-    st.dataframe(table.style.apply(lambda _: styles, axis=None).format("{:.4f}", na_rep=""))
+    _html(lv.metrics_html, "metrics", _follow(neighbours, lambda n: n.metrics_html))
     st.caption(
         f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
         f"{relu} − {doctor}: green where {relu} is significantly better, red where {doctor} is (FPR95, AUROC and "
         "AURC, whose paired interval below excludes 0), plain otherwise. "
-        f"Evaluation split: {view.eval_idx.size} samples; "
+        f"Evaluation split: {lv.view.eval_idx.size} samples; "
         + (
             f"{eps_note} (Rel-U and Doctor pre-processed)."
             if perturbed is not None
@@ -426,13 +502,15 @@ def _metrics_section(view: explore.ExploreView, s: Settings, paired_job, eps_not
             else f"{eps_note}."
         )
     )
-    return table
 
 
-def _paired_section(view: explore.ExploreView, paired_job) -> None:
+def _paired_section(lv: LamView, neighbours: dict, paired_job) -> None:
+    """Rel-U − Doctor with its paired intervals ("computing …" while the bootstrap runs; the page reruns when it
+    lands)."""
+    view = lv.view
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
+    _html(lv.paired_html, "paired", _follow(neighbours, lambda n: n.paired_html))
     if view.paired:
-        st.dataframe(comparison.paired_rows(view.paired), hide_index=True)
         first = next(iter(view.paired.values()))
         st.caption(
             f"{100 * first.confidence:g} % percentile interval over {first.n_resamples} paired "
@@ -449,11 +527,21 @@ OPERATING_NOTE = (
 )
 
 
-def _operating_section(table: pd.DataFrame, s: Settings) -> None:
-    # number formats by column config, not a pandas Styler (which cost ~15 ms of each slider move)
-    rates = {c: st.column_config.NumberColumn(format="%.4f") for c in ("TPR", "FPR", "coverage", "risk")}
-    threshold = st.column_config.NumberColumn(format=comparison.threshold_format(table["threshold"]))
-    st.dataframe(table, column_config={"threshold": threshold, **rates})
+def _operating_table(lv: LamView, s: Settings) -> pd.DataFrame:
+    """The operating point of each detector shown (made by the open tab or an export only, not on every move)."""
+    view = lv.view
+    return comparison.operating_table(
+        {view.detectors[k].name: lv.points[k] for k in s.keys}, view.correct[view.eval_idx]
+    )
+
+
+def _operating_html(lv: LamView, s: Settings) -> str:
+    table = _operating_table(lv, s)
+    return report.table_html(table, formats={"threshold": comparison.threshold_format(table["threshold"])})
+
+
+def _operating_section(lv: LamView, neighbours: dict, s: Settings) -> None:
+    _html(_operating_html(lv, s), "operating", _follow(neighbours, lambda n: _operating_html(n, s)))
     st.caption(OPERATING_NOTE.format(what=_target_words(s)) + " Marked with × on both curves.")
 
 
@@ -562,38 +650,30 @@ def explore_panel(run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - one line for the user; show_error logs anything unexpected
         jobbox.show_error(exc, "Explore")
         return
-    # The paired bootstrap (~100 ms at 10k) runs beside the figures in a background job; the tables below
-    # wait for it briefly, else show it when it lands (_paired_watch).
     if s.lam == "auto":  # the slider, disabled, still shows the last manual value
         c_lam.caption(f"auto: λ = {view.lam_used:.3g}")
+    neighbours = _neighbours(run_, s, perturbed, class_names)
+    # The paired bootstrap (~100-200 ms at 10k) runs beside the figures in a background job; the tables below
+    # wait for it briefly, else show it when it lands (_paired_watch).
     paired_job = None if view.paired else explore.paired_job(view, s.seed)
-    correct_eval = view.correct[view.eval_idx]
-    points = {
-        k: metrics.operating_point(d.eval_uncertainty, correct_eval, s.op_kind, s.op_target)
-        for k, d in view.detectors.items()
-    }
-    heat, roc, rc = explore.view_figures(view, class_names, {k: points[k] for k in s.keys}, s.keys)
-
-    heat, cm_fig = _dstar_and_confusion(run_id, view, heat, class_names, s)
-    _curves(roc, rc)
-    table = _metrics_section(view, s, paired_job, eps_note, perturbed)
-    figs = {"dstar": heat, "confusion": cm_fig, "roc": roc, "risk_coverage": rc}
-
-    def operating_table() -> pd.DataFrame:  # made by the open tab or an export only, not on every move
-        return comparison.operating_table({view.detectors[k].name: points[k] for k in s.keys}, correct_eval)
-
-    _export_buttons(run_, view, figs, table, operating_table, _report_settings(view, s, eps_note))
-    _paired_section(view, paired_job)
+    lv = _lam_figures(view, s, class_names)
+    heat, cm_fig = _dstar_and_confusion(run_id, lv, neighbours, class_names, s)
+    _curves(lv, neighbours)
+    _lam_tables(lv, s, _settle_paired(view, paired_job))
+    _metrics_section(lv, neighbours, s, eps_note, perturbed)
+    figs = {"dstar": heat, "confusion": cm_fig, "roc": lv.roc, "risk_coverage": lv.rc}
+    _export_buttons(run_, view, figs, lv.table, lambda: _operating_table(lv, s), _report_settings(view, s, eps_note))
+    _paired_section(lv, neighbours, paired_job)
     operating, cell, caught = st.tabs(DETAIL_TABS, key=session.EX_DETAIL_TAB, on_change="rerun")
     if operating.open:
         with operating:
-            _operating_section(operating_table(), s)
+            _operating_section(lv, neighbours, s)
     if cell.open:
         with cell:
             _cell_gallery(run_, view, s.keys, class_names)
     if caught.open:
         with caught:
-            _caught_by_one(view, points, class_names, subset)
+            _caught_by_one(view, lv.points, class_names, subset)
 
 
 try:

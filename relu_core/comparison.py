@@ -22,9 +22,10 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("aurc", "AURC ↓"),
     ("eaurc", "E-AURC ↓"),
 )
-#: Colours of a significant difference: the first detector better / worse.
-BETTER_STYLE = "background-color: #c7e9c0; font-weight: bold"
-WORSE_STYLE = "background-color: #fcbba1; font-weight: bold"
+#: CSS classes of a significant difference's cell (the tables' style sheets colour them): the first detector
+#: better / worse.
+BETTER_CLASS = "better"
+WORSE_CLASS = "worse"
 
 
 def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
@@ -87,15 +88,21 @@ def significant_columns(paired: Mapping[str, stats.PairedDifference]) -> dict[st
     }
 
 
-def difference_styles(table: pd.DataFrame, paired: Mapping[str, stats.PairedDifference], row: str) -> pd.DataFrame:
-    """CSS per cell of ``table``: only the difference ``row``'s cells whose paired interval excludes 0 are
-    coloured (green where the first detector is better, red where worse); the rest is noise and stays plain."""
-    styles = pd.DataFrame("", index=table.index, columns=table.columns)
-    if row in table.index:
-        for column, diff in significant_columns(paired).items():
-            if column in styles.columns:
-                styles.loc[row, column] = BETTER_STYLE if diff.a_is_better() else WORSE_STYLE
-    return styles
+def difference_classes(
+    table: pd.DataFrame, paired: Mapping[str, stats.PairedDifference], row: str
+) -> dict[tuple[int, int], str]:
+    """(row, column) position -> CSS class of the cells of ``table`` to colour: only the difference ``row``'s
+    cells whose paired interval excludes 0 (:data:`BETTER_CLASS` where the first detector is better,
+    :data:`WORSE_CLASS` where worse); the rest is noise and stays plain."""
+    if row not in table.index:
+        return {}
+    r = list(table.index).index(row)
+    columns = list(table.columns)
+    return {
+        (r, columns.index(column)): BETTER_CLASS if diff.a_is_better() else WORSE_CLASS
+        for column, diff in significant_columns(paired).items()
+        if column in columns
+    }
 
 
 def operating_table(points: Mapping[str, metrics.OperatingPoint], correct: np.ndarray) -> pd.DataFrame:

@@ -38,7 +38,7 @@ table { border-collapse: collapse; margin: 0.6em 0; } th, td { border: 1px solid
 text-align: right; } th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 .verdict { font-size: 1.1em; padding: 0.6em 1em; background: #eef5ff; border-left: 4px solid #1f77b4; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; } .note { color: #555; font-size: 0.9em; }
-.good { background: #c7e9c0; font-weight: bold; } .bad { background: #fcbba1; font-weight: bold; }
+.better { background: #c7e9c0; font-weight: bold; } .worse { background: #fcbba1; font-weight: bold; }
 """
 
 
@@ -79,24 +79,37 @@ def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
     return info
 
 
-def _table_html(
-    frame: pd.DataFrame, *, index: bool = True, classes: Mapping[tuple[int, int], str] | None = None, digits: int = 4
+def table_html(
+    frame: pd.DataFrame,
+    *,
+    index: bool = True,
+    classes: Mapping[tuple[int, int], str] | None = None,
+    formats: Mapping[str, str] | None = None,
+    digits: int = 4,
 ) -> str:
-    """A small escaped HTML table; ``classes`` maps (row, column) positions to a CSS class."""
-    classes = classes or {}
+    """A small escaped HTML table (the report's, and the app's tables that follow a slider). ``classes`` maps
+    (row, column) positions to a CSS class; ``formats`` maps columns to a printf format for their floats (else
+    ``digits`` decimals). A float cell carries its exact value in ``data-value`` (a non-finite one shows empty)."""
+    classes, formats = classes or {}, formats or {}
 
-    def cell(value: object) -> str:
+    def cell(value: object, column: object) -> str:
         if isinstance(value, (float, np.floating)):
-            return "" if not np.isfinite(value) else f"{value:.{digits}f}"
-        return html.escape(str(value))
+            shown = formats.get(str(column), f"%.{digits}f") % value if np.isfinite(value) else ""
+            return f' data-value="{float(value)!r}">{shown}'
+        return f">{html.escape(str(value))}"
 
-    head = ([""] if index else []) + [html.escape(str(c)) for c in frame.columns]
+    columns = list(frame.columns)
+    head = ([""] if index else []) + [html.escape(str(c)) for c in columns]
     rows = []
-    for r, (name, row) in enumerate(frame.iterrows()):
+    # column by column: a row of a mixed frame (counts beside rates) would make every cell a float
+    values = zip(*(frame[c].tolist() for c in frame.columns), strict=True) if columns else ([] for _ in frame.index)
+    for r, (name, row) in enumerate(zip(frame.index, values, strict=True)):
         cells = [f"<th>{html.escape(str(name))}</th>"] if index else []
         cells += [
-            f'<td class="{classes[(r, c)]}">{cell(v)}</td>' if (r, c) in classes else f"<td>{cell(v)}</td>"
-            for c, v in enumerate(row.tolist())
+            f'<td class="{classes[(r, c)]}"{cell(v, columns[c])}</td>'
+            if (r, c) in classes
+            else f"<td{cell(v, columns[c])}</td>"
+            for c, v in enumerate(row)
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
@@ -127,14 +140,7 @@ def render_html(
     ``operating_table`` (with ``operating_note`` under it), when given, is the view's operating point."""
     import pandas as pd
 
-    significant = {stats.METRIC_LABELS[m]: d for m, d in paired.items() if d.significant}
-    classes = {}
-    if "Rel-U − Doctor" in metrics_table.index:
-        r = list(metrics_table.index).index("Rel-U − Doctor")
-        for c, column in enumerate(metrics_table.columns):
-            d = significant.get(str(column).split(" ")[0])
-            if d is not None:
-                classes[(r, c)] = "good" if d.a_is_better() else "bad"
+    classes = comparison.difference_classes(metrics_table, paired, comparison.difference_label("Rel-U", "Doctor"))
     charts = [
         fig.to_html(
             full_html=False,
@@ -153,14 +159,14 @@ def render_html(
 <p class="verdict">{html.escape(verdict)}</p>
 <h2>D* and the confusion matrix</h2><div class="grid">{"".join(f"<div>{c}</div>" for c in charts[:2])}</div>
 <h2>ROC and risk-coverage (evaluation split)</h2><div class="grid">{"".join(f"<div>{c}</div>" for c in charts[2:])}</div>
-<h2>Metrics on the evaluation split</h2>{_table_html(metrics_table, classes=classes)}
+<h2>Metrics on the evaluation split</h2>{table_html(metrics_table, classes=classes)}
 <p class="note">{html.escape(protocol.FPR_CONVENTION)}. The difference row is coloured only where its paired
 interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
-<h2>Is Rel-U better than Doctor here?</h2>{_table_html(comparison.paired_rows(paired).set_index("metric"))}
+<h2>Is Rel-U better than Doctor here?</h2>{table_html(comparison.paired_rows(paired).set_index("metric"))}
 <p class="note">{100 * confidence:g} % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
 (the same resample scores both detectors).</p>
-{_operating_html(operating_table, operating_note)}<h2>Settings</h2>{_table_html(settings_frame)}
-<h2>Provenance</h2>{_table_html(prov_frame)}
+{_operating_html(operating_table, operating_note)}<h2>Settings</h2>{table_html(settings_frame)}
+<h2>Provenance</h2>{table_html(prov_frame)}
 <p class="note">Made with Rel-U Studio. Rel-U: Dadalto et al., A Data-Driven Measure of Relative Uncertainty for
 Misclassification Detection, ICLR 2024.</p>"""
     return (
@@ -172,7 +178,7 @@ Misclassification Detection, ICLR 2024.</p>"""
 def _operating_html(table: pd.DataFrame | None, note: str) -> str:
     if table is None:
         return ""
-    return f'<h2>Operating point</h2>{_table_html(table)}<p class="note">{html.escape(note)}</p>\n'
+    return f'<h2>Operating point</h2>{table_html(table)}<p class="note">{html.escape(note)}</p>\n'
 
 
 def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float) -> pd.DataFrame:

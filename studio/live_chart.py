@@ -1,20 +1,30 @@
-"""Every chart of the app: a small Streamlit component (``st.components.v2``) that draws a plotly figure once
-and then updates it in place with ``Plotly.react`` when a rerun brings a changed figure.
+"""Every chart of the app, and the tables that follow a slider: small Streamlit components
+(``st.components.v2``) that draw once and then update in place when a rerun brings a changed view.
 
 ``st.plotly_chart`` re-mounts a chart whose figure changed (``Plotly.newPlot``: the whole SVG, axes and modebar
 rebuilt), three times per λ move on Explore; ``Plotly.react`` diffs and redraws only what changed
-(``bench/bench_browser.py``). The component is mounted in the page itself (no iframe, no shadow root: plotly's
-modebar and hover styles live in the document). It loads the plotly.js that ships with the installed plotly
+(``bench/bench_browser.py``). The components are mounted in the page itself (no iframe, no shadow root: plotly's
+modebar and hover styles live in the document). They load the plotly.js that ships with the installed plotly
 package, served by Streamlit's static file serving (``.streamlit/config.toml``) from ``static/``, where
 :func:`ensure_plotly_js` puts it: the app needs no internet and draws with the same plotly.js as the HTML report.
+
+**Following a slider** (:class:`Follow`): a view may come with the views of the slider's neighbouring values,
+computed by the server in the same rerun. When the user moves that slider to one of them, the browser shows it at
+once, before the server has heard of the move; the rerun the move starts then brings the same view (same
+``id``: a hash of its content) and nothing is redrawn. Any other interaction (another control, a tab, the
+sidebar) stops the following until the server's next answer, so a view is never shown under settings it was
+not computed for; a value without a neighbour's view waits for the server, as every other control does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
+import re
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.offline
@@ -25,7 +35,7 @@ from relu_core.cache import atomic_write
 #: Streamlit serves ``static/`` beside the main script at ``app/static/``.
 PLOTLY_JS = Path(__file__).resolve().parent.parent / "static" / "plotly.min.js"
 
-_JS = """
+_FOLLOW_JS = """
 function loadPlotly() {
   // one script element per page; resolves to the plotly.js of app/static, whoever else set window.Plotly
   if (!window.__reluStudioPlotly) {
@@ -40,6 +50,65 @@ function loadPlotly() {
   return window.__reluStudioPlotly;
 }
 
+// The value a keyed st.slider shows (its thumb's label), as the server names views: two decimals.
+function sliderValue(sliderClass) {
+  const label = document.querySelector(`.${sliderClass} [data-testid="stSliderThumbValue"]`);
+  return label ? Number(label.textContent).toFixed(2) : null;
+}
+
+// One registry per page: the elements following a slider, and whether following is on.
+function followers() {
+  if (window.__reluStudioFollow) return window.__reluStudioFollow;
+  const registry = { targets: new Set(), blocked: false };
+  // an interaction with anything but a followed slider or a chart may change what the views were computed for
+  const interaction = (event) => {
+    const element = event.target instanceof Element ? event.target : null;
+    if (!element || element.closest(".js-plotly-plot")) return;
+    for (const target of registry.targets) if (target.slider && element.closest(`.${target.slider}`)) return;
+    registry.blocked = true;
+  };
+  for (const type of ["pointerdown", "keydown", "change"]) document.addEventListener(type, interaction, true);
+  // Streamlit's slider sets its input's aria-valuetext on every render of the slider, the user's moves included
+  new MutationObserver((records) => {
+    if (registry.blocked) return;
+    for (const target of registry.targets) {
+      if (target.slider && records.some((r) => r.target.closest(`.${target.slider}`))) target.follow();
+    }
+  }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["aria-valuetext"] });
+  window.__reluStudioFollow = registry;
+  return registry;
+}
+
+// Registers ``element`` (drawn by ``show(view)``) for this render's payload and shows the view its slider's
+// value asks for (the server's own view when the slider has no neighbour's view there). Returns the cleanup.
+function follow(element, payload, current, show) {
+  const registry = followers();
+  registry.blocked = false;  // the server has answered the last interaction
+  let target = element.reluFollowTarget;
+  if (!target) {
+    target = element.reluFollowTarget = { shown: null };
+    target.follow = () => {
+      const value = target.slider && sliderValue(target.slider);
+      const view = (value && target.views[value]) || target.current;
+      if (view.id !== target.shown) {
+        target.shown = view.id;
+        show(view);
+      }
+    };
+  }
+  target.slider = payload.follow ? payload.follow.slider : null;
+  target.views = payload.follow ? payload.follow.views : {};
+  target.current = current;
+  registry.targets.add(target);
+  target.follow();
+  // called when Streamlit unmounts the element; an element still on the page is being updated, not removed
+  return () => setTimeout(() => element.isConnected || registry.targets.delete(target), 0);
+}
+"""
+
+_CHART_JS = (
+    _FOLLOW_JS
+    + """
 export default function ({ parentElement, data, setTriggerValue }) {
   let plot = parentElement.querySelector(".relu-studio-chart");
   if (!plot) {
@@ -47,19 +116,29 @@ export default function ({ parentElement, data, setTriggerValue }) {
     plot.className = "relu-studio-chart";
     parentElement.appendChild(plot);
   }
-  // called when Streamlit unmounts the element; a plot still on the page is being updated, not removed
-  const cleanup = () =>
-    setTimeout(() => plot.isConnected || loadPlotly().then((Plotly) => Plotly.purge(plot)).catch(() => {}), 0);
   plot.reluSetTrigger = setTriggerValue;  // the latest mount's, for the click handler bound once
-  if (plot.reluDrawn === data) return cleanup;  // every rerun sends every chart again; most did not change
-  plot.reluDrawn = data;
-  const figure = JSON.parse(data);
+  if (plot.reluPayload !== data) {  // every rerun sends every chart again; most did not change
+    plot.reluPayload = data;
+    const payload = JSON.parse(data);
+    plot.reluConfig = payload.config;
+    plot.reluClickable = payload.clickable;
+    plot.reluUnfollow = follow(plot, payload, { id: payload.view, figure: payload }, (view) => draw(plot, view));
+  }
+  const unfollow = plot.reluUnfollow;
+  return () => {
+    unfollow();
+    setTimeout(() => plot.isConnected || loadPlotly().then((Plotly) => Plotly.purge(plot)).catch(() => {}), 0);
+  };
+}
+
+function draw(plot, view) {
+  const figure = view.figure || JSON.parse(view.body);
   // a fixed height: with "responsive" and no height of its own plotly measures the empty element (0 px) and
   // flips between 0 and its default on alternate updates
   plot.style.height = `${figure.layout.height || 450}px`;
   loadPlotly().then((Plotly) => {
-    Plotly.react(plot, figure.data, figure.layout, figure.config);
-    if (figure.clickable && !plot.reluClickBound) {
+    Plotly.react(plot, figure.data, figure.layout, plot.reluConfig);
+    if (plot.reluClickable && !plot.reluClickBound) {
       plot.reluClickBound = true;
       plot.on("plotly_click", (event) => {
         const point = event.points.find((p) => p.customdata != null) ?? event.points[0];
@@ -67,11 +146,77 @@ export default function ({ parentElement, data, setTriggerValue }) {
       });
     }
   }).catch((error) => { plot.textContent = error.message; });
-  return cleanup;
 }
 """
+)
 
-_mount = st.components.v2.component("relu_studio_chart", js=_JS, isolate_styles=False)
+_HTML_JS = (
+    _FOLLOW_JS
+    + """
+export default function ({ parentElement, data }) {
+  let box = parentElement.querySelector(".relu-studio-html");
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "relu-studio-html";
+    parentElement.appendChild(box);
+  }
+  if (box.reluPayload !== data) {
+    box.reluPayload = data;
+    const payload = JSON.parse(data);
+    box.reluUnfollow = follow(box, payload, { id: payload.view, body: payload.html }, (view) => {
+      box.innerHTML = view.body;
+    });
+  }
+  return box.reluUnfollow;
+}
+"""
+)
+
+#: The tables' look, close to Streamlit's own (its theme's text colour and font); significant differences
+#: coloured as in the report.
+_HTML_CSS = """
+.relu-studio-html table { border-collapse: collapse; font-size: 0.875rem; margin: 0.25rem 0 0.5rem; }
+.relu-studio-html th, .relu-studio-html td { border: 1px solid rgba(128, 128, 128, 0.25); padding: 0.25rem 0.75rem;
+  text-align: right; font-variant-numeric: tabular-nums; }
+.relu-studio-html th { font-weight: 600; background: rgba(128, 128, 128, 0.08); }
+.relu-studio-html td:first-child, .relu-studio-html th:first-child { text-align: left; }
+.relu-studio-html .better { background: #c7e9c0; color: #111; font-weight: 700; }
+.relu-studio-html .worse { background: #fcbba1; color: #111; font-weight: 700; }
+.relu-studio-html p { margin: 0.25rem 0; font-size: 0.875rem; opacity: 0.75; }
+"""
+
+_mount_chart = st.components.v2.component("relu_studio_chart", js=_CHART_JS, isolate_styles=False)
+_mount_html = st.components.v2.component("relu_studio_html", js=_HTML_JS, css=_HTML_CSS, isolate_styles=False)
+
+
+@dataclass(frozen=True)
+class Follow:
+    """The views of a slider's neighbouring values, to show as soon as the user moves it there (before the
+    server reruns). ``slider`` is the slider's widget key; ``views`` maps its values, as ``value_key`` writes them,
+    to what the element shows at that value (a figure for :func:`live_chart`, HTML for :func:`live_html`)."""
+
+    slider: str
+    views: dict[str, object]
+
+
+def value_key(value: float) -> str:
+    """A followed slider's value as views are keyed (and as the browser reads the slider's label)."""
+    return f"{value:.2f}"
+
+
+def _view_id(body: str) -> str:
+    return hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
+
+
+def _follow_payload(follow: Follow | None, body_of) -> dict:
+    if follow is None:
+        return {}
+    views = {}
+    for value, view in follow.views.items():
+        body = body_of(view)
+        views[value] = {"id": _view_id(body), "body": body}
+    # the widget's class, as Streamlit writes it on the slider's element
+    return {"follow": {"slider": "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", follow.slider.strip()), "views": views}}
 
 
 @functools.cache
@@ -100,20 +245,44 @@ def _figure_json(fig) -> str:
     return text
 
 
-def figure_payload(fig, config: dict, *, clickable: bool = False) -> str:
-    """What the component receives: the figure's JSON with its plotly ``config`` (made responsive) and whether
-    clicks are reported."""
+def figure_payload(fig, config: dict, *, clickable: bool = False, follow: Follow | None = None) -> str:
+    """What the chart component receives: the figure's JSON with its plotly ``config`` (made responsive),
+    whether clicks are reported, the view's ``id`` and, with ``follow``, the neighbouring views."""
     body = _figure_json(fig)
-    extra = json.dumps({"config": {**config, "responsive": True}, "clickable": clickable})
+    extra = json.dumps(
+        {
+            "config": {**config, "responsive": True},
+            "clickable": clickable,
+            "view": _view_id(body),
+            **_follow_payload(follow, _figure_json),
+        }
+    )
     return body[:-1] + ", " + extra[1:]
 
 
-def live_chart(place, fig, config: dict, *, key: str, clickable: bool = False) -> dict | None:
+def html_payload(html: str, *, follow: Follow | None = None) -> str:
+    """What the HTML component receives: the HTML, its view ``id`` and, with ``follow``, the neighbouring
+    views."""
+    return json.dumps({"html": html, "view": _view_id(html), **_follow_payload(follow, str)})
+
+
+def live_chart(
+    place, fig, config: dict, *, key: str, clickable: bool = False, follow: Follow | None = None
+) -> dict | None:
     """``fig`` in ``place`` (``st`` or a column), kept mounted across reruns under ``key``. With ``clickable``
     a click on a point reruns the page and returns ``{"x", "y", "customdata"}`` of that point in that rerun
-    (None otherwise)."""
+    (None otherwise). With ``follow``, the chart shows a neighbour's figure as soon as its slider is moved there."""
     ensure_plotly_js()
     callbacks = {"on_click_change": lambda: None} if clickable else {}
     with place if place is not st else contextlib.nullcontext():  # the component mounts where ``with`` is
-        result = _mount(key=key, data=figure_payload(fig, config, clickable=clickable), **callbacks)
+        result = _mount_chart(
+            key=key, data=figure_payload(fig, config, clickable=clickable, follow=follow), **callbacks
+        )
     return result.get("click") if clickable else None
+
+
+def live_html(place, html: str, *, key: str, follow: Follow | None = None) -> None:
+    """``html`` (a table, a line of text: the app's own markup, never user input unescaped) in ``place``, kept
+    mounted under ``key``; with ``follow``, a neighbour's HTML is shown as soon as its slider is moved there."""
+    with place if place is not st else contextlib.nullcontext():
+        _mount_html(key=key, data=html_payload(html, follow=follow))

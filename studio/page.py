@@ -58,14 +58,14 @@ def download_button(place, label: str, data, file_name: str, *, key: str) -> Non
     )
 
 
-def chart(place, fig, stem: str, *, key: str, config: dict | None = None, clickable: bool = False):
+def chart(place, fig, stem: str, *, key: str, config: dict | None = None, clickable: bool = False, follow=None):
     """``fig`` in ``place`` (``st`` or a column) as the library built it, in Plotly's own theme (the HTML report's
     look too), kept mounted across reruns and updated in place (:mod:`studio.live_chart`). The camera button
     saves ``stem``.png tagged with the run (:func:`run_tagged`) unless ``config`` replaces the chart config. With
     ``clickable``, returns the clicked point (``{"x", "y", "customdata"}``) in the rerun its click starts, else
-    None."""
+    None. ``follow`` (:class:`studio.live_chart.Follow`): the figures of a slider's neighbouring values."""
     config = figures.chart_config(run_tagged(stem)) if config is None else config
-    return live_chart(place, fig, config, key=key, clickable=clickable)
+    return live_chart(place, fig, config, key=key, clickable=clickable, follow=follow)
 
 
 def fraction_slider(place, label: str, *, key: str) -> float:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_charts import charts
+from apptest_charts import charts, html_texts, tables
 from streamlit.testing.v1 import AppTest
 
 pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
@@ -51,13 +52,18 @@ def _array(value) -> np.ndarray:
     return np.asarray(value, dtype=float)
 
 
+def _tables(at: AppTest) -> list:
+    """Every table on the page: the HTML ones (Explore's, which follow λ) and the dataframes."""
+    return tables(at) + [df.value for df in at.dataframe]
+
+
 def _metrics(at: AppTest):
-    return at.dataframe[0].value
+    return _table_with(at, "AUROC ↑")
 
 
 def _table_with(at: AppTest, column: str):
-    """The first dataframe on the page that has ``column``."""
-    return next(df.value for df in at.dataframe if column in df.value.columns)
+    """The first table on the page that has ``column``."""
+    return next(table for table in _tables(at) if column in table.columns)
 
 
 def _npz(**arrays) -> bytes:
@@ -241,7 +247,7 @@ def test_detail_tabs_draw_only_the_open_one(explore):
         "**Caught by Rel-U, missed by Doctor",
         "**Caught by Doctor, missed by Rel-U",
     }
-    assert not any("threshold" in df.value.columns for df in explore.dataframe)
+    assert not any("threshold" in table.columns for table in _tables(explore))
     # the errors' images say their classes (they differ); the scope is the split the metrics use
     captions = [image.caption for row in explore.get("image") for image in row.proto.imgs]
     assert captions and all(re.fullmatch(r"#\d+ · .+ → .+ · Rel-U \S+ · Doctor \S+", c) for c in captions)
@@ -315,7 +321,7 @@ def test_url_parameters_set_the_view():
     assert at.select_slider(key="ex_temperature").value == 2.0
     assert at.select_slider(key="ex_tune_fraction").value == 0.33
     assert at.number_input(key="ex_seed").value == 4
-    assert "T = 2" in " ".join(c.value for c in at.caption)
+    assert "T = 2" in " ".join(html_texts(at))  # D*'s caption
 
 
 # ----------------------------------------------------------------------------------------- uploads
@@ -730,13 +736,16 @@ def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
     monkeypatch.setattr(core_explore, "explore", counted)
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
-    assert len(calls) == 1
-    at.slider(key="ex_op_target").set_value(0.8).run()  # the operating point: same setting, same view
+    assert sorted(call[2] for call in calls) == [0.49, 0.5, 0.51]  # λ and its neighbours, sent for the browser
+    at.slider(key="ex_op_target").set_value(0.8).run()  # the operating point: same setting, same views
     _no_exceptions(at)
-    assert len(calls) == 1
-    at.slider(key="ex_lam").set_value(0.8).run()  # a new λ: computed once
+    assert len(calls) == 3
+    at.slider(key="ex_lam").set_value(0.51).run()  # a neighbour: only its new neighbour is computed
     _no_exceptions(at)
-    assert len(calls) == 2 and calls[-1][2] == 0.8
+    assert len(calls) == 4 and calls[-1][2] == 0.52
+    at.slider(key="ex_lam").set_value(0.8).run()  # a new λ: it and its neighbours, each once
+    _no_exceptions(at)
+    assert sorted(call[2] for call in calls[4:]) == [0.79, 0.8, 0.81]
 
 
 def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
@@ -758,8 +767,8 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert _figure(at, "D*") and _figure(at, "ROC")  # the charts are drawn while the bootstrap runs
-    assert any("computing the paired bootstrap" in c.value for c in at.caption)
-    assert not any("95 % CI (paired bootstrap)" in df.value.columns for df in at.dataframe)
+    assert any("computing the paired bootstrap" in text for text in html_texts(at))
+    assert not any("95 % CI (paired bootstrap)" in table.columns for table in _tables(at))
     release.set()
     _settle(at)  # the watch reruns the page once the job has landed
     _no_exceptions(at)
@@ -835,3 +844,33 @@ def test_a_job_started_before_the_page_was_left_is_picked_up_on_return():
     assert "shown: the study's result" in [m.value for m in at.markdown]
     jobs.MANAGER.forget(key)
     assert "shown: None" in [m.value for m in at.run().markdown]  # nothing to pick up
+
+
+def _follow_payloads(at: AppTest) -> dict[str, dict]:
+    """Explore's elements that follow λ, by key: the payload each component got."""
+    return {
+        element.proto.id.rsplit("ex_chart_", 1)[-1]: json.loads(json.loads(element.proto.json))
+        for element in at.get("bidi_component")
+        if "ex_chart_" in element.proto.id
+    }
+
+
+def test_lambda_neighbours_are_exactly_the_views_the_server_draws_there(explore):
+    """Each element that follows λ gets the views of λ ± 0.01; moved there, the server's own view is the same
+    (same id: the browser, which showed the neighbour at once, redraws nothing). Under λ auto none are sent."""
+    _settle(explore)  # every paired bootstrap has landed, the neighbours' too
+    sent = _follow_payloads(explore)
+    following = {"dstar", "roc", "risk_coverage", "dstar_caption", "metrics", "paired", "operating"}
+    assert {name for name, payload in sent.items() if "follow" in payload} == following
+    assert all(sent[name]["follow"]["slider"] == "st-key-ex_lam" for name in following)
+    assert all(set(sent[name]["follow"]["views"]) == {"0.49", "0.51"} for name in following)
+    assert "follow" not in sent["confusion"]  # it does not depend on λ
+    explore.slider(key="ex_lam").set_value(0.51).run()
+    _no_exceptions(explore)
+    now = _follow_payloads(explore)
+    assert {name: now[name]["view"] for name in following} == {
+        name: sent[name]["follow"]["views"]["0.51"]["id"] for name in following
+    }
+    assert "λ = 0.51)" in _figure(explore, "D* (Rel-U")["layout"]["title"]["text"]
+    explore.checkbox(key="ex_lam_auto").check().run()
+    assert not any("follow" in payload for payload in _follow_payloads(explore).values())

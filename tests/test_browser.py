@@ -3,12 +3,13 @@
 It runs the default, opens Explore, moves the λ slider with the keyboard and checks that the D* heatmap
 and the ROC figure re-render with new data, clicks a confusion-matrix cell and checks its gallery, downloads the
 view's data and checks that the controls survive a visit to another page; the Start page's first viewport; a
-failed upload that leaves its sidebar form open. The screenshots are kept in test-artifacts/ as CI artefacts.
+failed upload that leaves its sidebar form open; a λ move drawn by the browser before the server answers. The screenshots are kept in test-artifacts/ as CI artefacts.
 Skips where /usr/bin/chromium or playwright is missing (CI installs both, see .ci/run).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import zipfile
 from pathlib import Path
@@ -147,6 +148,81 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     assert "lam=0.38" in page.url
     assert slider.get_by_test_id("stSliderThumbValue").inner_text() == "0.38"
     print(f"browser flow took {time.monotonic() - started:.1f} s")
+
+
+# What a λ move changes, λ's intervals aside (they come from a background bootstrap): D*, the ROC and
+# risk-coverage data, and the HTML elements (D*'s caption, the metrics and operating tables), colours removed.
+_LAMBDA_CONTENT = """() => { const p = document.querySelectorAll('.js-plotly-plot');
+    if (p.length < 4 || !p[0].data || !p[2].data || !p[3].data) return null;
+    const html = [...document.querySelectorAll('.relu-studio-html')].filter(e => !e.closest('.st-key-ex_chart_paired'))
+        .map(e => e.innerHTML.replace(/ class="(better|worse)"/g, ''));
+    return JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y]),
+                           p[3].data.map(t => [t.x, t.y]), html]); }"""
+_IDLE = """() => !document.querySelector('[data-stale="true"]')
+    && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')"""
+
+
+def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
+    """With the page's messages to the server held back, a λ press still shows λ's neighbour (sent with the
+    view): D*, the curves and the tables. Released, the server's rerun for that λ changes nothing on screen.
+    After any other control is touched, λ waits for the server again (the neighbours were computed for the
+    old settings)."""
+    held: list = []
+    link = {"hold": False}
+
+    def route(ws) -> None:
+        server = ws.connect_to_server()
+        link["server"] = server
+        ws.on_message(lambda message: held.append(message) if link["hold"] else server.send(message))
+
+    def release() -> None:
+        link["hold"] = False
+        while held:
+            link["server"].send(held.pop(0))
+
+    page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
+    page.route_web_socket("**/_stcore/stream", route)
+    page.goto(f"{app_url}/Explore")
+    page.wait_for_function("() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=150_000)
+    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_timeout(1000)  # the paired bootstrap's watch may still rerun the page once
+    page.wait_for_function(_IDLE, timeout=60_000)
+    before = page.evaluate(_LAMBDA_CONTENT)
+    assert before and "λ = 0.5)" in before
+
+    lam = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors").get_by_role("slider")
+    lam.focus()
+    link["hold"] = True
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.51)')", timeout=10_000
+    )
+    shown = page.evaluate(_LAMBDA_CONTENT)
+    assert held, "the move reached the server"  # drawn by the browser alone
+    old, new = json.loads(before), json.loads(shown)
+    assert all(a != b for a, b in zip(old[:4], new[:4], strict=True))  # D*'s title and data, both curves
+    assert "λ = 0.51;" in new[4][0] and new[4][1] != old[4][1]  # D*'s caption, the metrics table
+    assert "lam=0.5" in page.url and "lam=0.51" not in page.url
+
+    release()
+    page.wait_for_url("**lam=0.51**", timeout=30_000)  # the server's rerun for λ = 0.51
+    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_timeout(500)
+    assert page.evaluate(_LAMBDA_CONTENT) == shown  # the server drew what the browser had shown
+
+    # T touched (its move held back): λ's neighbours were computed at the old T, so λ waits for the server
+    page.locator('[data-testid="stSlider"]').filter(has_text="softmax temperature").get_by_role("slider").focus()
+    link["hold"] = True
+    page.keyboard.press("ArrowRight")
+    lam.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(1500)
+    assert "λ = 0.51)" in page.evaluate(_LAMBDA_CONTENT)
+    release()
+    page.wait_for_function(
+        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.52)')", timeout=30_000
+    )
+    assert not page.get_by_test_id("stException").count()
 
 
 def test_start_page_first_viewport(app_url, chromium):

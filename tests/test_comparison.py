@@ -44,7 +44,7 @@ def _paired(metric: str, estimate: float, low: float, high: float, higher: bool)
     return stats.PairedDifference(metric, estimate, low, high, higher, 1000)
 
 
-def test_difference_styles_colour_only_significant_cells_of_the_difference_row(scored):
+def test_difference_classes_colour_only_significant_cells_of_the_difference_row(scored):
     correct, a, b = scored
     table = comparison.metrics_table(
         {"Rel-U": metrics.summary(a, correct), "Doctor": metrics.summary(b, correct)},
@@ -56,15 +56,15 @@ def test_difference_styles_colour_only_significant_cells_of_the_difference_row(s
         "auroc": _paired("auroc", -0.02, -0.03, -0.01, True),  # significant, Rel-U worse (lower)
         "aurc": _paired("aurc", 0.001, -0.001, 0.003, False),
     }  # covers 0: plain
-    styles = comparison.difference_styles(table, paired, "Rel-U − Doctor")
-    assert styles.shape == table.shape
-    assert styles.loc["Rel-U − Doctor", "FPR95 ↓"] == comparison.BETTER_STYLE
-    assert styles.loc["Rel-U − Doctor", "AUROC ↑"] == comparison.WORSE_STYLE
-    assert styles.loc["Rel-U − Doctor", ["AURC ↓", "E-AURC ↓", "accuracy"]].eq("").all()
-    assert styles.loc[["Rel-U", "Doctor"]].eq("").all().all()
+    classes = comparison.difference_classes(table, paired, "Rel-U − Doctor")
+    row, columns = list(table.index).index("Rel-U − Doctor"), list(table.columns)
+    assert classes == {
+        (row, columns.index("FPR95 ↓")): comparison.BETTER_CLASS,
+        (row, columns.index("AUROC ↑")): comparison.WORSE_CLASS,
+    }
     real = stats.paired_bootstrap(a, b, correct, n_resamples=200, seed=0)  # the real thing: keys match headers
     assert set(comparison.significant_columns(real)) <= set(table.columns)
-    assert comparison.difference_styles(table.drop("Rel-U − Doctor"), paired, "Rel-U − Doctor").eq("").all().all()
+    assert comparison.difference_classes(table.drop("Rel-U − Doctor"), paired, "Rel-U − Doctor") == {}
 
 
 def test_paired_rows_one_per_metric_with_interval_and_verdict():

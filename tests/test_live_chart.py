@@ -1,5 +1,6 @@
-"""The app's chart component (studio.live_chart): the figure and config it sends, the plotly.js it serves
-offline, and the server settings the live updates rely on."""
+"""The app's chart and HTML components (studio.live_chart): the figure and config they send, the neighbouring
+views of a followed slider, the plotly.js served offline, and the server settings the live updates rely on.
+The browser side of following is tested in test_browser.py."""
 
 from __future__ import annotations
 
@@ -27,6 +28,31 @@ def test_payload_is_the_figure_with_a_responsive_config() -> None:
     assert payload["clickable"] is True
 
 
+def test_neighbouring_views_carry_the_id_they_will_have_when_shown() -> None:
+    """A neighbour's view and the same view sent later as the current one share an id (the browser then
+    redraws nothing); different content, different ids. The slider is named by Streamlit's key class."""
+    at_51 = go.Figure(go.Heatmap(z=[[0.0, 0.51]]), layout={"title": "D* (λ = 0.51)"})
+    at_49 = go.Figure(go.Heatmap(z=[[0.0, 0.49]]), layout={"title": "D* (λ = 0.49)"})
+    follow = live_chart.Follow("ex_lam", {"0.49": at_49, "0.51": at_51})
+    now = json.loads(live_chart.figure_payload(go.Figure(go.Heatmap(z=[[0.0, 0.5]])), {}, follow=follow))
+    assert now["follow"]["slider"] == "st-key-ex_lam"
+    views = now["follow"]["views"]
+    assert set(views) == {"0.49", "0.51"}
+    assert json.loads(views["0.51"]["body"]) == json.loads(at_51.to_json())
+    again = go.Figure(go.Heatmap(z=[[0.0, 0.51]]), layout={"title": "D* (λ = 0.51)"})  # built again, the same way
+    later = json.loads(live_chart.figure_payload(again, {}))  # λ = 0.51 sent as the current view
+    assert "follow" not in later
+    assert later["view"] == views["0.51"]["id"] != views["0.49"]["id"] != now["view"]
+    html = json.loads(live_chart.html_payload("<p>λ = 0.5</p>", follow=live_chart.Follow("a b", {"0.51": "<p>x</p>"})))
+    assert html["html"] == "<p>λ = 0.5</p>" and html["follow"]["slider"] == "st-key-a-b"
+    assert html["view"] == json.loads(live_chart.html_payload("<p>λ = 0.5</p>"))["view"]
+    assert html["follow"]["views"]["0.51"] == {
+        "id": json.loads(live_chart.html_payload("<p>x</p>"))["view"],
+        "body": "<p>x</p>",
+    }
+    assert [live_chart.value_key(v) for v in (0.5, 0.51, 1.0, 0.0)] == ["0.50", "0.51", "1.00", "0.00"]
+
+
 def test_plotly_js_is_the_installed_packages_and_rewritten_when_different(tmp_path, monkeypatch) -> None:
     target = tmp_path / "static" / "plotly.min.js"
     monkeypatch.setattr(live_chart, "PLOTLY_JS", target)
@@ -48,7 +74,7 @@ def test_the_script_is_served_from_where_the_component_loads_it() -> None:
     assert config["server"]["enableStaticServing"] is True
     # Streamlit serves static/ beside the main script (Start.py) at app/static/
     assert live_chart.PLOTLY_JS == REPO / "static" / "plotly.min.js"
-    assert "app/static/plotly.min.js" in live_chart._JS
+    assert "app/static/plotly.min.js" in live_chart._CHART_JS
     # a full garbage collection after every rerun held the GIL while the deltas were still being sent
     assert config["runner"]["postScriptGC"] is False
 
