@@ -303,7 +303,7 @@ def main() -> None:
         try:
             if args.against:
                 print(
-                    f"keypress to shown / settled, Chromium, {args.repeats} λ presses each, alternating between the apps"
+                    f"keypress to shown / intervals / settled, Chromium, {args.repeats} λ presses each, alternating between the apps"
                 )
                 with sync_playwright() as pw:
                     _compare(pw, tmp, sizes, run_ids, url, args.against.resolve(), args.repeats)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from relu_core.errors import Cancelled, InputError
 from relu_core.registry import LRURegistry
 from studio import jobbox, page, query, runs, session, sidebar
 from studio.live_chart import Follow, live_html, value_key
+
+_LOG = logging.getLogger(__name__)
 
 st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
 query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
@@ -180,7 +183,6 @@ def _export_buttons(
     self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
     slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move.
     ``operating_of()`` makes the operating-point table (only when one of them is built)."""
-    from relu_core import report
 
     def paired() -> dict:
         return view.paired or explore.paired_for(view, int(settings["split seed"]))
@@ -218,9 +220,6 @@ def _export_buttons(
     ):
         differences, operating = paired(), operating_of()
         verdict = "Rel-U vs Doctor: " + "; ".join(differences[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
-        shown = operating.assign(
-            threshold=[comparison.threshold_format(operating["threshold"]) % t for t in operating["threshold"]]
-        )
         st.session_state[session.EX_REPORT_HTML] = (
             wanted,
             report.render_html(
@@ -231,7 +230,7 @@ def _export_buttons(
                 figs=list(figs.values()),
                 metrics_table=table,
                 paired=differences,
-                operating_table=shown,
+                operating_table=operating,
                 operating_note=OPERATING_NOTE.format(what=settings["operating point"]),
             ),
         )
@@ -246,6 +245,11 @@ def _export_buttons(
             key=session.EX_DL_REPORT,
             type="primary",
         )
+
+
+#: The λ slider's step. λ's neighbours, one step each way, are sent with each view: the browser shows them the
+#: moment the slider reaches them, before the server reruns (``studio.live_chart.Follow``).
+LAM_STEP, LAM_DECIMALS = 0.01, 2
 
 
 @dataclass(frozen=True)
@@ -273,7 +277,7 @@ def _controls(has_model: bool):
                 "λ (weight of the errors in D*)",
                 0.0,
                 1.0,
-                step=0.01,
+                step=LAM_STEP,
                 key=session.EX_LAM,
                 disabled=st.session_state[session.EX_LAM_AUTO],
             )
@@ -318,7 +322,7 @@ def _controls(has_model: bool):
     session.keep(session.explore_defaults(), session.EX_KEPT)
     state = st.session_state
     settings = Settings(
-        lam="auto" if lam_auto else round(float(state[session.EX_LAM]), 2),  # the slider's step
+        lam="auto" if lam_auto else round(float(state[session.EX_LAM]), LAM_DECIMALS),  # the slider's step
         temperature=float(state[session.EX_TEMPERATURE]),
         eps=float(state[session.EX_EPS]) if has_model else 0.0,
         tune_fraction=float(state[session.EX_TUNE_FRACTION]),
@@ -330,12 +334,10 @@ def _controls(has_model: bool):
     return settings, c_lam, eps_slot
 
 
-#: λ's neighbours sent with each view, one slider step each way: the browser shows them the moment the slider
-#: reaches them, before the server reruns (``studio.live_chart.Follow``).
-FOLLOW_STEP = 0.01
-#: Neighbours are sent only for runs whose view is cheap: the Rel-U score costs N × C² multiply-adds, and at
-#: 50k × 1000 (seconds per view) three views per move would triple it.
+#: Neighbours are sent only for runs whose views and bootstraps are cheap: the Rel-U score costs N × C²
+#: multiply-adds (10k × 100: 10⁸, a few ms; 50k × 1000: 5·10¹⁰, seconds) and the paired bootstrap ~N·10³.
 FOLLOW_MAX_WORK = 3e8
+FOLLOW_MAX_SAMPLES = 50_000
 
 
 @dataclass
@@ -391,27 +393,53 @@ def _lam_tables(lv: LamView, s: Settings, paired_pending: bool) -> LamView:
     return lv
 
 
-def _neighbours(run_, s: Settings, perturbed, class_names: list[str]) -> dict[str, LamView]:
-    """The views of λ's neighbours (:data:`FOLLOW_STEP`), keyed as the browser reads the slider; none when λ is
-    automatic, under ε (the pass is per λ) or for a run too large (:data:`FOLLOW_MAX_WORK`). Their paired
-    bootstraps start in the background; a neighbour shows its interval if it has landed."""
+def _neighbours(run_, s: Settings, class_names: list[str]) -> dict[str, LamView]:
+    """The figures of λ's neighbours (:data:`LAM_STEP`), keyed as the browser reads the slider (their tables come
+    with :func:`_neighbour_tables`); none when λ is automatic, under ε (the pass is per λ) or for a run too large
+    (:data:`FOLLOW_MAX_WORK`, :data:`FOLLOW_MAX_SAMPLES`). A neighbour that cannot be computed is not sent."""
     n, c = len(run_.labels), len(run_.class_names)
-    if s.lam == "auto" or s.eps > 0 or perturbed is not None or n * c * c > FOLLOW_MAX_WORK:
+    if s.lam == "auto" or s.eps > 0 or n * c * c > FOLLOW_MAX_WORK or n > FOLLOW_MAX_SAMPLES:
         return {}
     views = {}
-    for lam in (round(s.lam - FOLLOW_STEP, 2), round(s.lam + FOLLOW_STEP, 2)):
+    for lam in (round(s.lam - LAM_STEP, LAM_DECIMALS), round(s.lam + LAM_STEP, LAM_DECIMALS)):
         if 0.0 <= lam <= 1.0:
-            view = _view(run_.run_id, s.temperature, lam, s.tune_fraction, s.seed, s.keys, None, None)
-            job = None if view.paired else explore.paired_job(view, s.seed)
-            if job is not None and job.state == jobs.DONE:
-                view.paired, job = job.result, None
-            views[value_key(lam)] = _lam_tables(_lam_figures(view, s, class_names), s, job is not None and job.running)
+            try:
+                view = _view(run_.run_id, s.temperature, lam, s.tune_fraction, s.seed, s.keys, None, None)
+            except Exception:  # noqa: BLE001 - the move then waits for the server, which says what failed
+                _LOG.exception("the view of λ = %s could not be computed", lam)
+                continue
+            views[value_key(lam, LAM_DECIMALS)] = _lam_figures(view, s, class_names)
     return views
+
+
+def _neighbour_tables(neighbours: dict[str, LamView], s: Settings, start_bootstraps: bool) -> None:
+    """Fills in the neighbours' tables. Their paired intervals show when their bootstraps have landed; with
+    ``start_bootstraps`` (once the view's own has landed, so that it never waits behind them) the missing ones
+    start in the background (a neighbour gets its intervals at a later rerun: none is started for it, as a
+    rerun of the whole page takes the keyboard focus off the slider); until then the table says "computing",
+    as the server's will."""
+    for lv in neighbours.values():
+        view, failed = lv.view, False
+        if not view.paired:
+            job = (
+                explore.paired_job(view, s.seed)
+                if start_bootstraps
+                else jobs.MANAGER.get(explore.paired_job_key(view, s.seed))
+            )
+            if job is not None and job.state == jobs.DONE:
+                view.paired = job.result
+            failed = job is not None and job.state in (jobs.FAILED, jobs.CANCELLED)  # the server will say
+        _lam_tables(lv, s, paired_pending=not view.paired and not failed)
 
 
 def _follow(neighbours: dict[str, LamView], part: Callable[[LamView], object]) -> Follow | None:
     """``part`` of each neighbour, for an element that follows the λ slider (None when there are none)."""
-    return Follow(session.EX_LAM, {k: part(lv) for k, lv in neighbours.items()}) if neighbours else None
+    if not neighbours:
+        return None
+    state = st.session_state
+    views = {k: part(lv) for k, lv in neighbours.items()}
+    current = value_key(round(float(state[session.EX_LAM]), LAM_DECIMALS), LAM_DECIMALS)
+    return Follow(session.EX_LAM, current, views, state[session.EX_FOLLOW_RUN], LAM_DECIMALS)
 
 
 def _dstar_and_confusion(run_id: str, lv: LamView, neighbours: dict, class_names: list[str], s: Settings):
@@ -652,14 +680,18 @@ def explore_panel(run_id: str) -> None:
         return
     if s.lam == "auto":  # the slider, disabled, still shows the last manual value
         c_lam.caption(f"auto: λ = {view.lam_used:.3g}")
-    neighbours = _neighbours(run_, s, perturbed, class_names)
+    st.session_state[session.EX_FOLLOW_RUN] = st.session_state.get(session.EX_FOLLOW_RUN, 0) + 1
     # The paired bootstrap (~100-200 ms at 10k) runs beside the figures in a background job; the tables below
     # wait for it briefly, else show it when it lands (_paired_watch).
     paired_job = None if view.paired else explore.paired_job(view, s.seed)
     lv = _lam_figures(view, s, class_names)
+    neighbours = _neighbours(run_, s, class_names)
     heat, cm_fig = _dstar_and_confusion(run_id, lv, neighbours, class_names, s)
     _curves(lv, neighbours)
-    _lam_tables(lv, s, _settle_paired(view, paired_job))
+    pending = _settle_paired(view, paired_job)
+    _lam_tables(lv, s, pending)
+    # the neighbours' bootstraps start once the view's own has landed, so that it never waits behind them
+    _neighbour_tables(neighbours, s, start_bootstraps=not pending)
     _metrics_section(lv, neighbours, s, eps_note, perturbed)
     figs = {"dstar": heat, "confusion": cm_fig, "roc": lv.roc, "risk_coverage": lv.rc}
     _export_buttons(run_, view, figs, lv.table, lambda: _operating_table(lv, s), _report_settings(view, s, eps_note))

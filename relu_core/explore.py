@@ -253,18 +253,23 @@ def paired_for(view: ExploreView, seed: int) -> dict[str, stats.PairedDifference
     )
 
 
-def paired_job(view: ExploreView, seed: int) -> jobs.Job:
-    """:func:`paired_for` as a background job, so that a slider never waits on the bootstrap. Keyed by the
-    content it depends on (both detectors' evaluation scores, the correctness, the seed): a setting seen
-    again, in any session, reuses its result."""
+def paired_job_key(view: ExploreView, seed: int) -> str:
+    """The key of :func:`paired_job`: the content the bootstrap depends on (both detectors' evaluation scores,
+    the correctness, the seed)."""
     digest = cache.array_digest(
         view.detectors["relu"].eval_uncertainty,
         view.detectors["doctor"].eval_uncertainty,
         view.correct[view.eval_idx],
         np.int64(seed),
     )
+    return f"paired:{digest}"
+
+
+def paired_job(view: ExploreView, seed: int) -> jobs.Job:
+    """:func:`paired_for` as a background job, so that a slider never waits on the bootstrap. Keyed by the
+    content it depends on (:func:`paired_job_key`): a setting seen again, in any session, reuses its result."""
     return jobs.MANAGER.submit(
-        f"paired:{digest}", "Rel-U − Doctor paired bootstrap", lambda progress, cancel: paired_for(view, seed)
+        paired_job_key(view, seed), "Rel-U − Doctor paired bootstrap", lambda progress, cancel: paired_for(view, seed)
     )
 
 

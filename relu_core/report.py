@@ -137,7 +137,8 @@ def render_html(
     operating_note: str = "",
 ) -> str:
     """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline.
-    ``operating_table`` (with ``operating_note`` under it), when given, is the view's operating point."""
+    ``operating_table`` (``comparison.operating_table``, with ``operating_note`` under it), when given, is the
+    view's operating point."""
     import pandas as pd
 
     classes = comparison.difference_classes(metrics_table, paired, comparison.difference_label("Rel-U", "Doctor"))
@@ -178,7 +179,8 @@ Misclassification Detection, ICLR 2024.</p>"""
 def _operating_html(table: pd.DataFrame | None, note: str) -> str:
     if table is None:
         return ""
-    return f'<h2>Operating point</h2>{table_html(table)}<p class="note">{html.escape(note)}</p>\n'
+    formats = {"threshold": comparison.threshold_format(table["threshold"])}  # detectors' scales differ
+    return f'<h2>Operating point</h2>{table_html(table, formats=formats)}<p class="note">{html.escape(note)}</p>\n'
 
 
 def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float) -> pd.DataFrame:

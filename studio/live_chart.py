@@ -11,9 +11,10 @@ package, served by Streamlit's static file serving (``.streamlit/config.toml``) 
 **Following a slider** (:class:`Follow`): a view may come with the views of the slider's neighbouring values,
 computed by the server in the same rerun. When the user moves that slider to one of them, the browser shows it at
 once, before the server has heard of the move; the rerun the move starts then brings the same view (same
-``id``: a hash of its content) and nothing is redrawn. Any other interaction (another control, a tab, the
-sidebar) stops the following until the server's next answer, so a view is never shown under settings it was
-not computed for; a value without a neighbour's view waits for the server, as every other control does.
+``id``: a hash of its content) and nothing is redrawn. Touching another control (a widget, a tab, the sidebar)
+stops the following until a rerun that started after the touch (:attr:`Follow.run`), so that neighbours computed
+for the old settings are not shown; the first λ move after it waits for the server, as a value without a
+neighbour's view does.
 """
 
 from __future__ import annotations
@@ -50,57 +51,72 @@ function loadPlotly() {
   return window.__reluStudioPlotly;
 }
 
-// The value a keyed st.slider shows (its thumb's label), as the server names views: two decimals.
-function sliderValue(sliderClass) {
-  const label = document.querySelector(`.${sliderClass} [data-testid="stSliderThumbValue"]`);
-  return label ? Number(label.textContent).toFixed(2) : null;
+// The value a keyed st.slider shows (its thumb's label), as the server names views. A rerun may leave an old copy
+// of the slider on the page for a moment: the last copy not marked stale is the live one.
+function sliderValue(follow) {
+  const labels = [...document.querySelectorAll(`.${follow.slider} [data-testid="stSliderThumbValue"]`)];
+  const live = labels.filter((label) => !label.closest('[data-stale="true"]'));
+  const label = (live.length ? live : labels).at(-1);
+  return label ? Number(label.textContent).toFixed(follow.decimals) : null;
 }
+
+// What a user changes settings with: an interaction there may make the neighbours' views wrong.
+const CONTROLS = "input, textarea, select, button, label, [role=slider], [role=tab], [role=checkbox], [role=radio], "
+  + "[role=switch], [role=combobox], [role=option], [role=listbox], [data-testid=stSidebar]";
 
 // One registry per page: the elements following a slider, and whether following is on.
 function followers() {
   if (window.__reluStudioFollow) return window.__reluStudioFollow;
-  const registry = { targets: new Set(), blocked: false };
-  // an interaction with anything but a followed slider or a chart may change what the views were computed for
+  const registry = { targets: new Set(), blockedAt: null, lastRun: -1 };
+  // Another control touched: its rerun, or one already under way (which started before the touch and may
+  // still bring views of the old settings), come first. Following resumes with the run after those two.
   const interaction = (event) => {
     const element = event.target instanceof Element ? event.target : null;
-    if (!element || element.closest(".js-plotly-plot")) return;
-    for (const target of registry.targets) if (target.slider && element.closest(`.${target.slider}`)) return;
-    registry.blocked = true;
+    if (!element || !element.closest(CONTROLS)) return;
+    for (const target of registry.targets) if (target.follow && element.closest(`.${target.follow.slider}`)) return;
+    registry.blockedAt = registry.lastRun;
   };
   for (const type of ["pointerdown", "keydown", "change"]) document.addEventListener(type, interaction, true);
   // Streamlit's slider sets its input's aria-valuetext on every render of the slider, the user's moves included
   new MutationObserver((records) => {
-    if (registry.blocked) return;
+    if (registry.blockedAt !== null) return;
     for (const target of registry.targets) {
-      if (target.slider && records.some((r) => r.target.closest(`.${target.slider}`))) target.follow();
+      if (target.follow && records.some((r) => r.target.closest(`.${target.follow.slider}`))) target.update(false);
     }
   }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["aria-valuetext"] });
   window.__reluStudioFollow = registry;
   return registry;
 }
 
-// Registers ``element`` (drawn by ``show(view)``) for this render's payload and shows the view its slider's
-// value asks for (the server's own view when the slider has no neighbour's view there). Returns the cleanup.
+// Registers ``element`` (drawn by ``show(view)``, which returns false when drawing failed) for this render's
+// payload and shows the view its slider's value asks for, else the server's own. Returns the cleanup.
 function follow(element, payload, current, show) {
   const registry = followers();
-  registry.blocked = false;  // the server has answered the last interaction
   let target = element.reluFollowTarget;
   if (!target) {
     target = element.reluFollowTarget = { shown: null };
-    target.follow = () => {
-      const value = target.slider && sliderValue(target.slider);
-      const view = (value && target.views[value]) || target.current;
-      if (view.id !== target.shown) {
+    // rendered: the server's answer, its own view unless the slider has moved on to a neighbour's; a value
+    // without a neighbour's view keeps what is shown until the server answers for it
+    target.update = (rendered) => {
+      const follow = target.follow, value = follow && sliderValue(follow);
+      const ahead = value && value !== follow.current;  // the slider left the value this answer is for
+      const own = rendered && (!ahead || target.shown === null) ? target.current : null;
+      const view = (value && follow.views[value]) || own;
+      if (view && view.id !== target.shown) {
         target.shown = view.id;
-        show(view);
+        Promise.resolve(show(view)).then((drawn) => { if (drawn === false) target.shown = null; });
       }
     };
   }
-  target.slider = payload.follow ? payload.follow.slider : null;
-  target.views = payload.follow ? payload.follow.views : {};
+  target.follow = payload.follow || null;
   target.current = current;
+  if (target.follow) {
+    if (target.follow.run < registry.lastRun) registry.blockedAt = null;  // a new session (a restarted server)
+    registry.lastRun = target.follow.run;
+    if (registry.blockedAt !== null && target.follow.run >= registry.blockedAt + 2) registry.blockedAt = null;
+  }
   registry.targets.add(target);
-  target.follow();
+  target.update(true);
   // called when Streamlit unmounts the element; an element still on the page is being updated, not removed
   return () => setTimeout(() => element.isConnected || registry.targets.delete(target), 0);
 }
@@ -136,7 +152,7 @@ function draw(plot, view) {
   // a fixed height: with "responsive" and no height of its own plotly measures the empty element (0 px) and
   // flips between 0 and its default on alternate updates
   plot.style.height = `${figure.layout.height || 450}px`;
-  loadPlotly().then((Plotly) => {
+  return loadPlotly().then((Plotly) => {
     Plotly.react(plot, figure.data, figure.layout, plot.reluConfig);
     if (plot.reluClickable && !plot.reluClickBound) {
       plot.reluClickBound = true;
@@ -145,7 +161,11 @@ function draw(plot, view) {
         plot.reluSetTrigger("click", { x: point.x, y: point.y, customdata: point.customdata ?? null });
       });
     }
-  }).catch((error) => { plot.textContent = error.message; });
+    return true;
+  }).catch((error) => {
+    plot.textContent = error.message;
+    return false;
+  });
 }
 """
 )
@@ -165,6 +185,7 @@ export default function ({ parentElement, data }) {
     const payload = JSON.parse(data);
     box.reluUnfollow = follow(box, payload, { id: payload.view, body: payload.html }, (view) => {
       box.innerHTML = view.body;
+      return true;
     });
   }
   return box.reluUnfollow;
@@ -192,16 +213,22 @@ _mount_html = st.components.v2.component("relu_studio_html", js=_HTML_JS, css=_H
 @dataclass(frozen=True)
 class Follow:
     """The views of a slider's neighbouring values, to show as soon as the user moves it there (before the
-    server reruns). ``slider`` is the slider's widget key; ``views`` maps its values, as ``value_key`` writes them,
-    to what the element shows at that value (a figure for :func:`live_chart`, HTML for :func:`live_html`)."""
+    server reruns). ``slider`` is the slider's widget key; ``current`` the value the element's own view is for
+    and ``views`` maps its neighbours, both as :func:`value_key` writes them with ``decimals``, to what the
+    element shows there (a figure for :func:`live_chart`, HTML for :func:`live_html`); ``run`` numbers the
+    page's reruns (one more on each), so that after the user touches another control the browser waits for a
+    run that started after the touch."""
 
     slider: str
+    current: str
     views: dict[str, object]
+    run: int
+    decimals: int = 2
 
 
-def value_key(value: float) -> str:
+def value_key(value: float, decimals: int = 2) -> str:
     """A followed slider's value as views are keyed (and as the browser reads the slider's label)."""
-    return f"{value:.2f}"
+    return f"{value:.{decimals}f}"
 
 
 def _view_id(body: str) -> str:
@@ -215,8 +242,16 @@ def _follow_payload(follow: Follow | None, body_of) -> dict:
     for value, view in follow.views.items():
         body = body_of(view)
         views[value] = {"id": _view_id(body), "body": body}
-    # the widget's class, as Streamlit writes it on the slider's element
-    return {"follow": {"slider": "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", follow.slider.strip()), "views": views}}
+    slider = "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", follow.slider.strip())  # as Streamlit names its class
+    return {
+        "follow": {
+            "slider": slider,
+            "current": follow.current,
+            "views": views,
+            "run": follow.run,
+            "decimals": follow.decimals,
+        }
+    }
 
 
 @functools.cache

@@ -278,6 +278,8 @@ EX_EPS_FAILED = "ex_eps_failed"
 EX_EPS_RETRY = "ex_eps_retry"
 #: The session's last computed views (an LRU registry), reused by widgets that keep the setting.
 EX_VIEWS = "ex_views"
+#: Explore's panel runs in this session, counted (the browser's following of λ tells its runs apart by it).
+EX_FOLLOW_RUN = "ex_follow_run"
 EX_BUILD_REPORT = "ex_build_report"
 #: ``(what it shows, html)`` of the report built on demand.
 EX_REPORT_HTML = "ex_report_html"

@@ -74,4 +74,4 @@ def tables(at) -> list[pd.DataFrame]:
 
 def html_texts(at) -> list[str]:
     """The text of each HTML element a page drew, tags removed."""
-    return [re.sub(r"<[^>]+>", "", html.unescape(markup)) for markup in _html_payloads(at)]
+    return [html.unescape(re.sub(r"<[^>]+>", "", markup)) for markup in _html_payloads(at)]

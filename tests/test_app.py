@@ -856,21 +856,28 @@ def _follow_payloads(at: AppTest) -> dict[str, dict]:
 
 
 def test_lambda_neighbours_are_exactly_the_views_the_server_draws_there(explore):
-    """Each element that follows λ gets the views of λ ± 0.01; moved there, the server's own view is the same
-    (same id: the browser, which showed the neighbour at once, redraws nothing). Under λ auto none are sent."""
-    _settle(explore)  # every paired bootstrap has landed, the neighbours' too
-    sent = _follow_payloads(explore)
+    """Each element that follows λ gets the views of λ ± 0.01; moved there (either way), the server's own view
+    is the same (same id: the browser, which showed the neighbour at once, redraws nothing). None are sent
+    under λ auto or ε (whose pass is per λ); each run is numbered one more than the last."""
     following = {"dstar", "roc", "risk_coverage", "dstar_caption", "metrics", "paired", "operating"}
-    assert {name for name, payload in sent.items() if "follow" in payload} == following
-    assert all(sent[name]["follow"]["slider"] == "st-key-ex_lam" for name in following)
-    assert all(set(sent[name]["follow"]["views"]) == {"0.49", "0.51"} for name in following)
-    assert "follow" not in sent["confusion"]  # it does not depend on λ
-    explore.slider(key="ex_lam").set_value(0.51).run()
-    _no_exceptions(explore)
-    now = _follow_payloads(explore)
-    assert {name: now[name]["view"] for name in following} == {
-        name: sent[name]["follow"]["views"]["0.51"]["id"] for name in following
-    }
-    assert "λ = 0.51)" in _figure(explore, "D* (Rel-U")["layout"]["title"]["text"]
+    for lam, neighbour in ((0.51, "0.51"), (0.5, "0.50")):
+        _settle(explore)  # every paired bootstrap has landed, the neighbours' too
+        sent = _follow_payloads(explore)
+        assert {name for name, payload in sent.items() if "follow" in payload} == following
+        assert all(sent[name]["follow"]["slider"] == "st-key-ex_lam" for name in following)
+        assert len({sent[name]["follow"]["run"] for name in following}) == 1
+        assert "follow" not in sent["confusion"]  # it does not depend on λ
+        explore.slider(key="ex_lam").set_value(lam).run()
+        _no_exceptions(explore)
+        now = _follow_payloads(explore)
+        assert {name: now[name]["view"] for name in following} == {
+            name: sent[name]["follow"]["views"][neighbour]["id"] for name in following
+        }
+        assert now["dstar"]["follow"]["run"] == sent["dstar"]["follow"]["run"] + 1
+        assert f"λ = {lam:g})" in _figure(explore, "D* (Rel-U")["layout"]["title"]["text"]
+    assert set(now["metrics"]["follow"]["views"]) == {"0.49", "0.51"}
+    explore.select_slider(key="ex_eps").set_value(0.002).run()
+    assert not any("follow" in payload for payload in _follow_payloads(explore).values())
+    explore.select_slider(key="ex_eps").set_value(0.0).run()
     explore.checkbox(key="ex_lam_auto").check().run()
     assert not any("follow" in payload for payload in _follow_payloads(explore).values())

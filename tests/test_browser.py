@@ -198,17 +198,24 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
         "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.51)')", timeout=10_000
     )
     shown = page.evaluate(_LAMBDA_CONTENT)
-    assert held, "the move reached the server"  # drawn by the browser alone
+    assert held, "the page sent nothing: the test holds no move back"  # drawn by the browser alone
     old, new = json.loads(before), json.loads(shown)
     assert all(a != b for a, b in zip(old[:4], new[:4], strict=True))  # D*'s title and data, both curves
     assert "λ = 0.51;" in new[4][0] and new[4][1] != old[4][1]  # D*'s caption, the metrics table
     assert "lam=0.5" in page.url and "lam=0.51" not in page.url
 
+    drawn = """() => [...document.querySelectorAll('.js-plotly-plot')].filter((p, i) => i !== 1).map(p => p.data)
+        .concat([...document.querySelectorAll('.relu-studio-html')]
+            .filter(e => !e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_metrics')).map(e => e.firstChild))"""
+    page.evaluate(f"() => {{ window.__drawn = ({drawn})(); }}")
     release()
     page.wait_for_url("**lam=0.51**", timeout=30_000)  # the server's rerun for λ = 0.51
     page.wait_for_function(_IDLE, timeout=60_000)
     page.wait_for_timeout(500)
-    assert page.evaluate(_LAMBDA_CONTENT) == shown  # the server drew what the browser had shown
+    assert page.evaluate(_LAMBDA_CONTENT) == shown  # the server's view is the one the browser had shown ...
+    redrawn = page.evaluate(f"() => ({drawn})().map((now, i) => now !== window.__drawn[i])")
+    # ... so nothing was redrawn (but the intervals and the metrics' colours, if their bootstrap landed since)
+    assert len(redrawn) == 5 and not any(redrawn), redrawn
 
     # T touched (its move held back): λ's neighbours were computed at the old T, so λ waits for the server
     page.locator('[data-testid="stSlider"]').filter(has_text="softmax temperature").get_by_role("slider").focus()

@@ -33,9 +33,10 @@ def test_neighbouring_views_carry_the_id_they_will_have_when_shown() -> None:
     redraws nothing); different content, different ids. The slider is named by Streamlit's key class."""
     at_51 = go.Figure(go.Heatmap(z=[[0.0, 0.51]]), layout={"title": "D* (λ = 0.51)"})
     at_49 = go.Figure(go.Heatmap(z=[[0.0, 0.49]]), layout={"title": "D* (λ = 0.49)"})
-    follow = live_chart.Follow("ex_lam", {"0.49": at_49, "0.51": at_51})
+    follow = live_chart.Follow("ex_lam", "0.50", {"0.49": at_49, "0.51": at_51}, run=7)
     now = json.loads(live_chart.figure_payload(go.Figure(go.Heatmap(z=[[0.0, 0.5]])), {}, follow=follow))
-    assert now["follow"]["slider"] == "st-key-ex_lam"
+    assert now["follow"]["slider"] == "st-key-ex_lam" and now["follow"]["current"] == "0.50"
+    assert now["follow"]["run"] == 7 and now["follow"]["decimals"] == 2
     views = now["follow"]["views"]
     assert set(views) == {"0.49", "0.51"}
     assert json.loads(views["0.51"]["body"]) == json.loads(at_51.to_json())
@@ -43,7 +44,9 @@ def test_neighbouring_views_carry_the_id_they_will_have_when_shown() -> None:
     later = json.loads(live_chart.figure_payload(again, {}))  # λ = 0.51 sent as the current view
     assert "follow" not in later
     assert later["view"] == views["0.51"]["id"] != views["0.49"]["id"] != now["view"]
-    html = json.loads(live_chart.html_payload("<p>λ = 0.5</p>", follow=live_chart.Follow("a b", {"0.51": "<p>x</p>"})))
+    html = json.loads(
+        live_chart.html_payload("<p>λ = 0.5</p>", follow=live_chart.Follow("a b", "0.50", {"0.51": "<p>x</p>"}, run=1))
+    )
     assert html["html"] == "<p>λ = 0.5</p>" and html["follow"]["slider"] == "st-key-a-b"
     assert html["view"] == json.loads(live_chart.html_payload("<p>λ = 0.5</p>"))["view"]
     assert html["follow"]["views"]["0.51"] == {
@@ -51,6 +54,7 @@ def test_neighbouring_views_carry_the_id_they_will_have_when_shown() -> None:
         "body": "<p>x</p>",
     }
     assert [live_chart.value_key(v) for v in (0.5, 0.51, 1.0, 0.0)] == ["0.50", "0.51", "1.00", "0.00"]
+    assert live_chart.value_key(0.125, 3) == "0.125"
 
 
 def test_plotly_js_is_the_installed_packages_and_rewritten_when_different(tmp_path, monkeypatch) -> None:

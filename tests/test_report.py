@@ -131,9 +131,10 @@ def test_report_states_the_intervals_own_confidence():
     assert "90 % percentile interval over 500 paired bootstrap" in text and "95 %" not in text
     assert "90 % CI (paired bootstrap)" in text
     assert "Operating point" not in text
-    operating = pd.DataFrame({"threshold": ["1.234e-05"], "TPR": [0.95]}, index=["Rel-U"])
+    operating = pd.DataFrame({"threshold": [1.234e-05], "TPR": [0.95], "accepted": [4610]}, index=["Rel-U"])
     with_point = report.render_html(**view, operating_table=operating, operating_note="the lowest reaching TPR ≥ 95%")
-    assert "<h2>Operating point</h2>" in with_point and "1.234e-05" in with_point and "TPR ≥ 95%" in with_point
+    assert "<h2>Operating point</h2>" in with_point and ">1.234e-05<" in with_point and "TPR ≥ 95%" in with_point
+    assert ">4610<" in with_point  # a count stays an integer beside the rates
 
 
 def test_provenance_says_where_a_registered_data_set_was_read(shared_data):
