@@ -413,11 +413,10 @@ def _neighbours(run_, s: Settings, class_names: list[str]) -> dict[str, LamView]
 
 
 def _neighbour_tables(neighbours: dict[str, LamView], s: Settings, start_bootstraps: bool) -> None:
-    """Fills in the neighbours' tables. Their paired intervals show when their bootstraps have landed; with
-    ``start_bootstraps`` (once the view's own has landed, so that it never waits behind them) the missing ones
-    start in the background (a neighbour gets its intervals at a later rerun: none is started for it, as a
-    rerun of the whole page takes the keyboard focus off the slider); until then the table says "computing",
-    as the server's will."""
+    """Fills in the neighbours' tables. With ``start_bootstraps`` (once the view's own has landed, so that it
+    never waits behind them) their missing paired bootstraps start in the background; a neighbour carries its
+    intervals from the first rerun after they land (none is forced for them: a rerun of the whole page takes
+    the keyboard focus off the slider). Until then its table says "computing", as the server's would."""
     for lv in neighbours.values():
         view, failed = lv.view, False
         if not view.paired:
