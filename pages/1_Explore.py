@@ -35,8 +35,8 @@ def _chart(fig, stem: str, **kwargs):
     return page.chart(st, fig, stem, key=session.item_key(session.EX_CHART, stem), **kwargs)
 
 
-def _html(html: str, name: str, follow: Follow | None) -> None:
-    live_html(st, html, key=session.item_key(session.EX_CHART, name), follow=follow)
+def _html(html: str, name: str, follow: Follow | None, poll_s: float | None = None) -> None:
+    live_html(st, html, key=session.item_key(session.EX_CHART, name), follow=follow, poll_s=poll_s)
 
 
 @dataclass(frozen=True)
@@ -115,16 +115,11 @@ def _view(
 #: redrawn on each slider move, and the galleries and the operating table were about a third of them.
 DETAIL_TABS = ("Operating point", "Samples of a confusion cell", "Errors only one detector catches")
 
-#: How long the tables wait for the paired bootstrap before showing it when it lands instead.
+#: How long the tables wait for the paired bootstrap before showing it when it lands instead, and how often the
+#: browser asks for the panel again meanwhile (a rerun of the panel's fragment: a rerun of the whole page would
+#: rebuild the controls and take the keyboard focus off the λ slider).
 PAIRED_WAIT_S = 0.3
-
-
-@st.fragment(run_every=0.5)
-def _paired_watch(key: str) -> None:
-    """Reruns the page once the paired bootstrap has landed (the paired table says "computing" meanwhile)."""
-    job = jobs.MANAGER.get(key)
-    if job is None or not job.running:
-        st.rerun()
+PAIRED_POLL_S = 0.5
 
 
 @st.fragment(run_every=1.0)
@@ -415,8 +410,8 @@ def _neighbours(run_, s: Settings, class_names: list[str]) -> dict[str, LamView]
 def _neighbour_tables(neighbours: dict[str, LamView], s: Settings, start_bootstraps: bool) -> None:
     """Fills in the neighbours' tables. With ``start_bootstraps`` (once the view's own has landed, so that it
     never waits behind them) their missing paired bootstraps start in the background; a neighbour carries its
-    intervals from the first rerun after they land (none is forced for them: a rerun of the whole page takes
-    the keyboard focus off the slider). Until then its table says "computing", as the server's would."""
+    intervals from the first rerun after they land (the panel polls for the view's own bootstrap only). Until
+    then its table says "computing", as the server's would."""
     for lv in neighbours.values():
         view, failed = lv.view, False
         if not view.paired:
@@ -532,19 +527,18 @@ def _metrics_section(lv: LamView, neighbours: dict, s: Settings, eps_note: str, 
 
 
 def _paired_section(lv: LamView, neighbours: dict, paired_job) -> None:
-    """Rel-U − Doctor with its paired intervals ("computing …" while the bootstrap runs; the page reruns when it
-    lands)."""
+    """Rel-U − Doctor with its paired intervals ("computing …" while the bootstrap runs: the browser asks for
+    the panel again every :data:`PAIRED_POLL_S` until it has landed)."""
     view = lv.view
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
-    _html(lv.paired_html, "paired", _follow(neighbours, lambda n: n.paired_html))
+    polling = paired_job is not None and paired_job.running
+    _html(lv.paired_html, "paired", _follow(neighbours, lambda n: n.paired_html), PAIRED_POLL_S if polling else None)
     if view.paired:
         first = next(iter(view.paired.values()))
         st.caption(
             f"{100 * first.confidence:g} % percentile interval over {first.n_resamples} paired "
             "bootstrap resamples of the evaluation samples (the same resample scores both detectors)."
         )
-    elif paired_job is not None and paired_job.running:
-        _paired_watch(paired_job.key)
 
 
 #: What the operating-point table shows (``what``: the target, e.g. "TPR ≥ 95%").
@@ -681,7 +675,7 @@ def explore_panel(run_id: str) -> None:
         c_lam.caption(f"auto: λ = {view.lam_used:.3g}")
     st.session_state[session.EX_FOLLOW_RUN] = st.session_state.get(session.EX_FOLLOW_RUN, 0) + 1
     # The paired bootstrap (~100-200 ms at 10k) runs beside the figures in a background job; the tables below
-    # wait for it briefly, else show it when it lands (_paired_watch).
+    # wait for it briefly, else show it when it lands (_paired_section).
     paired_job = None if view.paired else explore.paired_job(view, s.seed)
     lv = _lam_figures(view, s, class_names)
     neighbours = _neighbours(run_, s, class_names)

@@ -173,7 +173,7 @@ function draw(plot, view) {
 _HTML_JS = (
     _FOLLOW_JS
     + """
-export default function ({ parentElement, data }) {
+export default function ({ parentElement, data, setTriggerValue }) {
   let box = parentElement.querySelector(".relu-studio-html");
   if (!box) {
     box = document.createElement("div");
@@ -183,12 +183,20 @@ export default function ({ parentElement, data }) {
   if (box.reluPayload !== data) {
     box.reluPayload = data;
     const payload = JSON.parse(data);
+    box.reluPollMs = payload.poll_ms || 0;
     box.reluUnfollow = follow(box, payload, { id: payload.view, body: payload.html }, (view) => {
       box.innerHTML = view.body;
       return true;
     });
   }
-  return box.reluUnfollow;
+  // while the server waits on something, ask it again (a rerun of this element's fragment only) in a moment
+  clearTimeout(box.reluPoll);
+  if (box.reluPollMs) box.reluPoll = setTimeout(() => setTriggerValue("poll", Date.now()), box.reluPollMs);
+  const unfollow = box.reluUnfollow;
+  return () => {
+    unfollow();
+    setTimeout(() => box.isConnected || clearTimeout(box.reluPoll), 0);
+  };
 }
 """
 )
@@ -295,10 +303,11 @@ def figure_payload(fig, config: dict, *, clickable: bool = False, follow: Follow
     return body[:-1] + ", " + extra[1:]
 
 
-def html_payload(html: str, *, follow: Follow | None = None) -> str:
-    """What the HTML component receives: the HTML, its view ``id`` and, with ``follow``, the neighbouring
-    views."""
-    return json.dumps({"html": html, "view": _view_id(html), **_follow_payload(follow, str)})
+def html_payload(html: str, *, follow: Follow | None = None, poll_s: float | None = None) -> str:
+    """What the HTML component receives: the HTML, its view ``id``, with ``follow`` the neighbouring views and
+    with ``poll_s`` the delay before the browser asks for a rerun."""
+    poll = {"poll_ms": round(1000 * poll_s)} if poll_s else {}
+    return json.dumps({"html": html, "view": _view_id(html), **_follow_payload(follow, str), **poll})
 
 
 def live_chart(
@@ -316,8 +325,12 @@ def live_chart(
     return result.get("click") if clickable else None
 
 
-def live_html(place, html: str, *, key: str, follow: Follow | None = None) -> None:
+def live_html(place, html: str, *, key: str, follow: Follow | None = None, poll_s: float | None = None) -> None:
     """``html`` (a table, a line of text: the app's own markup, never user input unescaped) in ``place``, kept
-    mounted under ``key``; with ``follow``, a neighbour's HTML is shown as soon as its slider is moved there."""
+    mounted under ``key``; with ``follow``, a neighbour's HTML is shown as soon as its slider is moved there.
+    With ``poll_s``, the browser reruns the element's fragment after that many seconds (and again after each
+    rerun that asks for it): how a fragment waits for a background job without a rerun of the whole page,
+    which would rebuild the widgets and take the keyboard focus off a slider."""
+    callbacks = {"on_poll_change": lambda: None} if poll_s else {}
     with place if place is not st else contextlib.nullcontext():
-        _mount_html(key=key, data=html_payload(html, follow=follow))
+        _mount_html(key=key, data=html_payload(html, follow=follow, poll_s=poll_s), **callbacks)

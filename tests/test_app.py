@@ -769,9 +769,11 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     assert _figure(at, "D*") and _figure(at, "ROC")  # the charts are drawn while the bootstrap runs
     assert any("computing the paired bootstrap" in text for text in html_texts(at))
     assert not any("95 % CI (paired bootstrap)" in table.columns for table in _tables(at))
+    assert _follow_payloads(at)["paired"]["poll_ms"] == 500  # the browser asks for the panel again meanwhile
     release.set()
-    _settle(at)  # the watch reruns the page once the job has landed
+    _settle(at)  # as the browser's next poll does, once the job has landed
     _no_exceptions(at)
+    assert "poll_ms" not in _follow_payloads(at)["paired"]
     paired = _table_with(at, "95 % CI (paired bootstrap)").set_index("metric")
     expected = real_paired_for(
         core_explore.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0, list(protocol.PAIRED)), 0

@@ -55,6 +55,8 @@ def test_neighbouring_views_carry_the_id_they_will_have_when_shown() -> None:
     }
     assert [live_chart.value_key(v) for v in (0.5, 0.51, 1.0, 0.0)] == ["0.50", "0.51", "1.00", "0.00"]
     assert live_chart.value_key(0.125, 3) == "0.125"
+    assert json.loads(live_chart.html_payload("<p>…</p>", poll_s=0.5))["poll_ms"] == 500
+    assert "poll_ms" not in json.loads(live_chart.html_payload("<p>…</p>"))
 
 
 def test_plotly_js_is_the_installed_packages_and_rewritten_when_different(tmp_path, monkeypatch) -> None:
