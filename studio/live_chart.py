@@ -11,10 +11,10 @@ package, served by Streamlit's static file serving (``.streamlit/config.toml``) 
 **Following a slider** (:class:`Follow`): a view may come with the views of the slider's neighbouring values,
 computed by the server in the same rerun. When the user moves that slider to one of them, the browser shows it at
 once, before the server has heard of the move; the rerun the move starts then brings the same view (same
-``id``: a hash of its content) and nothing is redrawn. Touching another control (a widget, a tab, the sidebar)
-stops the following until a rerun that started after the touch (:attr:`Follow.run`), so that neighbours computed
-for the old settings are not shown; the first λ move after it waits for the server, as a value without a
-neighbour's view does.
+``id``: a hash of its content) and nothing is redrawn. Touching another control (a widget in the page or the
+sidebar; not a tab or an expander) stops the following until a rerun that started after the touch
+(:attr:`Follow.run`), so that neighbours computed for the old settings are not shown; the first λ move after it
+waits for the server, as a value without a neighbour's view does.
 """
 
 from __future__ import annotations
@@ -60,9 +60,11 @@ function sliderValue(follow) {
   return label ? Number(label.textContent).toFixed(follow.decimals) : null;
 }
 
-// What a user changes settings with: an interaction there may make the neighbours' views wrong.
-const CONTROLS = "input, textarea, select, button, label, [role=slider], [role=tab], [role=checkbox], [role=radio], "
-  + "[role=switch], [role=combobox], [role=option], [role=listbox], [data-testid=stSidebar]";
+// What a user changes settings with (in the page or the sidebar): an interaction there may make the neighbours'
+// views wrong. Tabs and expanders only show or hide, and a chart's zoom or hover changes no setting.
+const CONTROLS = "input, textarea, select, button, label, [role=slider], [role=checkbox], [role=radio], "
+  + "[role=switch], [role=combobox], [role=option], [role=listbox]";
+const NOT_SETTINGS = ".js-plotly-plot, [role=tab], summary";
 
 // One registry per page: the elements following a slider, and whether following is on.
 function followers() {
@@ -72,7 +74,7 @@ function followers() {
   // still bring views of the old settings), come first. Following resumes with the run after those two.
   const interaction = (event) => {
     const element = event.target instanceof Element ? event.target : null;
-    if (!element || !element.closest(CONTROLS)) return;
+    if (!element || element.closest(NOT_SETTINGS) || !element.closest(CONTROLS)) return;
     for (const target of registry.targets) if (target.follow && element.closest(`.${target.follow.slider}`)) return;
     registry.blockedAt = registry.lastRun;
   };

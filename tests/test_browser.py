@@ -229,6 +229,17 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     page.wait_for_function(
         "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.52)')", timeout=30_000
     )
+    # a tab only shows or hides: λ follows at once after one
+    page.get_by_role("tab", name="Samples of a confusion cell").click()
+    page.get_by_text("with true class").first.wait_for(timeout=30_000)
+    page.wait_for_function(_IDLE, timeout=60_000)
+    lam.focus()
+    link["hold"] = True
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.53)')", timeout=10_000
+    )
+    release()
     assert not page.get_by_test_id("stException").count()
 
 
