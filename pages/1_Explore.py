@@ -352,8 +352,15 @@ class LamView:
     paired_html: str = ""
 
 
-def _lam_figures(view: explore.ExploreView, s: Settings, class_names: list[str]) -> LamView:
-    """The operating points and figures of ``view`` (its tables come later: :func:`_lam_tables`)."""
+def _lam_figures(view: explore.ExploreView, s: Settings, class_names: list[str], *, keep: bool = True) -> LamView:
+    """The operating points and figures of ``view`` (its tables come later: :func:`_lam_tables`), kept for the
+    session with ``keep`` (clean views, which :func:`_view` keeps too): a λ press makes the previous rerun's
+    neighbour the current view, whose figures (and their JSON, ``live_chart``) are then reused."""
+    store = st.session_state.setdefault(session.EX_LAM_VIEWS, LRURegistry(8))
+    key = (id(view), s.op_kind, s.op_target)
+    held = store.get(key) if keep else None
+    if held is not None and held[0] is view:  # the same view object, not one that reused its id
+        return held[1]
     correct_eval = view.correct[view.eval_idx]
     points = {
         k: metrics.operating_point(d.eval_uncertainty, correct_eval, s.op_kind, s.op_target)
@@ -366,7 +373,10 @@ def _lam_figures(view: explore.ExploreView, s: Settings, class_names: list[str])
     )
     if view.fallback:
         text += f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
-    return LamView(view, points, heat, roc, rc, dstar_caption=f"<p>{html.escape(text)}</p>")
+    lv = LamView(view, points, heat, roc, rc, dstar_caption=f"<p>{html.escape(text)}</p>")
+    if keep:
+        store[key] = (view, lv)
+    return lv
 
 
 def _lam_tables(lv: LamView, s: Settings, paired_pending: bool) -> LamView:
@@ -388,13 +398,33 @@ def _lam_tables(lv: LamView, s: Settings, paired_pending: bool) -> LamView:
     return lv
 
 
-def _neighbours(run_, s: Settings, class_names: list[str]) -> dict[str, LamView]:
-    """The figures of λ's neighbours (:data:`LAM_STEP`), keyed as the browser reads the slider (their tables come
-    with :func:`_neighbour_tables`); none when λ is automatic, under ε (the pass is per λ) or for a run too large
-    (:data:`FOLLOW_MAX_WORK`, :data:`FOLLOW_MAX_SAMPLES`). A neighbour that cannot be computed is not sent."""
+@dataclass(frozen=True)
+class Neighbours:
+    """The views of λ's neighbours, keyed as the browser reads the slider (none: nothing follows λ), with what
+    every element that follows λ sends beside them: the value its own view is for and the panel run's number."""
+
+    views: dict[str, LamView]
+    current: str
+    run: int
+
+    def follow(self, part: Callable[[LamView], object]) -> Follow | None:
+        """``part`` of each neighbour, for an element that follows the λ slider (None when there are none)."""
+        if not self.views:
+            return None
+        return Follow(
+            session.EX_LAM, self.current, {k: part(lv) for k, lv in self.views.items()}, self.run, LAM_DECIMALS
+        )
+
+
+def _neighbours(run_, s: Settings, class_names: list[str]) -> Neighbours:
+    """The figures of λ's neighbours (:data:`LAM_STEP`; their tables come with :func:`_neighbour_tables`); none
+    when λ is automatic, under ε (the pass is per λ) or for a run too large (:data:`FOLLOW_MAX_WORK`,
+    :data:`FOLLOW_MAX_SAMPLES`). A neighbour that cannot be computed is not sent. Counts the panel's runs."""
+    state = st.session_state
+    run = state[session.EX_FOLLOW_RUN] = state.get(session.EX_FOLLOW_RUN, 0) + 1
     n, c = len(run_.labels), len(run_.class_names)
     if s.lam == "auto" or s.eps > 0 or n * c * c > FOLLOW_MAX_WORK or n > FOLLOW_MAX_SAMPLES:
-        return {}
+        return Neighbours({}, "", run)
     views = {}
     for lam in (round(s.lam - LAM_STEP, LAM_DECIMALS), round(s.lam + LAM_STEP, LAM_DECIMALS)):
         if 0.0 <= lam <= 1.0:
@@ -404,15 +434,15 @@ def _neighbours(run_, s: Settings, class_names: list[str]) -> dict[str, LamView]
                 _LOG.exception("the view of λ = %s could not be computed", lam)
                 continue
             views[value_key(lam, LAM_DECIMALS)] = _lam_figures(view, s, class_names)
-    return views
+    return Neighbours(views, value_key(s.lam, LAM_DECIMALS), run)
 
 
-def _neighbour_tables(neighbours: dict[str, LamView], s: Settings, start_bootstraps: bool) -> None:
+def _neighbour_tables(neighbours: Neighbours, s: Settings, start_bootstraps: bool) -> None:
     """Fills in the neighbours' tables. With ``start_bootstraps`` (once the view's own has landed, so that it
     never waits behind them) their missing paired bootstraps start in the background; a neighbour carries its
     intervals from the first rerun after they land (the panel polls for the view's own bootstrap only). Until
     then its table says "computing", as the server's would."""
-    for lv in neighbours.values():
+    for lv in neighbours.views.values():
         view, failed = lv.view, False
         if not view.paired:
             job = (
@@ -426,17 +456,7 @@ def _neighbour_tables(neighbours: dict[str, LamView], s: Settings, start_bootstr
         _lam_tables(lv, s, paired_pending=not view.paired and not failed)
 
 
-def _follow(neighbours: dict[str, LamView], part: Callable[[LamView], object]) -> Follow | None:
-    """``part`` of each neighbour, for an element that follows the λ slider (None when there are none)."""
-    if not neighbours:
-        return None
-    state = st.session_state
-    views = {k: part(lv) for k, lv in neighbours.items()}
-    current = value_key(round(float(state[session.EX_LAM]), LAM_DECIMALS), LAM_DECIMALS)
-    return Follow(session.EX_LAM, current, views, state[session.EX_FOLLOW_RUN], LAM_DECIMALS)
-
-
-def _dstar_and_confusion(run_id: str, lv: LamView, neighbours: dict, class_names: list[str], s: Settings):
+def _dstar_and_confusion(run_id: str, lv: LamView, neighbours: Neighbours, class_names: list[str], s: Settings):
     """D* (or Doctor's implicit matrix) beside the tuning split's confusion matrix, whose cell click picks the
     gallery's pair and opens its tab. Returns the two figures drawn."""
     left, right = st.columns(2)
@@ -451,8 +471,8 @@ def _dstar_and_confusion(run_id: str, lv: LamView, neighbours: dict, class_names
                 class_names,
                 title="Doctor's implicit matrix (ones off the diagonal)",
             )
-        _chart(heat, "dstar", follow=None if doctor_matrix else _follow(neighbours, lambda n: n.heat))
-        _html(lv.dstar_caption, "dstar_caption", _follow(neighbours, lambda n: n.dstar_caption))
+        _chart(heat, "dstar", follow=None if doctor_matrix else neighbours.follow(lambda n: n.heat))
+        _html(lv.dstar_caption, "dstar_caption", neighbours.follow(lambda n: n.dstar_caption))
     with right:
         cm, cm_fig = explore.confusion_figure(run_id, s.tune_fraction, s.seed)
         clicked = _chart(cm_fig, "confusion", clickable=True)
@@ -484,12 +504,12 @@ def _mirrored(key: str) -> dict:
     return {"key": key, "on_change": _picked, "args": (key,)}
 
 
-def _curves(lv: LamView, neighbours: dict) -> None:
+def _curves(lv: LamView, neighbours: Neighbours) -> None:
     c_roc, c_rc = st.columns(2)
     with c_roc:
-        _chart(lv.roc, "roc", follow=_follow(neighbours, lambda n: n.roc))
+        _chart(lv.roc, "roc", follow=neighbours.follow(lambda n: n.roc))
     with c_rc:
-        _chart(lv.rc, "risk_coverage", follow=_follow(neighbours, lambda n: n.rc))
+        _chart(lv.rc, "risk_coverage", follow=neighbours.follow(lambda n: n.rc))
 
 
 def _settle_paired(view: explore.ExploreView, paired_job) -> bool:
@@ -506,11 +526,11 @@ def _settle_paired(view: explore.ExploreView, paired_job) -> bool:
     return paired_job is not None and paired_job.running
 
 
-def _metrics_section(lv: LamView, neighbours: dict, s: Settings, eps_note: str, perturbed) -> None:
+def _metrics_section(lv: LamView, neighbours: Neighbours, s: Settings, eps_note: str, perturbed) -> None:
     """The metrics table with the significant Rel-U − Doctor differences coloured."""
     relu, doctor = (detectors.label(k) for k in protocol.PAIRED)
     st.subheader("Metrics on the evaluation split")
-    _html(lv.metrics_html, "metrics", _follow(neighbours, lambda n: n.metrics_html))
+    _html(lv.metrics_html, "metrics", neighbours.follow(lambda n: n.metrics_html))
     st.caption(
         f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
         f"{relu} − {doctor}: green where {relu} is significantly better, red where {doctor} is (FPR95, AUROC and "
@@ -526,13 +546,13 @@ def _metrics_section(lv: LamView, neighbours: dict, s: Settings, eps_note: str, 
     )
 
 
-def _paired_section(lv: LamView, neighbours: dict, paired_job) -> None:
+def _paired_section(lv: LamView, neighbours: Neighbours, paired_job) -> None:
     """Rel-U − Doctor with its paired intervals ("computing …" while the bootstrap runs: the browser asks for
     the panel again every :data:`PAIRED_POLL_S` until it has landed)."""
     view = lv.view
     st.markdown("**Is Rel-U better than Doctor here?** Paired differences on this evaluation split:")
     polling = paired_job is not None and paired_job.running
-    _html(lv.paired_html, "paired", _follow(neighbours, lambda n: n.paired_html), PAIRED_POLL_S if polling else None)
+    _html(lv.paired_html, "paired", neighbours.follow(lambda n: n.paired_html), PAIRED_POLL_S if polling else None)
     if view.paired:
         first = next(iter(view.paired.values()))
         st.caption(
@@ -561,8 +581,8 @@ def _operating_html(lv: LamView, s: Settings) -> str:
     return report.table_html(table, formats={"threshold": comparison.threshold_format(table["threshold"])})
 
 
-def _operating_section(lv: LamView, neighbours: dict, s: Settings) -> None:
-    _html(_operating_html(lv, s), "operating", _follow(neighbours, lambda n: _operating_html(n, s)))
+def _operating_section(lv: LamView, neighbours: Neighbours, s: Settings) -> None:
+    _html(_operating_html(lv, s), "operating", neighbours.follow(lambda n: _operating_html(n, s)))
     st.caption(OPERATING_NOTE.format(what=_target_words(s)) + " Marked with × on both curves.")
 
 
@@ -673,11 +693,10 @@ def explore_panel(run_id: str) -> None:
         return
     if s.lam == "auto":  # the slider, disabled, still shows the last manual value
         c_lam.caption(f"auto: λ = {view.lam_used:.3g}")
-    st.session_state[session.EX_FOLLOW_RUN] = st.session_state.get(session.EX_FOLLOW_RUN, 0) + 1
     # The paired bootstrap (~100-200 ms at 10k) runs beside the figures in a background job; the tables below
     # wait for it briefly, else show it when it lands (_paired_section).
     paired_job = None if view.paired else explore.paired_job(view, s.seed)
-    lv = _lam_figures(view, s, class_names)
+    lv = _lam_figures(view, s, class_names, keep=perturbed is None)
     neighbours = _neighbours(run_, s, class_names)
     heat, cm_fig = _dstar_and_confusion(run_id, lv, neighbours, class_names, s)
     _curves(lv, neighbours)

@@ -101,9 +101,8 @@ def table_html(
     columns = list(frame.columns)
     head = ([""] if index else []) + [html.escape(str(c)) for c in columns]
     rows = []
-    # column by column: a row of a mixed frame (counts beside rates) would make every cell a float
-    values = zip(*(frame[c].tolist() for c in frame.columns), strict=True) if columns else ([] for _ in frame.index)
-    for r, (name, row) in enumerate(zip(frame.index, values, strict=True)):
+    # itertuples keeps each column's type (iterrows would make a row of counts beside rates all floats)
+    for r, (name, *row) in enumerate(frame.itertuples(name=None)):
         cells = [f"<th>{html.escape(str(name))}</th>"] if index else []
         cells += [
             f'<td class="{classes[(r, c)]}"{cell(v, columns[c])}</td>'

@@ -36,7 +36,8 @@ from relu_core.cache import atomic_write
 #: Streamlit serves ``static/`` beside the main script at ``app/static/``.
 PLOTLY_JS = Path(__file__).resolve().parent.parent / "static" / "plotly.min.js"
 
-_FOLLOW_JS = """
+# What both components share: plotly.js, their own element, and the following of a slider.
+_SHARED_JS = """
 function loadPlotly() {
   // one script element per page; resolves to the plotly.js of app/static, whoever else set window.Plotly
   if (!window.__reluStudioPlotly) {
@@ -49,6 +50,17 @@ function loadPlotly() {
     });
   }
   return window.__reluStudioPlotly;
+}
+
+// The component's element in ``parent``, made on the first mount and kept across reruns.
+function ownElement(parent, className) {
+  let element = parent.querySelector(`.${className}`);
+  if (!element) {
+    element = document.createElement("div");
+    element.className = className;
+    parent.appendChild(element);
+  }
+  return element;
 }
 
 // The value a keyed st.slider shows (its thumb's label), as the server names views. A rerun may leave an old copy
@@ -125,15 +137,10 @@ function follow(element, payload, current, show) {
 """
 
 _CHART_JS = (
-    _FOLLOW_JS
+    _SHARED_JS
     + """
 export default function ({ parentElement, data, setTriggerValue }) {
-  let plot = parentElement.querySelector(".relu-studio-chart");
-  if (!plot) {
-    plot = document.createElement("div");
-    plot.className = "relu-studio-chart";
-    parentElement.appendChild(plot);
-  }
+  const plot = ownElement(parentElement, "relu-studio-chart");
   plot.reluSetTrigger = setTriggerValue;  // the latest mount's, for the click handler bound once
   if (plot.reluPayload !== data) {  // every rerun sends every chart again; most did not change
     plot.reluPayload = data;
@@ -173,15 +180,10 @@ function draw(plot, view) {
 )
 
 _HTML_JS = (
-    _FOLLOW_JS
+    _SHARED_JS
     + """
 export default function ({ parentElement, data, setTriggerValue }) {
-  let box = parentElement.querySelector(".relu-studio-html");
-  if (!box) {
-    box = document.createElement("div");
-    box.className = "relu-studio-html";
-    parentElement.appendChild(box);
-  }
+  const box = ownElement(parentElement, "relu-studio-html");
   if (box.reluPayload !== data) {
     box.reluPayload = data;
     const payload = JSON.parse(data);

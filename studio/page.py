@@ -10,7 +10,7 @@ import streamlit as st
 
 from relu_core import figures, protocol
 from studio import session
-from studio.live_chart import live_chart
+from studio.live_chart import Follow, live_chart
 from studio.runs import run_label
 from studio.sidebar import sidebar_run_picker
 
@@ -58,7 +58,16 @@ def download_button(place, label: str, data, file_name: str, *, key: str) -> Non
     )
 
 
-def chart(place, fig, stem: str, *, key: str, config: dict | None = None, clickable: bool = False, follow=None):
+def chart(
+    place,
+    fig,
+    stem: str,
+    *,
+    key: str,
+    config: dict | None = None,
+    clickable: bool = False,
+    follow: Follow | None = None,
+):
     """``fig`` in ``place`` (``st`` or a column) as the library built it, in Plotly's own theme (the HTML report's
     look too), kept mounted across reruns and updated in place (:mod:`studio.live_chart`). The camera button
     saves ``stem``.png tagged with the run (:func:`run_tagged`) unless ``config`` replaces the chart config. With

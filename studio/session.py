@@ -278,6 +278,8 @@ EX_EPS_FAILED = "ex_eps_failed"
 EX_EPS_RETRY = "ex_eps_retry"
 #: The session's last computed views (an LRU registry), reused by widgets that keep the setting.
 EX_VIEWS = "ex_views"
+#: The figures of the session's last views (an LRU registry): a λ press reuses its neighbour's.
+EX_LAM_VIEWS = "ex_lam_views"
 #: Explore's panel runs in this session, counted (the browser's following of λ tells its runs apart by it).
 EX_FOLLOW_RUN = "ex_follow_run"
 EX_BUILD_REPORT = "ex_build_report"

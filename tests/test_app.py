@@ -726,23 +726,29 @@ def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
 def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
     from relu_core import explore as core_explore
 
-    calls = []
-    real_explore = core_explore.explore
+    calls, drawn = [], []
+    real_explore, real_figures = core_explore.explore, core_explore.view_figures
 
     def counted(*args, **kwargs):
         calls.append(args[:6])
         return real_explore(*args, **kwargs)
 
+    def counted_figures(view, *args, **kwargs):
+        drawn.append(view.lam_used)
+        return real_figures(view, *args, **kwargs)
+
     monkeypatch.setattr(core_explore, "explore", counted)
+    monkeypatch.setattr(core_explore, "view_figures", counted_figures)
     at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert sorted(call[2] for call in calls) == [0.49, 0.5, 0.51]  # λ and its neighbours, sent for the browser
-    at.slider(key="ex_op_target").set_value(0.8).run()  # the operating point: same setting, same views
+    assert sorted(drawn) == [0.49, 0.5, 0.51]
+    at.slider(key="ex_op_target").set_value(0.8).run()  # the operating point: same setting, same views ...
     _no_exceptions(at)
-    assert len(calls) == 3
-    at.slider(key="ex_lam").set_value(0.51).run()  # a neighbour: only its new neighbour is computed
+    assert len(calls) == 3 and sorted(drawn[3:]) == [0.49, 0.5, 0.51]  # ... figures with new marks
+    at.slider(key="ex_lam").set_value(0.51).run()  # a neighbour: only its new neighbour is computed and drawn
     _no_exceptions(at)
-    assert len(calls) == 4 and calls[-1][2] == 0.52
+    assert len(calls) == 4 and calls[-1][2] == 0.52 and drawn[6:] == [0.52]
     at.slider(key="ex_lam").set_value(0.8).run()  # a new λ: it and its neighbours, each once
     _no_exceptions(at)
     assert sorted(call[2] for call in calls[4:]) == [0.79, 0.8, 0.81]
