@@ -18,4 +18,4 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
-exec .venv/bin/streamlit run Start.py --server.headless true --browser.gatherUsageStats false "$@"
+exec .venv/bin/streamlit run app.py --server.headless true --browser.gatherUsageStats false "$@"

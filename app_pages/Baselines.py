@@ -14,7 +14,6 @@ from relu_core import baselines, comparison, detectors, figures, protocol
 from studio import jobbox, page, session
 
 run = page.page_header(
-    "Baselines",
     "More baselines",
     "The paper's comparison with other families of detectors (its Table 5 and conformal appendix), on the same "
     "seeded splits as Rel-U and Doctor: an **MLP** trained on the tuning split's soft-predictions to predict "

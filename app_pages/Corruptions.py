@@ -15,7 +15,6 @@ from relu_core import corruptions, detectors, explore, figures, protocol, robust
 from studio import jobbox, page, session
 
 run = page.page_header(
-    "Corruptions",
     "Robustness under corruption",
     "The paper's mismatch study: D* and the hyperparameters (T, and λ for Rel-U) are chosen by a "
     "cross-validated grid search on a **clean tuning split only**; the detectors then judge the model's "

@@ -14,19 +14,16 @@ import streamlit as st
 from relu_core import comparison, detectors, explore, figures, jobs, metrics, protocol, report
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import LRURegistry
-from studio import jobbox, page, query, runs, session, sidebar
+from studio import frame, jobbox, page, query, runs, session
 from studio.live_chart import Follow, live_html, value_key
 
 _LOG = logging.getLogger(__name__)
 
-st.set_page_config(page_title="Explore · Rel-U Studio", layout="wide")
-query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
-run = sidebar.sidebar_run_picker()
+run = frame.current_run()
 query.init_from_query_params()
 
 st.title("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
-query.query_run_notice()
 
 session.restore(session.explore_defaults(), session.EX_KEPT)  # the controls survive a visit to another page
 

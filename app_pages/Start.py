@@ -1,7 +1,7 @@
 """Rel-U Studio, start page ("Start" in the navigation): the current run at a glance, D* beside its confusion
 matrix and the Rel-U vs Doctor verdict at the default settings, then a button to explore.
 
-Run with ``streamlit run Start.py``; with no choice made the default run (Fashion-MNIST when it is on the
+Part of ``streamlit run app.py``; with no choice made the default run (Fashion-MNIST when it is on the
 machine, else digits, with a small CNN trained here on first use, then cached) is prepared in the background.
 """
 
@@ -13,13 +13,12 @@ import streamlit as st
 
 from relu_core import explore, metrics
 from relu_core.errors import InputError
-from studio import jobbox, page, session, sidebar
+from studio import frame, jobbox, page, session
 
 START_HEIGHT = 400  # pixels per matrix figure
 NO_MODEBAR = {"displayModeBar": False}
 
-st.set_page_config(page_title="Rel-U Studio", layout="wide")
-run = sidebar.sidebar_run_picker()
+run = frame.current_run()
 
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
 try:
@@ -52,7 +51,7 @@ with side:
     st.metric(f"errors of {n:,}", f"{errors:,}")
     st.metric("errors, evaluation split", f"{int((~view.correct[view.eval_idx]).sum()):,}")
     if st.button("Explore this run", type="primary", key=session.START_EXPLORE):
-        st.switch_page("pages/1_Explore.py")
+        frame.switch_to(frame.EXPLORE)
 
 st.caption(
     f"Run: {run.source or 'uploaded logits'} · {n:,} samples × {c} classes · run id `{run.run_id}`. "

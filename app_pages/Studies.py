@@ -16,7 +16,6 @@ from relu_core.studies import figures as study_figures
 from studio import jobbox, page, session
 
 run = page.page_header(
-    "Studies",
     "The paper's studies",
     "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
     "(mean ± std) and reports the paired difference Rel-U − Doctor with its 95 % bootstrap interval. "

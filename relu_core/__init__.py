@@ -1,6 +1,6 @@
 """Rel-U Studio core library: detectors, metrics, evaluation protocol, models, data and the logits engine.
 
-Nothing in this package imports Streamlit; the app in ``Start.py`` and ``pages/`` is a thin layer on top.
+Nothing in this package imports Streamlit; the app in ``app.py`` and ``app_pages/`` is a thin layer on top.
 """
 
 __version__ = "0.1.0"

@@ -9,10 +9,9 @@ from pathlib import Path
 import streamlit as st
 
 from relu_core import figures, protocol
-from studio import session
+from studio import frame, session
 from studio.live_chart import Follow, live_chart
 from studio.runs import run_label
-from studio.sidebar import sidebar_run_picker
 
 #: The mime type of each kind of file the pages offer, by suffix.
 MIME_TYPES = {".csv": "text/csv", ".html": "text/html"}
@@ -23,11 +22,10 @@ def count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
-def page_header(tab_title: str, title: str, introduction: str):
-    """The top of a study page: its browser tab, the sidebar, its title, the current run and what the page
-    does (markdown). Returns the run."""
-    st.set_page_config(page_title=f"{tab_title} · Rel-U Studio", layout="wide")
-    run = sidebar_run_picker()
+def page_header(title: str, introduction: str):
+    """The top of a study page: its title, the current run (``frame.current_run``) and what the page does
+    (markdown). Returns the run."""
+    run = frame.current_run()
     st.title(title)
     st.caption(f"Run: {run_label(run)}")
     st.markdown(introduction)

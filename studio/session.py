@@ -24,6 +24,8 @@ RUN_ID = "run_id"
 RUN_IDS = "run_ids"
 #: The sidebar's run picker (follows ``RUN_ID``).
 RUN_PICKER = "run_picker"
+#: The pages declared in app.py, by name (``studio.frame``: switching pages by page object).
+PAGES = "_pages"
 
 # ---- sidebar (studio.sidebar): a registered data set + model, uploads
 #: The sidebar's expanders (keyed: a message appearing above one must not remount it closed).

@@ -100,14 +100,15 @@ class Pages:
 
     @staticmethod
     def open(page: str, run, **state):
-        """``page`` (a file under pages/) on ``run`` (registered in the process-wide run registry the sidebar
-        reads), with ``state`` put in the session state before the first run; returns the AppTest, run once."""
-        from streamlit.testing.v1 import AppTest
+        """``page`` (a file under app_pages/, opened through app.py) on ``run`` (registered in the process-wide
+        run registry the sidebar reads), with ``state`` put in the session state before the first run; returns
+        the AppTest, run once."""
+        from apptest_pages import app
 
         from relu_core import explore
 
         explore.register_run(run)
-        at = AppTest.from_file(str(REPO / "pages" / page), default_timeout=Pages.timeout)
+        at = app(f"app_pages/{page}", Pages.timeout)
         at.session_state["run_id"] = run.run_id
         for key, value in state.items():
             at.session_state[key] = value
@@ -147,7 +148,7 @@ def _skip_browser_tests(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    """``streamlit run Start.py`` headless on a free port (one server per test module, ``studio.headless``); the
+    """``streamlit run app.py`` headless on a free port (one server per test module, ``studio.headless``); the
     cache is this test session's temporary one."""
     env = {
         **os.environ,

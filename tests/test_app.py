@@ -12,18 +12,15 @@ import base64
 import io
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from apptest_charts import charts, html_texts, tables
+from apptest_pages import CORRUPTIONS, EXPLORE, app
 from streamlit.testing.v1 import AppTest
 
 pytestmark = pytest.mark.slow  # AppTest of whole pages on a trained default run
 
-REPO = Path(__file__).resolve().parent.parent
-APP = str(REPO / "Start.py")
-EXPLORE = str(REPO / "pages" / "1_Explore.py")
 TIMEOUT = 300  # the first default run trains a small CNN; later runs read the cache
 
 
@@ -77,7 +74,7 @@ def explore() -> AppTest:
     """A fresh Explore page in its own session for each test (no test sees another's widget state); the run
     and the computation behind the page come from the process-wide registry and caches, so only the first
     one trains and computes."""
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
     return at
 
@@ -92,7 +89,7 @@ def _settle(at: AppTest, timeout: float = TIMEOUT) -> AppTest:
 
 
 def test_start_page_opens_on_dstar_confusion_and_verdict():
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at = app(timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert not at.error
     titles = [spec["layout"]["title"]["text"] for spec in _charts(at)]
@@ -133,7 +130,7 @@ def test_sidebar_picker_opens_on_the_current_runs_data_set_and_model():
     recipe = (("model_name", "cnn28"), ("dataset_spec", "mnist"))  # not the first of either list
     run = runs.Run.from_logits(logits, labels, tuple(map(str, range(10))), source="cnn28 on mnist", recipe=recipe)
     core_explore.register_run(run)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at = app(timeout=TIMEOUT)
     at.session_state["run_id"] = run.run_id
     at.run()
     _no_exceptions(at)
@@ -148,7 +145,7 @@ def test_start_page_says_why_a_run_cannot_be_evaluated():
     labels = np.arange(40) % 4
     run = runs.Run.from_logits(np.eye(4, dtype=np.float32)[labels], labels, tuple("abcd"), source="perfect")
     core_explore.register_run(run)  # as a run cached before uploads were checked would be
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at = app(timeout=TIMEOUT)
     at.session_state["run_id"] = run.run_id
     at.run()
     _no_exceptions(at)
@@ -270,8 +267,8 @@ def test_cell_gallery_keeps_its_pair_across_tabs(explore):
         c.value for c in explore.caption
     )
     assert explore.radio(key="ex_gallery_split").value == "evaluation split"
-    explore.switch_page("2_Corruptions.py").run()  # a visit to another page drops every Explore widget
-    explore.switch_page("1_Explore.py").run()
+    explore.switch_page(CORRUPTIONS).run()  # a visit to another page drops every Explore widget
+    explore.switch_page(EXPLORE).run()
     _open_tab(explore, "Samples of a confusion cell")
     assert "samples with true class 3 predicted as 3 in the evaluation split" in " ".join(
         c.value for c in explore.caption
@@ -313,7 +310,7 @@ def test_input_preprocessing_on_demand(explore):
 
 
 def test_url_parameters_set_the_view():
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
+    at = app(EXPLORE, TIMEOUT)
     at.query_params.update({"lam": "0.3", "T": "2", "tune": "0.33", "seed": "4", "eps": "0.0012"})
     at.run()
     _no_exceptions(at)
@@ -337,7 +334,7 @@ def _upload_logits(at: AppTest, name: str, content: bytes) -> AppTest:
 
 @pytest.fixture()
 def start() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at = app(timeout=TIMEOUT).run()
     _no_exceptions(at)
     return at
 
@@ -355,7 +352,7 @@ def test_good_logits_upload_becomes_the_current_run(start):
     start.run()
     assert not start.sidebar.success
     start.session_state["ex_eps"] = 0.002  # left over from a run with a model
-    start.switch_page("pages/1_Explore.py").run()
+    start.switch_page(EXPLORE).run()
     _no_exceptions(start)
     assert start.select_slider(key="ex_eps").disabled  # logits only: no input pre-processing
     assert start.select_slider(key="ex_eps").value == 0.0 and start.query_params["eps"] == "0"
@@ -384,7 +381,7 @@ def test_bad_logits_upload_shows_an_error_and_keeps_the_run(start, name, content
     text = start.error[0].value
     assert "\n" not in text and "Traceback" not in text and message in text.lower()
     assert start.session_state["run_id"] == before
-    start.switch_page("pages/1_Explore.py").run()  # still usable
+    start.switch_page(EXPLORE).run()  # still usable
     _no_exceptions(start)
     assert _figure(start, "D* (Rel-U")
 
@@ -475,7 +472,7 @@ def test_logits_upload_is_a_background_job_that_survives_a_page_change(start, mo
     assert "Jobs" in [h.value for h in start.sidebar.subheader]  # in the jobs panel, with its progress
     assert any(p.proto.text.startswith("Loading late.npz") for p in start.sidebar.get("progress"))
     assert start.session_state["run_id"] == before
-    start.switch_page("pages/1_Explore.py").run()  # the page is left while the upload is read
+    start.switch_page(EXPLORE).run()  # the page is left while the upload is read
     _no_exceptions(start)
     release.set()
     _settle(start)
@@ -582,7 +579,7 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
     assert not start.error, [e.value for e in start.error]
     accuracy = next(m for m in start.metric if m.label == "accuracy")
     assert float(accuracy.value.rstrip("%")) > 85  # ResNet-20 on the 1,017 lossless CIFAR-10 images
-    start.switch_page("pages/1_Explore.py").run()
+    start.switch_page(EXPLORE).run()
     _no_exceptions(start)
     names = _figure(start, "D* (Rel-U")["data"][0]["x"]
     assert names[3] == "cat" and names[5] == "dog"
@@ -604,20 +601,20 @@ def test_download_report_builds_a_self_contained_file(explore):
 def test_shared_url_names_the_run_and_reopens_it():
     from relu_core import explore as core_explore
 
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
     run_id = at.session_state["run_id"]
     assert at.query_params["run"] == run_id and "cnn8" in at.query_params["run_name"]
     # a fresh server process knows no run: the link reopens it from this machine's record (cached logits)
     core_explore.RUNS.clear()
-    fresh = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
+    fresh = app(EXPLORE, TIMEOUT)
     fresh.query_params.update({"run": run_id, "lam": "0.3"})
     fresh.run()
     _no_exceptions(fresh)
     assert fresh.session_state["run_id"] == run_id and not fresh.warning, [w.value for w in fresh.warning]
     assert fresh.slider(key="ex_lam").value == 0.3
     # a run this machine never saw: a clear notice naming it, and the current run stays usable
-    other = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT)
+    other = app(EXPLORE, TIMEOUT)
     other.query_params.update({"run": "0123456789abcdef", "run_name": "resnet56 on cifar10"})
     other.run()
     _no_exceptions(other)
@@ -631,7 +628,7 @@ def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatc
 
     monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)  # digits' 449 evaluation images: subsample first
     monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     at.select_slider(key="ex_eps").set_value(0.0005).run()
     first = [j for j in jobs.MANAGER.jobs() if ":0.0005:sub100" in j.key]
     at.select_slider(key="ex_eps").set_value(0.001).run()  # a new value: the previous pass is cancelled
@@ -666,7 +663,7 @@ def test_eps_progress_names_its_step(monkeypatch):
         return real(*args, indices=indices, **kwargs)
 
     monkeypatch.setattr(core_explore.preprocessing, "perturbed_scores", gated)
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     try:
         at.select_slider(key="ex_eps").set_value(0.0014).run()
         subsample = [j for j in jobs.MANAGER.jobs() if ":0.0014:sub100" in j.key]
@@ -700,7 +697,7 @@ def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
         return real(*args, indices=indices, **kwargs)
 
     monkeypatch.setattr(core_explore.preprocessing, "perturbed_scores", whole_split_fails)
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     at.select_slider(key="ex_eps").set_value(0.0016).run()
     for _ in range(8):  # the subsample's pass ends, then the whole split's fails (the sidebar may tell first)
         _settle(at)
@@ -739,7 +736,7 @@ def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
 
     monkeypatch.setattr(core_explore, "explore", counted)
     monkeypatch.setattr(core_explore, "view_figures", counted_figures)
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
     assert sorted(call[2] for call in calls) == [0.49, 0.5, 0.51]  # λ and its neighbours, sent for the browser
     assert sorted(drawn) == [0.49, 0.5, 0.51]
@@ -770,7 +767,7 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
         return real_paired_for(view, seed)
 
     monkeypatch.setattr(core_explore, "paired_for", slow)
-    at = AppTest.from_file(EXPLORE, default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
     assert _figure(at, "D*") and _figure(at, "ROC")  # the charts are drawn while the bootstrap runs
     assert any("computing the paired bootstrap" in text for text in html_texts(at))

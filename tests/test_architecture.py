@@ -1,6 +1,6 @@
 """The layering rule of ARCHITECTURE.md, checked on the source: the library ``relu_core`` never imports
 Streamlit, the dashboard's glue (``studio`` or any other Python package beside ``relu_core``), the
-pages (``Start.py``, ``pages/``), the tests or the benchmarks. Every import statement counts, at any depth
+pages (``app.py``, ``app_pages/``), the tests or the benchmarks. Every import statement counts, at any depth
 (inside functions too), and so do ``importlib.import_module("...")`` / ``__import__("...")`` with a literal."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ LIBRARY = REPO / "relu_core"
 
 def _forbidden_top_levels() -> set[str]:
     """Streamlit, and every top-level module of this repository that is not the library itself."""
-    names = {"streamlit", "pages", "tests", "bench"}
-    names |= {path.stem for path in REPO.glob("*.py")}  # Start, ...
+    names = {"streamlit", "app_pages", "tests", "bench"}
+    names |= {path.stem for path in REPO.glob("*.py")}  # app, ...
     names |= {path.parent.name for path in REPO.glob("*/__init__.py")}  # a glue package beside relu_core
     return names - {"relu_core"}
 
@@ -45,7 +45,7 @@ def _violations(source: str, forbidden: set[str]) -> list[tuple[int, str]]:
 
 def test_the_rule_sees_every_kind_of_import() -> None:
     forbidden = _forbidden_top_levels()
-    assert {"streamlit", "studio", "Start", "pages"} <= forbidden and "relu_core" not in forbidden
+    assert {"streamlit", "studio", "app", "app_pages"} <= forbidden and "relu_core" not in forbidden
     source = (
         "import numpy as np\n"
         "from relu_core import metrics\n"
@@ -54,9 +54,9 @@ def test_the_rule_sees_every_kind_of_import() -> None:
         "def f():\n"
         "    from studio import sidebar\n"
         "    import importlib\n"
-        "    return importlib.import_module('pages.x'), __import__('Start')\n"
+        "    return importlib.import_module('app_pages.x'), __import__('app')\n"
     )
-    assert _violations(source, forbidden) == [(4, "streamlit"), (6, "studio"), (8, "pages.x"), (8, "Start")]
+    assert _violations(source, forbidden) == [(4, "streamlit"), (6, "studio"), (8, "app_pages.x"), (8, "app")]
 
 
 def test_relu_core_never_imports_streamlit_nor_the_dashboard() -> None:

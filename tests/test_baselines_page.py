@@ -1,4 +1,4 @@
-"""AppTest of pages/4_Baselines.py: the study table, Rel-U − Doctor, the ROC and risk-coverage figures, downloads."""
+"""AppTest of app_pages/Baselines.py: the study table, Rel-U − Doctor, the ROC and risk-coverage figures, downloads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow  # AppTest of a whole page, MLP training
 
 
 def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) -> None:
-    at = pages.open("4_Baselines.py", digits_run, bl_seeds=2)
+    at = pages.open("Baselines.py", digits_run, bl_seeds=2)
     pages.ok(at)
     assert any("Run the study" in info.value for info in at.info)
     assert any("Deep Ensembles" in info.value for info in at.info)  # no offline ensemble for this linear model
@@ -54,7 +54,7 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
 
 def test_logits_only_run_offers_the_logit_detectors_only(pages, digits_run) -> None:
     logits_only = dataclasses.replace(digits_run, images=None, model=None, run_id="digits-logits-only-baselines")
-    at = pages.open("4_Baselines.py", logits_only)
+    at = pages.open("Baselines.py", logits_only)
     pages.ok(at)
     options = at.multiselect(key="bl_detectors").options
     assert "MC-Dropout" not in options and "Deep Ensembles" not in options and "MLP" in options
@@ -69,7 +69,7 @@ def test_deep_ensembles_that_would_train_models_is_offered_but_not_preselected(p
     cnn_run = dataclasses.replace(
         digits_run, model_name="cnn8", dataset_name="digits-test", run_id="digits-cnn8-baselines"
     )
-    at = pages.open("4_Baselines.py", cnn_run)
+    at = pages.open("Baselines.py", cnn_run)
     pages.ok(at)
     detectors_box = at.multiselect(key="bl_detectors")
     assert "Deep Ensembles" in detectors_box.options and "deep_ensemble" not in detectors_box.value

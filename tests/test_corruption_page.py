@@ -1,4 +1,4 @@
-"""AppTest of pages/2_Corruptions.py: radar plots with one vertex per corruption, accuracy bars, table, gallery."""
+"""AppTest of app_pages/Corruptions.py: radar plots with one vertex per corruption, accuracy bars, table, gallery."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _one(figures: dict[str, dict], start: str) -> dict:
 
 
 def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> None:
-    at = pages.open("2_Corruptions.py", digits_run, rob_subsample=64, rob_seeds=2)
+    at = pages.open("Corruptions.py", digits_run, rob_subsample=64, rob_seeds=2)
     pages.no_exceptions(at)
     assert any("Run the study" in info.value for info in at.info)
     assert not charts(at)
@@ -68,7 +68,7 @@ def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> N
 
 def test_changed_settings_keep_the_last_study_and_say_so(pages, digits_run) -> None:
     names = ["gaussian_noise", "contrast", "fog"]
-    at = pages.open("2_Corruptions.py", digits_run, rob_subsample=64, rob_seeds=1, rob_corruptions=names)
+    at = pages.open("Corruptions.py", digits_run, rob_subsample=64, rob_seeds=1, rob_corruptions=names)
     at.button(key="rob_run").click().run()
     pages.no_exceptions(at)
     assert _one(_figures(at), "AUROC")["data"][0]["theta"] == [*names, names[0]]
@@ -84,20 +84,20 @@ def test_changed_settings_keep_the_last_study_and_say_so(pages, digits_run) -> N
 
 def test_runs_without_model_or_images_are_explained(pages, digits_run) -> None:
     logits_only = dataclasses.replace(digits_run, images=None, model=None, run_id="digits-logits-only")
-    at = pages.open("2_Corruptions.py", logits_only)
+    at = pages.open("Corruptions.py", logits_only)
     pages.no_exceptions(at)
     assert any("images" in info.value and "sidebar" in info.value for info in at.info)
     assert not charts(at) and not at.get("image")
 
 
 def test_settings_survive_a_visit_to_another_page(pages, digits_run) -> None:
-    at = pages.open("2_Corruptions.py", digits_run, rob_subsample=64)
+    at = pages.open("Corruptions.py", digits_run, rob_subsample=64)
     at.select_slider(key="rob_severity").set_value(3).run()
     at.number_input(key="rob_seeds").set_value(4).run()
     kept = at.session_state["rob_kept"]  # the plain copy a run of another page leaves alone
     assert (kept["rob_severity"], kept["rob_seeds"]) == (3, 4)
     # back from another page: Streamlit has dropped the widgets' state, only the plain copy is left
-    back = pages.open("2_Corruptions.py", digits_run, rob_kept=dict(kept))
+    back = pages.open("Corruptions.py", digits_run, rob_kept=dict(kept))
     pages.no_exceptions(back)
     assert back.select_slider(key="rob_severity").value == 3
     assert back.number_input(key="rob_seeds").value == 4

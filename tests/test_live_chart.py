@@ -78,7 +78,7 @@ def test_plotly_js_is_the_installed_packages_and_rewritten_when_different(tmp_pa
 def test_the_script_is_served_from_where_the_component_loads_it() -> None:
     config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
     assert config["server"]["enableStaticServing"] is True
-    # Streamlit serves static/ beside the main script (Start.py) at app/static/
+    # Streamlit serves static/ beside the main script (app.py) at app/static/
     assert live_chart.PLOTLY_JS == REPO / "static" / "plotly.min.js"
     assert "app/static/plotly.min.js" in live_chart._CHART_JS
     # a full garbage collection after every rerun held the GIL while the deltas were still being sent

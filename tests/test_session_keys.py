@@ -1,6 +1,6 @@
 """Every session-state and widget key of the pages and the glue is declared in ``studio/session.py``: an AST scan
 finds no string written as a ``key=`` argument or as a subscript / ``get`` / ``setdefault`` / ``pop`` of
-``st.session_state`` in ``Start.py``, ``pages/`` and ``studio/``."""
+``st.session_state`` in ``app.py``, ``app_pages/`` and ``studio/``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SCANNED = [
-    REPO / "Start.py",
-    *sorted((REPO / "pages").glob("*.py")),
+    REPO / "app.py",
+    *sorted((REPO / "app_pages").glob("*.py")),
     *(path for path in sorted((REPO / "studio").glob("*.py")) if path.name != "session.py"),
 ]
 STATE_METHODS = {"get", "setdefault", "pop"}

@@ -1,4 +1,4 @@
-"""AppTest of pages/3_Studies.py: each study runs on the current run and draws its figures with a sentence,
+"""AppTest of app_pages/Studies.py: each study runs on the current run and draws its figures with a sentence,
 CSV and HTML downloads; studies that need a model say so on a logits-only run; bad options give one line."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # AppTest of a whole page
 
 def _page(pages, run, **state) -> AppTest:
     """The Studies page on ``run`` with a small bootstrap and two seeds unless ``state`` says otherwise."""
-    return pages.open("3_Studies.py", run, **{"study_bootstrap": 50, "study_seeds": 2, **state})
+    return pages.open("Studies.py", run, **{"study_bootstrap": 50, "study_seeds": 2, **state})
 
 
 def _titles(at: AppTest) -> list[str]:

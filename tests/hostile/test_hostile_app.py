@@ -11,20 +11,19 @@ import numpy as np
 import pytest
 import torch
 from apptest_charts import charts
+from apptest_pages import EXPLORE, app
 from streamlit.testing.v1 import AppTest
 
 from relu_core import limits, runs
 
 pytestmark = pytest.mark.slow  # AppTest of whole pages on the trained default run
 
-REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "Start.py")
 TIMEOUT = 300
 
 
 @pytest.fixture()
 def start() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at = app(timeout=TIMEOUT).run()
     assert not at.exception
     return at
 
@@ -94,7 +93,7 @@ def test_valid_scripted_cnn_becomes_the_run_with_eps(start, tmp_path):
     _upload_model(start, path)
     assert not start.exception and not start.error, [e.value for e in start.error]
     run_id = start.session_state["run_id"]
-    start.switch_page("pages/1_Explore.py").run()
+    start.switch_page(EXPLORE).run()
     assert not start.exception
     start.select_slider(key="ex_eps").set_value(0.002).run()
     _settle(start)  # the ε pass is a background job (subsample first, then the whole split)
@@ -112,7 +111,7 @@ def test_1000_class_upload_keeps_explore_interactive(start):
     logits = rng.normal(size=(5000, 1000)).astype(np.float32) + 4 * np.eye(1000, dtype=np.float32)[labels]
     _upload_logits(start, "thousand.npz", hf.npz(logits=logits, labels=labels))
     assert not start.exception and not start.error, [e.value for e in start.error]
-    start.switch_page("pages/1_Explore.py").run(timeout=120)
+    start.switch_page(EXPLORE).run(timeout=120)
     assert not start.exception
     start.slider(key="ex_lam").set_value(0.8).run(timeout=60)
     assert not start.exception and not start.error
@@ -129,7 +128,7 @@ def test_unexpected_error_in_explore_shows_one_line_with_a_reference(monkeypatch
         raise IndexError("a bug in the compute path")
 
     monkeypatch.setattr(explore, "explore", broken)
-    at = AppTest.from_file(str(REPO / "pages" / "1_Explore.py"), default_timeout=TIMEOUT).run()
+    at = app(EXPLORE, TIMEOUT).run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.error) == 1
     assert re.search(r"unexpected error in Explore \(reference [0-9a-f]{8}\): IndexError", at.error[0].value)

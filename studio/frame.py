@@ -1,0 +1,38 @@
+"""The frame every page is drawn in, by ``app.py`` before the page runs: the browser tab's title, the run a
+shared link names (``run=``, on any page), the sidebar (run picker, jobs panel, data set + model, uploads) and
+the link's notice. Pages read the run it picked (:func:`current_run`) and switch pages by page object
+(:func:`switch_to`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import streamlit as st
+
+from relu_core import explore
+from studio import query, session, sidebar
+
+#: The pages' names, for :func:`switch_to` (app.py declares each page under one of them).
+START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES = "start", "explore", "corruptions", "studies", "baselines"
+
+
+def draw(page, pages: Mapping[str, object]) -> None:
+    """The frame around ``page`` (the page ``st.navigation`` chose among ``pages``, keyed by the names above).
+    May stop the script run (the default run still being prepared, or failed): the page then does not run."""
+    title = "Rel-U Studio" if page.title == "Start" else f"{page.title} · Rel-U Studio"
+    st.set_page_config(page_title=title, layout="wide")
+    st.session_state[session.PAGES] = dict(pages)
+    query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
+    sidebar.sidebar_run_picker()
+    query.query_run_notice()
+
+
+def current_run():
+    """The run the frame picked for this script run (the sidebar's current run, or the default one); fragment
+    reruns read it again, so it is looked up by id (InputError when the bounded registry has dropped it)."""
+    return explore.get_run(st.session_state[session.RUN_ID])
+
+
+def switch_to(name: str) -> None:
+    """Go to the page declared in app.py under ``name`` (one of the names above)."""
+    st.switch_page(st.session_state[session.PAGES][name])
