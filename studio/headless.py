@@ -37,12 +37,14 @@ def free_port() -> int:
 
 
 def serve(env: Mapping[str, str], log: IO | int = subprocess.DEVNULL, timeout: float = 60.0, checkout: Path = REPO):
-    """``streamlit run app.py`` of ``checkout`` (this one by default) headless on 127.0.0.1 (a free port) with
-    ``env``; returns ``(process, url)`` once ``/_stcore/health`` answers ``ok``. Raises RuntimeError (after
-    stopping it) when the server exits or is not up within ``timeout`` seconds; its output goes to ``log``."""
+    """``streamlit run app.py`` of ``checkout`` (this one by default; ``Start.py`` in a checkout from before
+    app.py, for ``bench_browser.py --against``) headless on 127.0.0.1 (a free port) with ``env``; returns
+    ``(process, url)`` once ``/_stcore/health`` answers ``ok``. Raises RuntimeError (after stopping it) when the
+    server exits or is not up within ``timeout`` seconds; its output goes to ``log``."""
     port = free_port()
+    entry = "app.py" if (Path(checkout) / "app.py").exists() else "Start.py"
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+        [sys.executable, "-m", "streamlit", "run", entry, "--server.headless", "true"]
         + ["--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
         cwd=checkout,
         env=dict(env),

@@ -149,11 +149,15 @@ def _skip_browser_tests(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """``streamlit run app.py`` headless on a free port (one server per test module, ``studio.headless``); the
-    cache is this test session's temporary one."""
+    cache is this test session's temporary one. The default run is trained here first, into that cache, so that
+    no page wait depends on training speed (on a busy machine the digits CNN took minutes, not a second)."""
+    from relu_core import runs
+
     env = {
         **os.environ,
         "RELU_STUDIO_CACHE": os.environ.get("RELU_STUDIO_CACHE") or str(tmp_path_factory.mktemp("browser_cache")),
     }
+    runs.default_run()  # cached by content: the server reads the same weights and logits
     with (tmp_path_factory.mktemp("streamlit") / "server.log").open("w") as log:
         try:
             server, url = headless.serve(env, log)
