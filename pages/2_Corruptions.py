@@ -105,8 +105,8 @@ if result is not None:
     fallback = result.hyperparameters.loc[result.hyperparameters["hamming_fallback"], "seed"].tolist()
     if fallback and {"Rel-U", "Doctor"} <= set(result.hyperparameters["detector"]):
         st.info(
-            f"On {'seed' if len(fallback) == 1 else 'seeds'} {', '.join(map(str, fallback))} of {n_seeds}, Rel-U's D* is the Hamming fallback "
-            "(= Doctor): the clean tuning split left D* empty, so Rel-U ranks exactly like Doctor there."
+            f"On {'seed' if len(fallback) == 1 else 'seeds'} {', '.join(map(str, fallback))} of {n_seeds}, Rel-U's D* is the "
+            f"{protocol.FALLBACK_LABEL}: the clean tuning split left D* empty, so Rel-U ranks exactly like Doctor there."
         )
     searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
     st.caption(
