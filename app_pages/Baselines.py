@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from relu_core import baselines, comparison, detectors, figures, protocol
+from relu_core import baselines, comparison, detectors, figures, metric_info, protocol
 from studio import jobbox, page, session
 
 run = page.page_header(
@@ -84,12 +84,8 @@ st.dataframe(
         "detector": table["detector"],
         "learned": table["learned"],
         **{
-            label: [f"{m:.4f} ± {s:.4f}" for m, s in zip(table[f"{key}_mean"], table[f"{key}_std"])]
-            for key, label in (
-                ("fpr95", "FPR95 (lower is better)"),
-                ("auroc", "AUROC (higher is better)"),
-                ("aurc", "AURC (lower is better)"),
-            )
+            m.title: [m.mean_std(mean, std) for mean, std in zip(table[f"{m.key}_mean"], table[f"{m.key}_std"])]
+            for m in map(metric_info.get, metric_info.PAIRED_KEYS)
         },
         "note": table["note"],
     },

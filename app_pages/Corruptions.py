@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from relu_core import corruptions, detectors, explore, figures, protocol, robustness, stats
+from relu_core import comparison, corruptions, detectors, explore, figures, metric_info, protocol, robustness
 from studio import jobbox, page, session
 
 run = page.page_header(
@@ -33,7 +33,6 @@ except robustness.RobustnessError as exc:
     st.stop()
 
 N_IMAGES = len(run.labels)
-CRITERION_LABELS = {"fpr95": "FPR at 95 % TPR", "auroc": "AUROC", "aurc": "AURC", "eaurc": "E-AURC"}
 defaults = session.rob_defaults()
 session.restore(defaults, session.ROB_KEPT)  # the settings survive a visit to another page
 
@@ -50,9 +49,9 @@ with st.container(border=True):
     c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key=session.ROB_SEEDS)
     c_sev.selectbox(
         "selection criterion",
-        list(protocol.CRITERIA),
+        list(metric_info.KEYS),
         key=session.ROB_CRITERION,
-        format_func=lambda c: CRITERION_LABELS.get(c, c),
+        format_func=lambda c: metric_info.get(c).name,
         help="What the cross-validated grid search over T and λ on the clean tuning split optimises.",
     )
     c_sub.number_input(
@@ -105,8 +104,8 @@ if result is not None:
     fallback = result.hyperparameters.loc[result.hyperparameters["hamming_fallback"], "seed"].tolist()
     if fallback and {"Rel-U", "Doctor"} <= set(result.hyperparameters["detector"]):
         st.info(
-            f"On {'seed' if len(fallback) == 1 else 'seeds'} {', '.join(map(str, fallback))} of {n_seeds}, Rel-U's D* is the Hamming fallback "
-            "(= Doctor): the clean tuning split left D* empty, so Rel-U ranks exactly like Doctor there."
+            f"On {'seed' if len(fallback) == 1 else 'seeds'} {', '.join(map(str, fallback))} of {n_seeds}, Rel-U's D* is the "
+            f"{protocol.FALLBACK_LABEL}: the clean tuning split left D* empty, so Rel-U ranks exactly like Doctor there."
         )
     searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
     st.caption(
@@ -129,7 +128,7 @@ if result is not None:
         fig = figures.radar_figure(
             axes,
             {d: auroc[d].to_numpy() for d in drawn},
-            title=f"AUROC (higher is better){over}",
+            title=f"{metric_info.AUROC.title}{over}",
             radial_range=(low, 1.0),
             marked=marked["auroc"],
         )
@@ -138,7 +137,7 @@ if result is not None:
         fig = figures.radar_figure(
             axes,
             {d: fpr[d].to_numpy() for d in drawn},
-            title=f"FPR at 95 % TPR (lower is better){over}",
+            title=f"{metric_info.FPR95.title}{over}",
             radial_range=(0.0, 1.0),
             marked=marked["fpr95"],
         )
@@ -156,15 +155,14 @@ if result is not None:
         corrupted_rows = result.paired[result.paired["corruption"] != robustness.CLEAN]
         for metric in ("auroc", "fpr95"):
             rows = corrupted_rows[corrupted_rows["metric"] == metric]
-            higher_better = metric == "auroc"
-            wins = int((rows["significant"] & ((rows["estimate"] > 0) == higher_better)).sum())
-            losses = int((rows["significant"] & ((rows["estimate"] > 0) != higher_better)).sum())
+            outcomes = comparison.outcome_column(rows)
+            wins, losses = outcomes.count("Rel-U better"), outcomes.count("Doctor better")
             st.markdown(
-                f"**{stats.METRIC_LABELS[metric]}**: Rel-U significantly better on {wins}, significantly worse on "
+                f"**{metric_info.get(metric).label}**: Rel-U significantly better on {wins}, significantly worse on "
                 f"{losses}, no significant difference on {len(rows) - wins - losses} of {len(rows)} corruptions "
                 f"(95 % paired bootstrap interval of the mean over {page.count(n_seeds, 'seed')})."
             )
-        st.dataframe(explore.paired_table(result.paired), hide_index=True)
+        st.dataframe(comparison.paired_table(result.paired, corruption=result.paired["corruption"]), hide_index=True)
         st.caption(
             "Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "
             "over seeds (population std, ddof = 0), and whether the 95 % interval excludes 0 (the images are "

@@ -47,7 +47,7 @@ def timed(function, repeats: int) -> float:
 def lambda_sweep(logits, labels, seeds) -> base.Collector:
     correct = protocol.correctness(logits, labels)
     collector = base.Collector()
-    ablation.lambda_sweep(logits, base.splits_for(correct, 0.5, seeds), ablation.LAMBDAS, collector)
+    ablation.lambda_sweep(logits, protocol.seeded_splits(correct, 0.5, seeds), ablation.LAMBDAS, collector)
     return collector
 
 

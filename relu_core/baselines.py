@@ -45,7 +45,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from relu_core import cache, detectors, engine, figures, metrics, models, protocol, stats, validation
+from relu_core import cache, detectors, engine, figures, metric_info, metrics, models, protocol, stats, validation
 from relu_core.detectors import Detector, register_detector
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress, within
@@ -59,18 +59,12 @@ CIFAR_RESNETS = ("resnet20", "resnet32", "resnet44", "resnet56")
 BASELINE_KEYS = ("mlp", "mc_dropout", "deep_ensemble", "conformal")
 #: What the study compares by default: the paired pair, MSP, then the four baselines.
 STUDY_KEYS = (*protocol.PAIRED, "msp", *BASELINE_KEYS)
-METRICS = ("fpr95", "auroc", "aurc")
 TABLE_COLUMNS = (
     "key",
     "detector",
     "learned",
     "needs_model",
-    "fpr95_mean",
-    "fpr95_std",
-    "auroc_mean",
-    "auroc_std",
-    "aurc_mean",
-    "aurc_std",
+    *(f"{m}_{statistic}" for m in metric_info.PAIRED_KEYS for statistic in ("mean", "std")),
     "note",
 )
 
@@ -545,26 +539,16 @@ class BaselinesResult:
     notes: dict[str, str] = field(default_factory=dict)
 
     def paired_frame(self) -> pd.DataFrame:
-        """Rel-U − Doctor per metric: mean ± std over seeds, the interval and the verdict."""
-        rows = []
-        for metric, diff in self.paired.items():
+        """Rel-U − Doctor per metric of ``paired`` (:func:`stats.paired_rows`): mean ± std over seeds, the
+        interval and the verdict."""
+        a, b = protocol.PAIRED
+        differences = {}
+        for metric in self.paired:
             values = self.per_seed[self.per_seed["metric"] == metric].pivot(index="seed", columns="key", values="value")
-            a, b = protocol.PAIRED
-            per_seed = (values[a] - values[b]).to_numpy()
-            rows.append(
-                {
-                    "metric": metric,
-                    "mean": float(per_seed.mean()),
-                    "std": float(per_seed.std()),
-                    "estimate": diff.estimate,
-                    "ci_low": diff.low,
-                    "ci_high": diff.high,
-                    "significant": diff.significant,
-                    "verdict": diff.verdict(),
-                }
-            )
+            differences[metric] = (values[a] - values[b]).to_numpy()
+        rows = stats.paired_rows(differences, self.paired)
         return pd.DataFrame(
-            rows, columns=["metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict"]
+            [{k: row[k] for k in stats.PAIRED_ROW_COLUMNS} for row in rows], columns=stats.PAIRED_ROW_COLUMNS
         )
 
 
@@ -649,13 +633,78 @@ def baselines_study(
     skipped = {k: reasons[k] for k in keys if reasons[k] is not None}
     if explicit and skipped:
         raise InputError(next(iter(skipped.values())))
-
+    studied = [k for k in keys if k not in skipped]
     total = len(seeds) + 2
-    fixed: dict[str, np.ndarray] = {}  # uncertainties computed once for all N samples
+    models_run = {"device": device, "batch_size": batch_size, "cancel": cancel}
+    fixed, members, notes = _model_scores(run, studied, member_logits, mc_passes, mc_p, progress, total, models_run)
+
+    probs = detectors.softmax(logits, 1.0)
+    records, curves, pairs, pair_samples, conformal = [], {}, [], [], []
+    splits = protocol.seeded_splits(correct, tune_fraction, seeds)
+    for done, (seed, tune, ev) in enumerate(splits.checked(cancel, "baselines study")):
+        progress(2 + done, total, f"seed {seed}: fitting on the tuning split, scoring the evaluation split")
+        scores = {}
+        for key in studied:
+            scores[key], detector = _scored(key, fixed, logits, labels, tune, ev, seed, coverage)
+            if key == "conformal":
+                inside = detector.prediction_sets(probs[ev])
+                conformal.append((inside[np.arange(len(ev)), labels[ev]].mean(), inside.sum(1).mean()))
+        for key, uncertainty in scores.items():
+            summary = metrics.summary(uncertainty, correct[ev])
+            name = detectors.REGISTRY[key].name
+            records += [(seed, key, name, m, float(summary[m])) for m in metric_info.PAIRED_KEYS]
+            if done == 0:
+                curves[name] = (uncertainty, correct[ev])
+        if all(k in scores for k in protocol.PAIRED):
+            pairs.append((*(scores[k] for k in protocol.PAIRED), correct[ev]))
+            pair_samples.append(ev)
+    per_seed = pd.DataFrame.from_records(records, columns=["seed", "key", "detector", "metric", "value"])
+    if conformal:
+        seen, size = np.mean(conformal, axis=0)
+        notes["conformal"] = (
+            f"sets reach {seen:.1%} coverage on the evaluation split (target {coverage:.0%}), mean set size {size:.2f}"
+        )
+    paired = (  # the seeds' evaluation splits share samples: resampled once per draw
+        stats.pooled_bootstrap(pairs, sample_ids=pair_samples, n_resamples=n_resamples) if pairs and n_resamples else {}
+    )
+    progress(total, total, "done")
+    return BaselinesResult(
+        table=_table(studied, per_seed, notes),
+        per_seed=per_seed,
+        paired=paired,
+        skipped=skipped,
+        curves=curves,
+        seeds=seeds,
+        tune_fraction=float(tune_fraction),
+        coverage=float(coverage),
+        n_tune=len(splits.parts[-1][0]),
+        n_eval=len(splits.parts[-1][1]),
+        ensemble_members=members,
+        notes=notes,
+    )
+
+
+def _scored(key, fixed, logits, labels, tune, ev, seed, coverage) -> tuple[np.ndarray, Detector | None]:
+    """Detector ``key``'s uncertainty on the evaluation rows ``ev`` (float64) and the detector, fitted on the tuning
+    rows when it learns (seeded per split); None for the detectors scored once for every sample (``fixed``)."""
+    if key in fixed:
+        return fixed[key][ev], None
+    options = {"mlp": {"seed": seed}, "conformal": {"coverage": coverage, "seed": seed}}.get(key, {})
+    detector = detectors.REGISTRY[key](**options)
+    if detector.requires_fit:
+        detector.fit(logits[tune], labels[tune])
+    return np.asarray(detector.score(logits[ev]), dtype=np.float64), detector
+
+
+def _model_scores(run, studied, member_logits, mc_passes, mc_p, progress, total, models_run):
+    """``(fixed, members, notes)``: the uncertainties of MC-Dropout and Deep Ensembles on every sample when
+    ``studied`` holds them (they run models, once for all seeds: MC-Dropout's head features are cached on disk),
+    the ensemble's member names and a note per detector on how it ran. ``models_run``: device, batch_size, cancel."""
+    fixed: dict[str, np.ndarray] = {}
     members: tuple[str, ...] = ()
-    if "mc_dropout" in keys and "mc_dropout" not in skipped:
+    notes: dict[str, str] = {}
+    if "mc_dropout" in studied:
         progress(0, total, f"MC-Dropout: {mc_passes} passes with dropout p = {mc_p:g} before the head")
-        mc = MCDropout(mc_passes, mc_p, seed=0)
         cache_key = {
             "what": "mc-dropout features",
             "weights": models.weights_hash(run.model),
@@ -666,114 +715,37 @@ def baselines_study(
 
         def compute() -> dict[str, np.ndarray]:
             features, head = head_features(
-                run.model,
-                run.images,
-                run.mean,
-                run.std,
-                device=device,
-                batch_size=batch_size,
-                cancel=cancel,
-                progress=within(progress, 0, total),
+                run.model, run.images, run.mean, run.std, progress=within(progress, 0, total), **models_run
             )
             return {"features": features, "weight": head.weight.detach().numpy(), "bias": head.bias.detach().numpy()}
 
         stored = cache.cached("baseline_features", cache_key, compute)
         head = nn.Linear(*stored["weight"].shape[::-1])
         head.load_state_dict({"weight": torch.from_numpy(stored["weight"]), "bias": torch.from_numpy(stored["bias"])})
-        fixed["mc_dropout"] = mc.score_features(stored["features"], head.eval())
-    if "deep_ensemble" in keys and "deep_ensemble" not in skipped:
+        fixed["mc_dropout"] = MCDropout(mc_passes, mc_p, seed=0).score_features(stored["features"], head.eval())
+        notes["mc_dropout"] = f"{mc_passes} passes, p = {mc_p:g}, entropy of the softmax of the mean logits"
+    if "deep_ensemble" in studied:
         progress(1, total, "Deep Ensembles: the members' logits")
         if member_logits is None:
-            members, member_logits = ensemble_logits(
-                run,
-                device=device,
-                batch_size=batch_size,
-                cancel=cancel,
-                progress=within(progress, 1, total),
-            )
+            members, member_logits = ensemble_logits(run, progress=within(progress, 1, total), **models_run)
         fixed["deep_ensemble"] = DeepEnsemble().score(member_logits)
         members = members or tuple(f"member {m}" for m in range(len(member_logits)))
-    studied = [k for k in keys if k not in skipped]
-
-    probs = detectors.softmax(logits, 1.0)
-    records, curves, pairs, pair_samples = [], {}, [], []
-    coverage_seen, set_sizes = [], []
-    n_tune = n_eval = 0
-    for done, seed in enumerate(seeds):
-        if cancel is not None and cancel():
-            raise Cancelled("baselines study cancelled")
-        progress(2 + done, total, f"seed {seed}: fitting on the tuning split, scoring the evaluation split")
-        tune, ev = protocol.split_indices(len(labels), tune_fraction, seed, stratify=correct)
-        n_tune, n_eval = len(tune), len(ev)
-        scores: dict[str, np.ndarray] = {}
-        for key in studied:
-            if key in fixed:
-                scores[key] = fixed[key][ev]
-                continue
-            options = {"mlp": {"seed": seed}, "conformal": {"coverage": coverage, "seed": seed}}.get(key, {})
-            detector = detectors.REGISTRY[key](**options)
-            if detector.requires_fit:
-                detector.fit(logits[tune], labels[tune])
-            scores[key] = np.asarray(detector.score(logits[ev]), dtype=np.float64)
-            if key == "conformal":
-                sets = detector.prediction_sets(probs[ev])
-                coverage_seen.append(float(sets[np.arange(len(ev)), labels[ev]].mean()))
-                set_sizes.append(float(sets.sum(1).mean()))
-        for key, uncertainty in scores.items():
-            summary = metrics.summary(uncertainty, correct[ev])
-            records += [
-                {
-                    "seed": seed,
-                    "key": key,
-                    "detector": detectors.REGISTRY[key].name,
-                    "metric": m,
-                    "value": float(summary[m]),
-                }
-                for m in METRICS
-            ]
-            if done == 0:
-                curves[detectors.REGISTRY[key].name] = (uncertainty, correct[ev])
-        if all(k in scores for k in protocol.PAIRED):
-            pairs.append((*(scores[k] for k in protocol.PAIRED), correct[ev]))
-            pair_samples.append(ev)
-    per_seed = pd.DataFrame.from_records(records, columns=["seed", "key", "detector", "metric", "value"])
-    notes = {}
-    if coverage_seen:
-        notes["conformal"] = (
-            f"sets reach {np.mean(coverage_seen):.1%} coverage on the evaluation split (target "
-            f"{coverage:.0%}), mean set size {np.mean(set_sizes):.2f}"
-        )
-    if "deep_ensemble" in fixed:
         notes["deep_ensemble"] = f"{len(members)} members: {', '.join(members)}"
-    if "mc_dropout" in fixed:
-        notes["mc_dropout"] = f"{mc_passes} passes, p = {mc_p:g}, entropy of the softmax of the mean logits"
+    return fixed, members, notes
+
+
+def _table(studied: Sequence[str], per_seed: pd.DataFrame, notes: dict[str, str]) -> pd.DataFrame:
+    """:data:`TABLE_COLUMNS`: per detector, each metric's mean and population std over seeds, and its note."""
     rows = []
     for key in studied:
         cls = detectors.REGISTRY[key]
         row = {"key": key, "detector": cls.name, "learned": cls.requires_fit, "needs_model": cls.needs_model}
-        for m in METRICS:
+        for m in metric_info.PAIRED_KEYS:
             values = per_seed.loc[(per_seed["key"] == key) & (per_seed["metric"] == m), "value"].to_numpy()
             row[f"{m}_mean"], row[f"{m}_std"] = float(values.mean()), float(values.std())
         row["note"] = notes.get(key, "")
         rows.append(row)
-    paired = (  # the seeds' evaluation splits share samples: resampled once per draw
-        stats.pooled_bootstrap(pairs, sample_ids=pair_samples, n_resamples=n_resamples) if pairs and n_resamples else {}
-    )
-    progress(total, total, "done")
-    return BaselinesResult(
-        table=pd.DataFrame(rows, columns=list(TABLE_COLUMNS)),
-        per_seed=per_seed,
-        paired=paired,
-        skipped=skipped,
-        curves=curves,
-        seeds=seeds,
-        tune_fraction=float(tune_fraction),
-        coverage=float(coverage),
-        n_tune=n_tune,
-        n_eval=n_eval,
-        ensemble_members=members,
-        notes=notes,
-    )
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
 def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tuple:

@@ -64,14 +64,12 @@ def _members(text: str, run) -> np.ndarray:
 
 def format_result(result, title: str) -> str:
     """The study as aligned text: one row per detector (mean ± std), Rel-U − Doctor, skipped detectors."""
-    from relu_core import protocol
+    from relu_core import metric_info, protocol
 
-    header = ["detector", "FPR95 (lower)", "AUROC (higher)", "AURC (lower)"]
+    shown = [metric_info.get(m) for m in metric_info.PAIRED_KEYS]
+    header = ["detector", *(f"{m.label} ({m.better})" for m in shown)]
     rows = [
-        [
-            r.detector,
-            *(f"{getattr(r, m + '_mean'):.4f} ± {getattr(r, m + '_std'):.4f}" for m in ("fpr95", "auroc", "aurc")),
-        ]
+        [r.detector, *(m.mean_std(getattr(r, m.key + "_mean"), getattr(r, m.key + "_std")) for m in shown)]
         for r in result.table.itertuples()
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
-from relu_core import validation
+from relu_core import metric_info, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.validation import parse_fraction, parse_int
 
@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--criterion",
         default="fpr95",
-        choices=["fpr95", "auroc", "aurc", "eaurc"],
+        choices=list(metric_info.KEYS),
         help="selection criterion for --select/--oracle (default fpr95)",
     )
     ev.add_argument("--folds", default="5", help="cross-validation folds for --select (default 5)")
@@ -299,8 +299,8 @@ def format_table(result, *, title: str = "") -> str:
     the settings each method used, and the paired Rel-U − Doctor difference when both were evaluated."""
     from relu_core.protocol import FALLBACK_LABEL, describe_values
 
-    def pm(key: str, metric: str) -> str:
-        return f"{result.mean(key, metric):.4f} ± {result.std(key, metric):.4f}"
+    def pm(key: str, metric: metric_info.Metric) -> str:
+        return metric.mean_std(result.mean(key, metric.key), result.std(key, metric.key))
 
     def lam_cell(key: str) -> str:
         text = describe_values([lam for _, lam in result.params[key]])
@@ -319,22 +319,16 @@ def format_table(result, *, title: str = "") -> str:
         "T",
         "λ",
         *(["settings searched"] if searched else []),
-        "FPR95 (lower)",
-        "AUROC (higher)",
-        "AURC (lower)",
-        "E-AURC (lower)",
+        *(f"{m.label} ({m.better})" for m in metric_info.METRICS),
     ]
-    n_text = len(header) - 4
+    n_text = len(header) - len(metric_info.METRICS)
     rows = [
         [
             result.names[key],
             describe_values([t for t, _ in result.params[key]]),
             lam_cell(key),
             *([str(result.n_settings[key])] if searched else []),
-            pm(key, "fpr95"),
-            pm(key, "auroc"),
-            pm(key, "aurc"),
-            pm(key, "eaurc"),
+            *(pm(key, m) for m in metric_info.METRICS),
         ]
         for key in result.methods
     ]

@@ -1,6 +1,6 @@
-"""Comparing detectors on one evaluation split: the metrics table, the operating-point table and the errors
-one detector catches that another misses. Plain numpy / pandas (no Streamlit): Explore shows these, the tests
-check them against direct computations.
+"""Comparing detectors: the metrics table, the Rel-U − Doctor rows in words (one split, or the mean over seeds),
+the operating-point table and the errors one detector catches that another misses. Plain numpy / pandas (no
+Streamlit): Explore, the report and the study pages show these, the tests check them against direct computations.
 
 Conventions as in :mod:`relu_core.metrics`: uncertainty higher = more likely wrong, positives are the correctly
 classified samples, a detector *catches* an error when it rejects it (uncertainty above its threshold).
@@ -13,15 +13,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from relu_core import metrics, stats
+from relu_core import metric_info, metrics, stats
 
-#: Columns of the metrics table: (summary key, header with the better direction).
-METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("fpr95", "FPR95 ↓"),
-    ("auroc", "AUROC ↑"),
-    ("aurc", "AURC ↓"),
-    ("eaurc", "E-AURC ↓"),
-)
+#: The header of the seeds' Rel-U − Doctor interval (:func:`paired_table`).
+MEAN_INTERVAL = "95 % CI of the mean"
 #: CSS classes of a significant difference's cell (the tables' style sheets colour them): the first detector
 #: better / worse.
 BETTER_CLASS = "better"
@@ -34,14 +29,37 @@ def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "metric": stats.METRIC_LABELS[m],
+                "metric": metric_info.get(m).label,
                 "Rel-U − Doctor": f"{d.estimate:+.4f}",
-                f"{100 * d.confidence:g} % CI (paired bootstrap)": f"{d.low:+.4f} to {d.high:+.4f}",
+                f"{100 * d.confidence:g} % CI (paired bootstrap)": _interval(d.low, d.high),
                 "verdict": d.outcome(),
             }
             for m, d in paired.items()
         ]
     )
+
+
+def paired_table(frame: pd.DataFrame, **leading: Sequence) -> pd.DataFrame:
+    """Rows of Rel-U − Doctor over seeds (a frame of :data:`stats.PAIRED_ROW_COLUMNS`, e.g. a study's or the
+    corruption study's ``paired``) in words: the ``leading`` columns (header -> values, e.g. the corruption), the
+    metric, mean ± std over seeds, the interval of the mean ("–" without a bootstrap) and the short verdict."""
+    return pd.DataFrame(
+        {
+            **{header: list(values) for header, values in leading.items()},
+            "metric": [metric_info.get(m).label for m in frame["metric"]],
+            "Rel-U − Doctor (mean ± std over seeds)": [
+                f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])
+            ],
+            MEAN_INTERVAL: [
+                "–" if np.isnan(low) else _interval(low, high) for low, high in zip(frame["ci_low"], frame["ci_high"])
+            ],
+            "verdict": outcome_column(frame),
+        }
+    )
+
+
+def _interval(low: float, high: float) -> str:
+    return f"{low:+.4f} to {high:+.4f}"
 
 
 def outcome_column(frame: pd.DataFrame) -> list[str]:
@@ -51,7 +69,7 @@ def outcome_column(frame: pd.DataFrame) -> list[str]:
     return [
         verdict.split(": ", 1)[1]
         if np.isnan(low)
-        else stats.PairedDifference(metric, estimate, low, high, stats.HIGHER_IS_BETTER[metric], 0).outcome()
+        else stats.PairedDifference(metric, estimate, low, high, metric_info.get(metric).higher_is_better, 0).outcome()
         for metric, estimate, low, high, verdict in zip(
             frame["metric"], frame["estimate"], frame["ci_low"], frame["ci_high"], frame["verdict"], strict=True
         )
@@ -71,7 +89,7 @@ def metrics_table(
     row ``a − b`` holds the differences (0 for the accuracy: one classifier) and the table is float."""
     table = pd.DataFrame(
         {
-            name: {**{header: summary[key] for key, header in METRIC_COLUMNS}, "accuracy": accuracy}
+            name: {**{m.header: summary[m.key] for m in metric_info.METRICS}, "accuracy": accuracy}
             for name, summary in summaries.items()
         }
     ).T
@@ -83,9 +101,7 @@ def metrics_table(
 
 def significant_columns(paired: Mapping[str, stats.PairedDifference]) -> dict[str, stats.PairedDifference]:
     """The metrics-table headers whose paired difference is significant (its interval excludes 0)."""
-    return {
-        f"{stats.METRIC_LABELS[m]} {'↑' if d.higher_is_better else '↓'}": d for m, d in paired.items() if d.significant
-    }
+    return {metric_info.get(m).header: d for m, d in paired.items() if d.significant}
 
 
 def difference_classes(

@@ -271,6 +271,11 @@ def hamming_matrix(n_classes: int) -> np.ndarray:
     return matrix / math.sqrt(n_classes * (n_classes - 1))
 
 
+def is_fallback(matrix: np.ndarray) -> bool:
+    """Whether a D* is the :func:`hamming_matrix` fallback (then Rel-U ranks exactly like Doctor)."""
+    return bool(np.array_equal(matrix, hamming_matrix(matrix.shape[0])))
+
+
 def _second_moment(block: Array) -> np.ndarray:
     """``mean_n p_n p_n^T`` as ``P^T P / N`` (float64 numpy; a tensor is reduced on its own device)."""
     if isinstance(block, torch.Tensor):
@@ -535,7 +540,7 @@ class RelU(Detector):
         n_correct = int(correct.sum())
         self.lam_ = resolve_lambda(self.lam, n_correct, correct.shape[0] - n_correct)
         self.matrix_ = relu_matrix(probs, correct, self.lam_)
-        self.fallback_ = bool(np.array_equal(self.matrix_, hamming_matrix(self.matrix_.shape[0])))
+        self.fallback_ = is_fallback(self.matrix_)
         return self
 
     def score_probs(self, probs: Array) -> Array:

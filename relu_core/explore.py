@@ -22,7 +22,6 @@ import pandas as pd
 
 from relu_core import (
     cache,
-    comparison,
     detectors,
     figures,
     jobs,
@@ -449,22 +448,6 @@ def view_files(
         "operating_point.csv": operating.to_csv(),
         "settings.json": json.dumps(described, indent=2, ensure_ascii=False),
     }
-
-
-def paired_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """``robustness.RobustnessResult.paired`` in words: corruption, metric, mean ± std over seeds, interval,
-    verdict."""
-    return pd.DataFrame(
-        {
-            "corruption": frame["corruption"],
-            "metric": [stats.METRIC_LABELS[m] for m in frame["metric"]],
-            "Rel-U − Doctor (mean ± std over seeds)": [
-                f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])
-            ],
-            "95 % CI of the mean": [f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(frame["ci_low"], frame["ci_high"])],
-            "verdict": comparison.outcome_column(frame),
-        }
-    )
 
 
 def readable_hyperparameters(frame: pd.DataFrame) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from relu_core import metric_info
 from relu_core.limits import FIGURE_MAX_CLASSES
 
 # One colour per detector everywhere in the app; Rel-U and Doctor are the two being compared, so they
@@ -283,7 +284,11 @@ def roc_figure(
     traces = []
     for name, (fpr, tpr, auc) in curves.items():
         fpr, tpr = np.asarray(fpr, dtype=np.float64), np.asarray(tpr, dtype=np.float64)
-        traces.append(_curve_trace(name, fpr, tpr, f"AUROC {auc:.4f}", "FPR", "TPR", max_points))
+        traces.append(
+            _curve_trace(
+                name, fpr, tpr, f"{metric_info.AUROC.label} {auc:{metric_info.AUROC.format}}", "FPR", "TPR", max_points
+            )
+        )
         at = _first_at_least(tpr, tpr_target)
         if at is not None:
             traces.append(
@@ -386,7 +391,17 @@ def risk_coverage_figure(
     traces = []
     for name, (coverage, risk, area) in curves.items():
         coverage, risk = np.asarray(coverage, dtype=np.float64), np.asarray(risk, dtype=np.float64)
-        traces.append(_curve_trace(name, coverage, risk, f"AURC {area:.4f}", "coverage", "risk", max_points))
+        traces.append(
+            _curve_trace(
+                name,
+                coverage,
+                risk,
+                f"{metric_info.AURC.label} {area:{metric_info.AURC.format}}",
+                "coverage",
+                "risk",
+                max_points,
+            )
+        )
     traces += [
         _operating_marker(name, cov_op, risk_op, "coverage", "risk")
         for name, (cov_op, risk_op) in (operating_points or {}).items()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from relu_core import validation
+from relu_core import metric_info, validation
 from relu_core.detectors import softmax, validate_labels, validate_logits
 from relu_core.errors import InputError
 
@@ -199,7 +199,7 @@ def auroc(uncertainty, correct) -> float:
     InputError
         Unless both correct and misclassified samples are present (there is no pair to compare).
     """
-    return _auroc(_rank_both_classes(uncertainty, correct, "AUROC"))
+    return _auroc(_rank_both_classes(uncertainty, correct, metric_info.AUROC.label))
 
 
 def _first_reaching(reached: np.ndarray, total: int, target: float) -> int:

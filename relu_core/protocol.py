@@ -29,13 +29,13 @@ in the grid, across every lam: Rel-U's matrix only depends on the two second-mom
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from relu_core import detectors, metrics, stats, validation
+from relu_core import detectors, metric_info, metrics, stats, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
@@ -44,10 +44,6 @@ from relu_core.threads import small_work
 PAIRED = ("relu", "doctor")
 #: The tuning fractions the paper and the app offer (any value in (0, 1) is accepted).
 TUNE_FRACTION_PRESETS: tuple[float, ...] = (0.1, 0.2, 0.33, 0.5)
-#: The metrics reported per method, in display order.
-METRIC_KEYS: tuple[str, ...] = ("fpr95", "auroc", "aurc", "eaurc")
-#: Criteria usable for selection, with True where higher is better.
-CRITERIA: dict[str, bool] = {"fpr95": False, "auroc": True, "aurc": False, "eaurc": False}
 #: Upper bound on the number of seeded splits (every split is held in memory; the paper uses 10).
 MAX_SEEDS = 1000
 TUNING_LABEL = "tuning (k-fold cross-validation on the tuning split)"
@@ -123,6 +119,34 @@ def split_indices(
         tune_parts.append(members[:n_tune])
         eval_parts.append(members[n_tune:])
     return np.sort(np.concatenate(tune_parts)), np.sort(np.concatenate(eval_parts))
+
+
+@dataclass(frozen=True, eq=False)
+class SeededSplits:
+    """Samples' correctness and their seeded tuning/evaluation splits: ``parts[i]`` is ``(tune, evaluation)``
+    for ``seeds[i]``; iterating gives ``(seed, tune, evaluation)``."""
+
+    correct: np.ndarray
+    seeds: tuple[int, ...]
+    parts: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        return ((seed, tune, evaluation) for seed, (tune, evaluation) in zip(self.seeds, self.parts))
+
+    def checked(self, cancel: Cancel | None, what: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """The seeds' splits as iterating gives them, raising :class:`Cancelled` ("<what> cancelled") before a
+        seed once ``cancel()`` says so: the seed loop of every study."""
+        for split in self:
+            if cancel is not None and cancel():
+                raise Cancelled(f"{what} cancelled")
+            yield split
+
+
+def seeded_splits(correct: np.ndarray, tune_fraction: float, seeds: Sequence[int]) -> SeededSplits:
+    """Every seed's :func:`split_indices` of the samples, stratified by ``correct`` (bool, N): the splits the
+    protocol, the studies and the baselines share."""
+    parts = tuple(split_indices(len(correct), tune_fraction, seed, stratify=correct) for seed in seeds)
+    return SeededSplits(correct, tuple(int(s) for s in seeds), parts)
 
 
 def check_evaluable(correct: np.ndarray) -> None:
@@ -240,7 +264,7 @@ def _seed_values(values: Sequence[float | None]) -> float | list[float | None] |
 class EvaluationResult:
     """Per-seed metrics of several detectors on the evaluation parts of seeded splits.
 
-    ``per_seed[key][metric]`` is an array over seeds (metrics of :data:`METRIC_KEYS`), ``accuracy`` the
+    ``per_seed[key][metric]`` is an array over seeds (the keys of :data:`metric_info.KEYS`), ``accuracy`` the
     classifier's accuracy on each seed's evaluation part, ``params[key]`` the ``(temperature, lam)``
     used on each seed (lam is None for detectors without one; for Rel-U it is the lam actually used,
     so ``lam="auto"`` shows its value), ``fallback[key]`` per seed whether Rel-U's D* was the Hamming
@@ -303,26 +327,10 @@ class EvaluationResult:
         (0 resamples) the interval fields are None and the verdict says there is none."""
         if not all(k in self.methods for k in PAIRED):
             return None
-        out: dict[str, dict[str, object]] = {}
-        for metric in stats.HIGHER_IS_BETTER:
-            per_seed = self.difference_per_seed(metric)
-            diff = None if self.paired is None else self.paired[metric]
-            out[metric] = {
-                "mean": float(np.mean(per_seed)),
-                "std": float(np.std(per_seed)),
-                "per_seed": [float(v) for v in per_seed],
-                "ci_low": None if diff is None else diff.low,
-                "ci_high": None if diff is None else diff.high,
-                "confidence": None if diff is None else diff.confidence,
-                "n_resamples": 0 if diff is None else diff.n_resamples,
-                "significant": None if diff is None else diff.significant,
-                "verdict": (
-                    f"{stats.METRIC_LABELS[metric]}: no bootstrap interval (0 resamples)"
-                    if diff is None
-                    else diff.verdict()
-                ),
-            }
-        return out
+        rows = stats.paired_rows({m: self.difference_per_seed(m) for m in metric_info.PAIRED_KEYS}, self.paired or {})
+        fields = ("mean", "std", "per_seed", "ci_low", "ci_high", "confidence", "n_resamples", "significant", "verdict")
+        undefined = () if self.paired else ("ci_low", "ci_high", "confidence", "significant")  # JSON null
+        return {row["metric"]: {k: None if k in undefined else row[k] for k in fields} for row in rows}
 
     def to_dict(self) -> dict[str, dict[str, object]]:
         """``{method key: {fpr95, fpr95_std, ..., eaurc_std, accuracy, temperature, lambda, eps,
@@ -331,7 +339,7 @@ class EvaluationResult:
         out: dict[str, dict[str, object]] = {}
         for key in self.methods:
             row: dict[str, object] = {}
-            for metric in METRIC_KEYS:
+            for metric in metric_info.KEYS:
                 row[metric] = self.mean(key, metric)
                 row[f"{metric}_std"] = self.std(key, metric)
             row["accuracy"] = float(np.mean(self.accuracy))
@@ -419,7 +427,7 @@ def _evaluate_splits(
     split's tuning part. Returns ``(per_seed, accuracy, params, fallback,
     paired_scores)``; ``paired_scores`` holds per seed ``(Rel-U, Doctor, correct)`` on the evaluation
     part when both methods are present (empty otherwise)."""
-    per_seed = {k: {m: np.empty(len(splits)) for m in METRIC_KEYS} for k in methods}
+    per_seed = {k: {m: np.empty(len(splits)) for m in metric_info.KEYS} for k in methods}
     params: dict[str, list] = {k: [] for k in methods}
     fallback: dict[str, list[bool]] = {k: [] for k in methods}
     paired_scores: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -500,7 +508,7 @@ def _run_protocol(
     logits, labels = np.asarray(logits), np.asarray(labels)
     correct = correctness(logits, labels)
     seeds = resolve_seeds(seeds)
-    splits = [split_indices(len(labels), tune_fraction, seed, stratify=correct) for seed in seeds]
+    splits = list(seeded_splits(correct, tune_fraction, seeds).parts)
     data = _Splits(logits, labels, correct, seeds, splits, _ProbsCache(logits))
     per_seed, accuracy, params, fallback, paired_scores = _evaluate_splits(
         correct,
@@ -759,7 +767,7 @@ def grid_search(
         the tuning part holds fewer errors or correct samples); each (T, lam) is fitted on k-1 folds and
         judged on the held-out fold, averaged over folds.
     criterion : str
-        One of :data:`CRITERIA` (FPR95 with positives = correctly classified).
+        One of :data:`metric_info.KEYS` (FPR95 with positives = correctly classified).
     selection : {"tuning", "oracle"}
         ``"oracle"``: fit on the whole tuning part, judge on ``eval_idx`` (labelled :data:`ORACLE_LABEL`).
     method : str
@@ -781,8 +789,7 @@ def grid_search(
     method = resolve_methods([method])[0]
     if not detectors.REGISTRY[method].grids:
         raise InputError(f"{method} has no hyperparameters to select")
-    if criterion not in CRITERIA:
-        raise InputError(f"unknown criterion {criterion!r}; choose from {', '.join(CRITERIA)}")
+    higher_is_better = metric_info.get(criterion, "criterion").higher_is_better
     temperatures, lambdas = _grids(method, temperatures, lambdas)
     temperatures = tuple(detectors.check_temperature(t) for t in temperatures)
     lambdas = tuple(float(detectors.check_lambda(float(lam))) for lam in lambdas)
@@ -816,7 +823,7 @@ def grid_search(
     table = _grid_table(
         correct, cache, method, temperatures, lambdas, tune_idx, score_groups, criterion, holdout=k is not None
     )
-    flat = int(np.argmax(table) if CRITERIA[criterion] else np.argmin(table))
+    flat = int(np.argmax(table) if higher_is_better else np.argmin(table))
     i, j = np.unravel_index(flat, table.shape)
     return GridResult(
         method=method,

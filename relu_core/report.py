@@ -182,29 +182,6 @@ def _operating_html(table: pd.DataFrame | None, note: str) -> str:
     return f'<h2>Operating point</h2>{table_html(table, formats=formats)}<p class="note">{html.escape(note)}</p>\n'
 
 
-def metrics_frame(summaries: Mapping[str, Mapping[str, float]], accuracy: float) -> pd.DataFrame:
-    """The metrics table (detector display name -> FPR95, AUROC, AURC, E-AURC, accuracy) with the
-    Rel-U − Doctor row when both are present."""
-    import pandas as pd
-
-    table = pd.DataFrame(
-        {
-            name: {
-                "FPR95 ↓": s["fpr95"],
-                "AUROC ↑": s["auroc"],
-                "AURC ↓": s["aurc"],
-                "E-AURC ↓": s["eaurc"],
-                "accuracy": accuracy,
-            }
-            for name, s in summaries.items()
-        }
-    ).T
-    a, b = (detectors.label(key) for key in protocol.PAIRED)
-    if {a, b} <= set(table.index):
-        table.loc[f"{a} − {b}"] = table.loc[a] - table.loc[b]
-    return table.astype(float)
-
-
 @threads.small_work
 def report_for_run(
     run,
@@ -279,7 +256,9 @@ def report_for_run(
         settings=settings,
         provenance_info=provenance(run, logits_file=logits_file),
         figs=figs,
-        metrics_table=metrics_frame(summaries, float(correct_eval.mean())),
+        metrics_table=comparison.metrics_table(
+            summaries, float(correct_eval.mean()), difference=tuple(names[k] for k in protocol.PAIRED)
+        ),
         paired=paired,
     )
 

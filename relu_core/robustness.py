@@ -34,15 +34,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, corruptions, detectors, engine, metrics, models, protocol, stats
+from relu_core import cache, corruptions, detectors, engine, metric_info, metrics, models, protocol, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
 
-METRIC_NAMES = ("auroc", "fpr95", "aurc", "accuracy")
+#: The detectors' metrics and the model's accuracy on the same images, in display order.
+METRIC_NAMES = (*metric_info.PAIRED_KEYS, "accuracy")
 CPU_SUBSAMPLE = 1000
 TABLE_COLUMNS = ("corruption", "severity", "detector", "metric", "mean", "std")
-PAIRED_COLUMNS = ("corruption", "metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict")
+PAIRED_COLUMNS = ("corruption", *stats.PAIRED_ROW_COLUMNS)
 CLEAN = "clean"
 PUBLISHED = "CIFAR-10-C files"
 GENERATED = "generated"
@@ -58,7 +59,7 @@ class RobustnessResult:
     """What a mismatch study returns.
 
     ``table``: tidy frame with columns ``corruption, severity, detector, metric, mean, std`` (metrics
-    ``auroc, fpr95, aurc, accuracy``; mean and population std (``ddof=0``) over seeds, a seed whose
+    ``fpr95, auroc, aurc, accuracy``; mean and population std (``ddof=0``) over seeds, a seed whose
     corrupted evaluation images are all right or all wrong gives NaN and is left out), one row per
     corruption x detector x metric, the clean evaluation images first (corruption ``"clean"``, severity 0); ``accuracy`` is the model's accuracy on that corrupted evaluation
     subset and is the same for every detector.
@@ -70,9 +71,9 @@ class RobustnessResult:
     (only if lam = 0 was searched, or a side of the tuning split is empty), so that Rel-U ranks exactly like
     Doctor at the same T; ``settings_searched`` is the size of the grid the selection compared.
     ``paired``: frame :data:`PAIRED_COLUMNS`, one row per corruption (clean first) x metric (fpr95, auroc,
-    aurc) when Rel-U and Doctor are both studied (else empty): Rel-U − Doctor mean and std over seeds, the
-    pooled paired bootstrap interval of the mean (``stats.pooled_bootstrap`` on each seed's corrupted
-    evaluation images), whether it excludes 0, and the verdict in words.
+    aurc) when Rel-U and Doctor are both studied (else empty): the rows of ``stats.paired_rows``, Rel-U − Doctor
+    mean and std over seeds and the pooled paired bootstrap interval of the mean (``stats.pooled_bootstrap`` on
+    each seed's corrupted evaluation images).
     ``sources``: corruption -> ``"CIFAR-10-C files"`` or ``"generated"``.
     ``n_eval``: evaluation images per seed (after subsampling).
     """
@@ -146,7 +147,7 @@ def mismatch_study(
 
     ``subsample``: images per corruption (a seeded draw, intersected with each seed's evaluation part),
     ``None`` for all. ``criterion`` is the cross-validated selection criterion of ``protocol.grid_search``
-    (one of ``protocol.CRITERIA``). ``corruption_seed`` seeds the generated corruptions and the subsample draw.
+    (one of ``metric_info.KEYS``). ``corruption_seed`` seeds the generated corruptions and the subsample draw.
     Raises ``RobustnessError`` for a run without images or model and for bad options, ``Cancelled``
     when ``cancel()`` returns True.
     """
@@ -155,15 +156,15 @@ def mismatch_study(
     keys = tuple(detector_keys)
     seeds = tuple(int(s) for s in seeds)
     _check_options(names, keys, severity, tune_fraction, seeds, subsample)
-    if criterion not in protocol.CRITERIA:
-        raise RobustnessError(f"unknown selection criterion {criterion!r}; choose from {', '.join(protocol.CRITERIA)}")
+    if criterion not in metric_info.KEYS:
+        raise RobustnessError(f"unknown selection criterion {criterion!r}; choose from {', '.join(metric_info.KEYS)}")
     progress = progress or (lambda done, total, message: None)
     labels = np.asarray(run.labels)
     total = len(names) + 1
 
     progress(0, total, "selecting hyperparameters on the clean tuning splits")
     clean_correct = protocol.correctness(run.logits, labels)
-    splits = {seed: protocol.split_indices(len(labels), tune_fraction, seed, stratify=clean_correct) for seed in seeds}
+    splits = {seed: (tune, ev) for seed, tune, ev in protocol.seeded_splits(clean_correct, tune_fraction, seeds)}
     fitted = {s: _fit_on_clean(run.logits, labels, tune, keys, s, criterion) for s, (tune, _) in splits.items()}
     sample = corruptions.subsample_indices(len(labels), subsample, corruption_seed)
     eval_rows = {seed: np.intersect1d(eval_idx, sample) for seed, (_, eval_idx) in splits.items()}
@@ -332,7 +333,7 @@ def _check_options(names, keys, severity, tune_fraction, seeds, subsample) -> No
 def _summary(uncertainty: np.ndarray, correct: np.ndarray) -> dict[str, float]:
     """``metrics.summary``, or NaNs where the evaluation images hold only one class (all right or all wrong)."""
     if correct.all() or not correct.any():
-        return {"auroc": float("nan"), "fpr95": float("nan"), "aurc": float("nan")}
+        return dict.fromkeys(metric_info.PAIRED_KEYS, float("nan"))
     return metrics.summary(uncertainty, correct)
 
 
@@ -376,7 +377,7 @@ def _evaluate(run, names, logits_by_name, fitted, eval_rows, eval_pos):
                         "seed": seed,
                         "value": float(summary[m]),
                     }
-                    for m in ("auroc", "fpr95", "aurc")
+                    for m in metric_info.PAIRED_KEYS
                 ]
                 records.append(
                     {
@@ -399,23 +400,15 @@ def _paired_frame(per_seed: pd.DataFrame, paired_scores: dict[str, list]) -> pd.
             continue
         # the seeds' evaluation images overlap (all of them lie in one subsample): resampled once per draw
         pooled = stats.pooled_bootstrap([p[:3] for p in pairs], sample_ids=[p[3] for p in pairs])
-        for metric, diff in pooled.items():
+        differences = {}
+        for metric in pooled:
             values = per_seed[(per_seed["corruption"] == name) & (per_seed["metric"] == metric)]
             by_detector = values.pivot(index="seed", columns="detector", values="value")
-            per_seed_diff = (by_detector[relu] - by_detector[doctor]).dropna().to_numpy()
-            rows.append(
-                {
-                    "corruption": name,
-                    "metric": metric,
-                    "mean": float(np.mean(per_seed_diff)),
-                    "std": float(np.std(per_seed_diff)),
-                    "estimate": diff.estimate,
-                    "ci_low": diff.low,
-                    "ci_high": diff.high,
-                    "significant": diff.significant,
-                    "verdict": diff.verdict(),
-                }
-            )
+            differences[metric] = (by_detector[relu] - by_detector[doctor]).dropna().to_numpy()
+        rows += [
+            {"corruption": name, **{k: row[k] for k in stats.PAIRED_ROW_COLUMNS}}
+            for row in stats.paired_rows(differences, pooled)
+        ]
     return pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
 
 

@@ -18,18 +18,15 @@ Nothing loops over samples or resamples in Python beyond blocks of :data:`BLOCK`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from relu_core import metric_info, validation
 from relu_core import metrics as _metrics
-from relu_core import validation
 from relu_core.errors import InputError
 
-#: Metrics the bootstrap supports, with True where higher is better.
-HIGHER_IS_BETTER: dict[str, bool] = {"fpr95": False, "auroc": True, "aurc": False}
-METRIC_LABELS: dict[str, str] = {"fpr95": "FPR95", "auroc": "AUROC", "aurc": "AURC"}
 DEFAULT_RESAMPLES = 1000
 #: Resamples processed together (arrays of BLOCK x N stay in the CPU cache up to N of about 10^4).
 BLOCK = 16
@@ -74,7 +71,7 @@ class PairedDifference:
         """One line: "no significant difference" with the difference A − B and its interval, or who is better
         and by how much, with the interval of that margin (both positive, in the metric's unit: one sign
         convention per sentence)."""
-        label = METRIC_LABELS.get(self.metric, self.metric)
+        label = metric_info.BY_KEY[self.metric].label if self.metric in metric_info.BY_KEY else self.metric
         if not self.significant:
             return f"{label}: {self.outcome(a, b)} ({a} − {b} = {self.estimate:+.4f}, {self.interval_text()})"
         winner, loser = (a, b) if self.a_is_better() else (b, a)
@@ -96,9 +93,9 @@ def _check_inputs(uncertainty_a, uncertainty_b, correct) -> tuple[np.ndarray, np
 
 def _check_options(metric_keys: Sequence[str], n_resamples: int, confidence: float) -> tuple[str, ...]:
     keys = tuple(metric_keys)
-    unknown = [k for k in keys if k not in HIGHER_IS_BETTER]
+    unknown = [k for k in keys if k not in metric_info.PAIRED_KEYS]
     if unknown or not keys:
-        raise InputError(f"unknown metric(s) {unknown}: choose from {', '.join(HIGHER_IS_BETTER)}")
+        raise InputError(f"unknown metric(s) {unknown}: choose from {', '.join(metric_info.PAIRED_KEYS)}")
     validation.integer(n_resamples, "n_resamples", minimum=1, maximum=100_000)
     validation.fraction(confidence, "confidence")
     return keys
@@ -240,7 +237,7 @@ def bootstrap_differences(
     uncertainty_b,
     correct,
     *,
-    metrics: Sequence[str] = tuple(HIGHER_IS_BETTER),
+    metrics: Sequence[str] = metric_info.PAIRED_KEYS,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     fpr_positive: str = "correct",
@@ -326,7 +323,7 @@ def pooled_bootstrap(
     pairs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     *,
     sample_ids: Sequence[np.ndarray] | None = None,
-    metrics: Sequence[str] = tuple(HIGHER_IS_BETTER),
+    metrics: Sequence[str] = metric_info.PAIRED_KEYS,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
@@ -383,8 +380,50 @@ def pooled_bootstrap(
             float(estimates[k] / len(pairs)),
             float(low),
             float(high),
-            HIGHER_IS_BETTER[k],
+            metric_info.BY_KEY[k].higher_is_better,
             int(valid.size),
             float(confidence),
         )
     return out
+
+
+#: The columns every frame of Rel-U − Doctor rows holds (:func:`paired_rows`), in order.
+PAIRED_ROW_COLUMNS = ("metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict")
+
+
+def paired_rows(
+    per_seed: Mapping[str, Sequence[float]], pooled: Mapping[str, PairedDifference]
+) -> list[dict[str, object]]:
+    """Rel-U − Doctor (A − B), one row per metric of ``per_seed``: the one way every result states it.
+
+    ``per_seed`` maps a metric key to the difference on each seed's evaluation split, ``pooled`` maps it to the
+    interval of the mean (:func:`pooled_bootstrap`; empty when no bootstrap ran). A row holds
+    :data:`PAIRED_ROW_COLUMNS` (the mean and population std over seeds, the estimate, the interval, whether it
+    excludes 0, the verdict in words), then ``per_seed``, ``confidence`` and ``n_resamples``. Without an
+    interval the estimate is the mean, the bounds and the confidence are NaN, ``significant`` is False,
+    ``n_resamples`` 0, and the verdict says there is no interval.
+    """
+    rows = []
+    for metric, values in per_seed.items():
+        values = np.asarray(values, dtype=np.float64)
+        mean = float(values.mean())
+        diff = pooled.get(metric)
+        if diff is None:
+            interval = (
+                mean,
+                np.nan,
+                np.nan,
+                False,
+                f"{metric_info.get(metric).label}: no bootstrap interval (0 resamples)",
+            )
+        else:
+            interval = (diff.estimate, diff.low, diff.high, diff.significant, diff.verdict())
+        rows.append(
+            {
+                **dict(zip(PAIRED_ROW_COLUMNS, (metric, mean, float(values.std()), *interval), strict=True)),
+                "per_seed": [float(v) for v in values],
+                "confidence": np.nan if diff is None else diff.confidence,
+                "n_resamples": 0 if diff is None else diff.n_resamples,
+            }
+        )
+    return rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relu_core import detectors, metrics, protocol, stats
+from relu_core import detectors, metric_info, metrics, protocol, stats
 from relu_core.errors import InputError
 
 
@@ -109,7 +109,7 @@ def _hand_rolled(logits, labels, key, temperature, lam, fraction, seeds):
         detector = detectors.make_detector(key, temperature=temperature, lam=lam)
         detector.fit(logits[tune], labels[tune])
         rows.append(metrics.summary(detector.score(logits[ev]), correct[ev]))
-    return {m: np.array([r[m] for r in rows]) for m in protocol.METRIC_KEYS}
+    return {m: np.array([r[m] for r in rows]) for m in metric_info.KEYS}
 
 
 @pytest.mark.parametrize("lam", [0.5, "auto", 0.9])
@@ -319,7 +319,7 @@ def test_evaluate_with_selection_is_grid_search_then_fixed_evaluation(data):
         assert result.params["relu"][s] == (grid.best_temperature, grid.best_lam)
         detector = detectors.RelU(lam=grid.best_lam, temperature=grid.best_temperature).fit(logits[tune], labels[tune])
         summary = metrics.summary(detector.score(logits[ev]), correct[ev])
-        for metric in protocol.METRIC_KEYS:
+        for metric in metric_info.KEYS:
             assert result.per_seed["relu"][metric][s] == pytest.approx(summary[metric], abs=1e-12)
     assert result.params["msp"] == [(None, None), (None, None)]
     oracle = protocol.evaluate_with_selection(
@@ -374,7 +374,7 @@ def test_lambda_zero_only_when_asked_and_then_labelled_doctor(data):
     assert result.fallback["relu"] == [True, True]
     assert protocol.FALLBACK_LABEL == "Hamming fallback (= Doctor)"
     assert result.to_dict()["relu"]["hamming_fallback"] is True
-    for metric in protocol.METRIC_KEYS:  # Rel-U's ranking is Doctor's: every metric equal
+    for metric in metric_info.KEYS:  # Rel-U's ranking is Doctor's: every metric equal
         np.testing.assert_allclose(result.per_seed["relu"][metric], result.per_seed["doctor"][metric], atol=1e-12)
     searched = protocol.evaluate_with_selection(logits, labels, ["relu"], lambdas=(0.0, 0.5), seeds=2, n_resamples=0)
     assert searched.n_settings["relu"] == 20

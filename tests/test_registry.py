@@ -9,7 +9,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from relu_core import cli, detectors, metrics, preprocessing, protocol
+from relu_core import cli, detectors, metric_info, metrics, preprocessing, protocol
 from relu_core.errors import InputError
 
 PAPER_T = (0.5, 1.0, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0, 1000.0)
@@ -177,7 +177,7 @@ def test_a_registered_detector_runs_through_the_protocol(toys) -> None:
         centroid = probs[tune][~correct[tune]].mean(0)
         for key, uncertainty in (("toy_margin", _margin(probs[ev])), ("toy_centroid", probs[ev] @ centroid)):
             expected = metrics.summary(uncertainty, correct[ev])
-            for metric in protocol.METRIC_KEYS:
+            for metric in metric_info.KEYS:
                 assert result.per_seed[key][metric][s] == pytest.approx(expected[metric], rel=1e-9)
     assert result.params["toy_margin"] == [(2.0, None), (2.0, None)]
     assert result.settings("toy_centroid")["settings_searched"] == 1

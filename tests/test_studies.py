@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from relu_core import cli, datasets, detectors, metrics, protocol, runs, stats
+from relu_core import cli, datasets, detectors, metric_info, metrics, protocol, runs, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import by_name
 from relu_core.studies import STUDIES, ablation, base, calibration, mismatch, tuning_split
@@ -54,7 +54,7 @@ def test_lambda_curve_at_one_half_equals_protocol_evaluate(run) -> None:
         run.logits, run.labels, ["relu", "doctor"], temperature=1.0, lam=0.5, tune_fraction=0.5, seeds=5, n_resamples=0
     )
     for key, name in (("relu", "Rel-U"), ("doctor", "Doctor")):
-        for metric in base.METRICS:
+        for metric in metric_info.KEYS:
             mean, std = _point(result, "lambda", 0.5, name, metric)
             np.testing.assert_allclose(mean, reference.mean(key, metric), rtol=RTOL)
             np.testing.assert_allclose(std, reference.std(key, metric), rtol=RTOL, atol=1e-12)
@@ -63,7 +63,7 @@ def test_lambda_curve_at_one_half_equals_protocol_evaluate(run) -> None:
 
 def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
     result = ablation.run_study(run, axes=("lambda",), lambdas=(0.0, 0.8), seeds=3, n_resamples=0, use_cache=False)
-    for metric in base.METRICS:
+    for metric in metric_info.KEYS:
         np.testing.assert_allclose(
             _point(result, "lambda", 0.0, "Rel-U", metric)[0],
             _point(result, "lambda", 0.0, "Doctor", metric)[0],
@@ -72,7 +72,7 @@ def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
     assert any(n.startswith("λ = 0: D* is the Hamming fallback (= Doctor) on 3 seed(s)") for n in result.notes)
     auto = result.settings["lambda_auto"]
     correct = protocol.correctness(run.logits, run.labels)
-    expected = np.mean([correct[tune].mean() for _, tune, _ in base.splits_for(correct, 0.5, range(3))])
+    expected = np.mean([correct[tune].mean() for _, tune, _ in protocol.seeded_splits(correct, 0.5, range(3))])
     np.testing.assert_allclose(auto, expected, rtol=RTOL)
     assert result.series["lambda"]["marks"][f"λ = N₊/(N₊ + N₋) = {auto:.2f}"] == pytest.approx(auto)  # value shown
 

@@ -69,7 +69,7 @@ def _grid(values: Sequence[float], check, what: str) -> tuple[float, ...]:
 @small_work
 def lambda_sweep(
     logits: np.ndarray,
-    splits: base.SeededSplits,
+    splits: protocol.SeededSplits,
     lambdas: Sequence[float],
     collector: base.Collector,
     cancel: Cancel | None = None,
@@ -77,27 +77,20 @@ def lambda_sweep(
     """Rel-U at every λ and Doctor (flat) at T = 1 on every split, into ``collector`` (series "lambda")."""
     correct = splits.correct
     probs = detectors.softmax(logits, DEFAULT_T)
-    hamming = detectors.hamming_matrix(probs.shape[1])
-    for seed, tune, evaluation in splits:
-        base.checkpoint(cancel, "λ ablation")
-        p_eval, c_eval = probs[evaluation], correct[evaluation]
-        doctor = detectors.gini(p_eval)
+    for seed, tune, evaluation in splits.checked(cancel, "λ ablation"):
+        c_eval = correct[evaluation]
+        doctor = detectors.gini(probs[evaluation])
         doctor_values = metrics.summary(doctor, c_eval)
-        fitted = base.moments(probs[tune], correct[tune])
+        fit = base.RelUFit(probs, correct, tune)  # the tuning part's moments once, D* per λ
         for lam in lambdas:
-            matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, lam)
-            if fitted is None or np.array_equal(matrix, hamming):
-                collector.note_fallback("lambda", lam)
-            collector.add(
-                "lambda", lam, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval, samples=evaluation
-            )
+            collector.add_relu("lambda", lam, seed, fit, lam, evaluation)
             collector.add("lambda", lam, base.DOCTOR, seed, doctor, c_eval, doctor_values, samples=evaluation)
 
 
 @small_work
 def temperature_sweep(
     logits: np.ndarray,
-    splits: base.SeededSplits,
+    splits: protocol.SeededSplits,
     temperatures: Sequence[float],
     collector: base.Collector,
     cancel: Cancel | None = None,
@@ -109,16 +102,9 @@ def temperature_sweep(
         base.checkpoint(cancel, "T ablation")
         report(progress, i, len(temperatures), f"T = {t:g}")
         probs = detectors.softmax(logits, t)
-        hamming = detectors.hamming_matrix(probs.shape[1])
         for seed, tune, evaluation in splits:
             p_eval, c_eval = probs[evaluation], correct[evaluation]
-            fitted = base.moments(probs[tune], correct[tune])
-            matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, DEFAULT_LAMBDA)
-            if fitted is None or np.array_equal(matrix, hamming):
-                collector.note_fallback("temperature", t)
-            collector.add(
-                "temperature", t, base.RELU, seed, detectors.quadratic_score(p_eval, matrix), c_eval, samples=evaluation
-            )
+            collector.add_relu("temperature", t, seed, base.RelUFit(probs, correct, tune), DEFAULT_LAMBDA, evaluation)
             collector.add("temperature", t, base.DOCTOR, seed, detectors.gini(p_eval), c_eval, samples=evaluation)
             collector.add("temperature", t, "ODIN", seed, -p_eval.max(axis=1), c_eval, samples=evaluation)
 
@@ -126,7 +112,7 @@ def temperature_sweep(
 def eps_sweep(
     run,
     sample: np.ndarray,
-    splits: base.SeededSplits,
+    splits: protocol.SeededSplits,
     epsilons: Sequence[float],
     collector: base.Collector,
     *,
@@ -204,7 +190,7 @@ def run_study(
     epsilons = _grid(epsilons, lambda value: validation.non_negative(value, "ε"), "ε")
     tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
     common = base.options(seeds=seeds, **options)
-    seeds_main, progress, cancel = common.seeds, common.progress, common.cancel
+    progress, cancel = common.progress, common.cancel
     correct = protocol.correctness(run.logits, run.labels)
     cpu = engine.select_device(device).type == "cpu"
     key = {"axes": axes, "lambdas": lambdas, "temperatures": temperatures, "tune_fraction": tune_fraction}
@@ -228,21 +214,17 @@ def run_study(
             precision=engine.resolve_precision("auto", engine.select_device(device)),
         )
 
-    def compute() -> base.StudyResult:
-        collector = base.Collector()
+    def sweep(collector: base.Collector) -> base.Sweep:
         notes: list[str] = []
         series: dict[str, dict] = {}
         settings = {
             "axes": list(axes),
             "tune_fraction": tune_fraction,
-            "seeds": list(seeds_main),
             "defaults": {"T": DEFAULT_T, "lambda": DEFAULT_LAMBDA, "eps": 0.0, "odin_T": ODIN_T},
-            "n_resamples": common.n_resamples,
         }
-        splits = base.splits_for(correct, tune_fraction, seeds_main)
-        steps = len(axes) + 1
+        splits = protocol.seeded_splits(correct, tune_fraction, common.seeds)
         if "lambda" in axes:
-            report(progress, 0, steps, "λ ablation")
+            report(progress, 0, len(axes), "λ ablation")
             lambda_sweep(run.logits, splits, lambdas, collector, cancel=cancel)
             auto = float(np.mean([correct[tune].mean() for _, tune, _ in splits]))
             series["lambda"] = {
@@ -251,29 +233,25 @@ def run_study(
             }
             settings.update(lambdas=list(lambdas), lambda_auto=auto)
         if "temperature" in axes:
-            report(progress, len(series), steps, "T ablation")
+            report(progress, len(series), len(axes), "T ablation")
             temperature_sweep(run.logits, splits, temperatures, collector, cancel=cancel, progress=progress)
             series["temperature"] = {**SERIES["temperature"], "marks": {"T = 1": 1.0}}
             settings["temperatures"] = list(temperatures)
         if "eps" in axes:
-            splits_eps = base.splits_for(correct[sample], tune_fraction, seeds_eps)
+            splits_eps = protocol.seeded_splits(correct[sample], tune_fraction, seeds_eps)
 
             def eps_progress(done: int, total: int, message: str) -> None:
-                report(progress, len(series) * total + done, steps * total, message)
+                report(progress, len(series) * total + done, len(axes) * total, message)
 
             eps_sweep(run, sample, splits_eps, epsilons, collector, device=device, cancel=cancel, progress=eps_progress)
             series["eps"] = {**SERIES["eps"], "marks": {"ε = 0": 0.0}}
             settings.update(epsilons=list(epsilons), seeds_eps=list(seeds_eps), subsample=len(sample))
-            if len(sample) < len(run.labels) or len(seeds_eps) != len(seeds_main):
+            if len(sample) < len(run.labels) or len(seeds_eps) != len(common.seeds):
                 notes.append(
                     f"ε axis: a seeded subsample of {len(sample):,} of {len(run.labels):,} images and "
                     f"{len(seeds_eps)} seed(s)"
                     + (" (CPU: every point runs the model forward and backward)" if cpu else "")
                 )
-        notes += collector.fallback_notes(lambda name, x: f"{SERIES[name]['x_label']} = {x:g}")
-        report(progress, steps - 1, steps, "paired bootstrap")
-        curves, paired, per_seed = common.finish(collector)
-        report(progress, steps, steps, "done")
-        return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
+        return base.Sweep(settings, series, notes, point=lambda name, x: f"{SERIES[name]['x_label']} = {x:g}")
 
-    return common.cached(NAME, run, key, compute)
+    return common.study(NAME, TITLE, run, key, sweep)

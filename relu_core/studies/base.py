@@ -1,10 +1,12 @@
 """What every study shares: the result type, the per-point collector, seeds, cancellation and the result cache.
 
-A study sweeps one setting (λ, T, ε, the tuning fraction, ...) and, at every point and on every seeded split,
-fits the detectors on the tuning part only and scores the evaluation part only. :class:`Collector` gathers
-the per-seed metrics and the (Rel-U, Doctor, correct) triples of each point; :meth:`Collector.finish` turns
-them into the mean ± std curves and the paired Rel-U − Doctor difference per point (mean ± std over seeds
-and the 95 % pooled paired bootstrap interval of :func:`relu_core.stats.pooled_bootstrap`).
+A study sweeps one setting (λ, T, ε, the tuning fraction, ...) and, at every point and on every seeded split
+(:func:`relu_core.protocol.seeded_splits`), fits the detectors on the tuning part only and scores the evaluation
+part only. :class:`Collector` gathers the per-seed metrics and the (Rel-U, Doctor, correct) triples of each point
+(:meth:`Collector.add_relu` fits D* with its Hamming fallback, :class:`RelUFit`); :meth:`Collector.finish` turns
+them into the mean ± std curves and the paired Rel-U − Doctor rows per point (:func:`relu_core.stats.paired_rows`:
+mean ± std over seeds and the 95 % pooled paired bootstrap interval). :meth:`Options.study` is what every
+``run_study`` shares: the collector, its frames, the notes, the result and its cache; a study gives its sweep.
 
 Results are cached on disk (:mod:`relu_core.cache`, namespace ``studies``) under an explicit key: the study,
 the content of the run (logits and labels digests, and the model's weights hash where the study runs the
@@ -15,13 +17,13 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, detectors, metrics, protocol, stats
+from relu_core import cache, detectors, metric_info, metrics, protocol, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress, report
 
@@ -29,12 +31,8 @@ from relu_core.progress import Cancel, Progress, report
 CACHE_VERSION = 2  # 2: the pooled bootstrap draws the seeds' shared samples once
 NAMESPACE = "studies"
 DEFAULT_SEEDS = 10
-METRICS = ("fpr95", "auroc", "aurc", "eaurc")
-METRIC_LABELS = {"fpr95": "FPR at 95 % TPR", "auroc": "AUROC", "aurc": "AURC", "eaurc": "E-AURC"}
-#: Where higher is better (for the verdict and the plot titles).
-HIGHER_IS_BETTER = {"fpr95": False, "auroc": True, "aurc": False, "eaurc": False}
 CURVE_COLUMNS = ("series", "x", "detector", "metric", "mean", "std", "n_seeds")
-PAIRED_COLUMNS = ("series", "x", "metric", "mean", "std", "estimate", "ci_low", "ci_high", "significant", "verdict")
+PAIRED_COLUMNS = ("series", "x", *stats.PAIRED_ROW_COLUMNS)
 PER_SEED_COLUMNS = ("series", "x", "detector", "metric", "seed", "value")
 #: The display labels of the paired detectors (``protocol.PAIRED``), the studies' series names.
 RELU, DOCTOR = (detectors.label(key) for key in protocol.PAIRED)
@@ -46,9 +44,8 @@ class StudyResult:
 
     ``curves``: :data:`CURVE_COLUMNS`, one row per series x point x detector x metric: mean and population
     std (``ddof=0``) over ``n_seeds`` seeds. ``series`` names the sweep (e.g. ``"lambda"``), ``x`` the point.
-    ``paired``: :data:`PAIRED_COLUMNS`, Rel-U − Doctor per series x point x metric (fpr95, auroc, aurc): mean
-    and std over seeds, the estimate and 95 % pooled paired bootstrap interval (NaN when ``n_resamples`` = 0),
-    whether the interval excludes 0, and the verdict in words.
+    ``paired``: :data:`PAIRED_COLUMNS`, Rel-U − Doctor per series x point x metric (``metric_info.PAIRED_KEYS``):
+    the rows of :func:`relu_core.stats.paired_rows` (NaN bounds when ``n_resamples`` = 0).
     ``per_seed``: :data:`PER_SEED_COLUMNS`. ``settings``: every setting used (JSON-able), including
     ``seeds``. ``series``: per series ``{"x_label", "log_x", "marks": {label: x}}`` for the figures.
     ``tables``: study-specific extra frames (calibration summary, reliability bins, ...).
@@ -154,31 +151,21 @@ def checkpoint(cancel: Cancel | None, what: str) -> None:
         raise Cancelled(f"{what} cancelled")
 
 
-@dataclass(frozen=True, eq=False)
-class SeededSplits:
-    """Samples' correctness and their seeded tuning/evaluation splits: ``parts[i]`` is ``(tune, evaluation)``
-    for ``seeds[i]``; iterating gives ``(seed, tune, evaluation)``."""
+class RelUFit:
+    """Rel-U's D* fitted on the ``tune`` rows of ``probs`` (N, C; ``correct`` bool, N): their second moments once,
+    D* at any λ from them (:func:`detectors.relu_matrix_from_moments`), the Hamming fallback when a side is empty."""
 
-    correct: np.ndarray
-    seeds: tuple[int, ...]
-    parts: tuple[tuple[np.ndarray, np.ndarray], ...]
+    def __init__(self, probs: np.ndarray, correct: np.ndarray, tune: np.ndarray) -> None:
+        self.probs, self.correct = probs, correct
+        pos, neg = probs[tune][correct[tune]], probs[tune][~correct[tune]]
+        self.moments = None if len(pos) == 0 or len(neg) == 0 else (pos.T @ pos / len(pos), neg.T @ neg / len(neg))
 
-    def __iter__(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        return ((seed, tune, evaluation) for seed, (tune, evaluation) in zip(self.seeds, self.parts))
-
-
-def splits_for(correct: np.ndarray, tune_fraction: float, seeds: Sequence[int]) -> SeededSplits:
-    """The protocol's seeded splits, stratified by correctness (the same ones :func:`protocol.evaluate` uses)."""
-    parts = tuple(protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct) for seed in seeds)
-    return SeededSplits(correct, tuple(seeds), parts)
-
-
-def moments(probs: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(E[p+ p+ᵀ], E[p- p-ᵀ])`` of fitting samples, or None when a side is empty (Rel-U's Hamming fallback)."""
-    pos, neg = probs[correct], probs[~correct]
-    if len(pos) == 0 or len(neg) == 0:
-        return None
-    return pos.T @ pos / len(pos), neg.T @ neg / len(neg)
+    def matrix(self, lam: float) -> tuple[np.ndarray, bool]:
+        """D* at ``lam`` and whether it is the Hamming fallback (then Rel-U ranks exactly like Doctor)."""
+        if self.moments is None:
+            return detectors.hamming_matrix(self.probs.shape[1]), True
+        matrix = detectors.relu_matrix_from_moments(*self.moments, lam)
+        return matrix, detectors.is_fallback(matrix)
 
 
 # ------------------------------------------------------------------------------------------ collector
@@ -207,17 +194,26 @@ class Collector:
         evaluation ``samples`` (their indices: the paired bootstrap resamples samples, which seeds share)."""
         values = metrics.summary(uncertainty, correct) if values is None else values
         self.values[(series, x, detector, seed)] = values
-        self.records.extend((series, x, detector, m, seed, float(values[m])) for m in METRICS)
+        self.records.extend((series, x, detector, m, seed, float(values[m])) for m in metric_info.KEYS)
         if detector in (RELU, DOCTOR):
             held = self.pairs.setdefault((series, x), {}).setdefault(seed, {"correct": correct, "samples": samples})
             held[detector] = uncertainty
         return values
 
+    def add_relu(self, series: str, x: float, seed: int, fit: RelUFit, lam: float, evaluation: np.ndarray) -> None:
+        """Rel-U with ``fit``'s D* at ``lam``, scored on the ``evaluation`` rows of its probabilities; a seed whose
+        D* is the Hamming fallback is noted (:meth:`note_fallback`)."""
+        matrix, fallback = fit.matrix(lam)
+        if fallback:
+            self.note_fallback(series, x)
+        uncertainty = detectors.quadratic_score(fit.probs[evaluation], matrix)
+        self.add(series, x, RELU, seed, uncertainty, fit.correct[evaluation], samples=evaluation)
+
     def note_fallback(self, series: str, x: float) -> None:
         """Count a seed on which Rel-U's D* at this point was the Hamming fallback (= Doctor)."""
         self.fallback[(series, x)] = self.fallback.get((series, x), 0) + 1
 
-    def fallback_notes(self, point: Callable[[str, float], str] = lambda series, x: f"{series} {x:g}") -> list[str]:
+    def fallback_notes(self, point: Callable[[str, float], str]) -> list[str]:
         """One note per point counted by :meth:`note_fallback`, in order: "<point(series, x)>: D* is the Hamming
         fallback (= Doctor) on n seed(s)"."""
         return [
@@ -242,37 +238,32 @@ class Collector:
             triples = [(d[RELU], d[DOCTOR], d["correct"]) for d in seeds.values()]
             ids = [d["samples"] for d in seeds.values()]
             pooled = stats.pooled_bootstrap(triples, sample_ids=ids, n_resamples=n_resamples) if n_resamples else {}
-            for metric in stats.HIGHER_IS_BETTER:
-                diffs = np.array(
-                    [
-                        self.values[(series, x, RELU, s)][metric] - self.values[(series, x, DOCTOR, s)][metric]
-                        for s in seeds
-                    ]
-                )
-                mean, std = float(diffs.mean()), float(diffs.std())
-                if metric in pooled:
-                    d = pooled[metric]
-                    rows.append((series, x, metric, mean, std, d.estimate, d.low, d.high, d.significant, d.verdict()))
-                else:
-                    rows.append(
-                        (
-                            series,
-                            x,
-                            metric,
-                            mean,
-                            std,
-                            mean,
-                            np.nan,
-                            np.nan,
-                            False,
-                            f"{stats.METRIC_LABELS[metric]}: no bootstrap interval (0 resamples)",
-                        )
-                    )
+            differences = {
+                m: [self.values[(series, x, RELU, s)][m] - self.values[(series, x, DOCTOR, s)][m] for s in seeds]
+                for m in metric_info.PAIRED_KEYS
+            }
+            rows += [
+                {"series": series, "x": x, **{k: row[k] for k in stats.PAIRED_ROW_COLUMNS}}
+                for row in stats.paired_rows(differences, pooled)
+            ]
         paired = pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
         return curves[list(CURVE_COLUMNS)], paired, per_seed
 
 
 # ------------------------------------------------------------------------------------------ options and cache
+@dataclass
+class Sweep:
+    """What a study's sweep gives besides the collected numbers: its ``settings`` (the seeds and resamples are
+    added), ``series`` (see :class:`StudyResult`), ``notes``, ``tables`` made from the curves, and ``point``, how
+    a fallback note names a point (:meth:`Collector.fallback_notes`)."""
+
+    settings: dict
+    series: dict[str, dict]
+    notes: list[str] = field(default_factory=list)
+    tables: Callable[[pd.DataFrame], dict[str, pd.DataFrame]] | None = None
+    point: Callable[[str, float], str] = lambda series, x: f"{series} {x:g}"
+
+
 @dataclass(frozen=True)
 class Options:
     """The keyword options every study's ``run_study`` takes besides its own settings, checked by
@@ -284,9 +275,23 @@ class Options:
     cancel: Cancel | None
     use_cache: bool
 
-    def finish(self, collector: Collector) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        """``collector``'s frames (:meth:`Collector.finish`) with these resamples, progress and cancel."""
-        return collector.finish(self.n_resamples, self.progress, self.cancel)
+    def study(self, name: str, title: str, run, key: dict, sweep: Callable[[Collector], Sweep]) -> StudyResult:
+        """The study ``name`` on ``run``: ``sweep(collector)`` fills a :class:`Collector` and says what else the
+        result holds; its frames (:meth:`Collector.finish`, with these resamples, progress and cancel), the
+        seeds and resamples in the settings, the sweep's notes then one per fallback point make the result,
+        cached under the study's own settings ``key`` (:meth:`cached`)."""
+
+        def compute() -> StudyResult:
+            collector = Collector()
+            swept = sweep(collector)
+            curves, paired, per_seed = collector.finish(self.n_resamples, self.progress, self.cancel)
+            report(self.progress, 1, 1, "done")
+            settings = {"seeds": list(self.seeds), **swept.settings, "n_resamples": self.n_resamples}
+            notes = [*swept.notes, *collector.fallback_notes(swept.point)]
+            tables = swept.tables(curves) if swept.tables is not None else {}
+            return StudyResult(name, title, curves, paired, per_seed, settings, swept.series, tables, notes)
+
+        return self.cached(name, run, key, compute)
 
     def cached(self, study: str, run, key: dict, compute: Callable[[], StudyResult]) -> StudyResult:
         """The result stored under the ``study``'s name, the content of the ``run``'s logits and labels, the

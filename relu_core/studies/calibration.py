@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 
-from relu_core import detectors, protocol, validation
+from relu_core import detectors, metric_info, protocol, validation
 from relu_core.errors import InputError
 from relu_core.progress import report
 from relu_core.studies import base
@@ -103,13 +103,6 @@ def ece_from_bins(count: np.ndarray, confidence_sum: np.ndarray, hit_sum: np.nda
     return float(np.abs(hit_sum - confidence_sum).sum() / count.sum())
 
 
-def _fit_relu(probs: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, bool]:
-    fitted = base.moments(probs, correct)
-    hamming = detectors.hamming_matrix(probs.shape[1])
-    matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, LAMBDA)
-    return matrix, fitted is None or np.array_equal(matrix, hamming)
-
-
 @small_work
 def calibration_seed(
     logits: np.ndarray,
@@ -132,18 +125,7 @@ def calibration_seed(
         tag = "uncalibrated" if state == UNCALIBRATED else "calibrated"
         row[f"ece_{tag}"] = ece_from_bins(*counts)
         row[f"nll_{tag}"] = nll(logits[evaluation], labels[evaluation], t)
-        matrix, fallback = _fit_relu(probs[tune], correct[tune])
-        if fallback:
-            collector.note_fallback(SERIES, state)
-        collector.add(
-            SERIES,
-            state,
-            base.RELU,
-            seed,
-            detectors.quadratic_score(probs[evaluation], matrix),
-            c_eval,
-            samples=evaluation,
-        )
+        collector.add_relu(SERIES, state, seed, base.RelUFit(probs, correct, tune), LAMBDA, evaluation)
         collector.add(SERIES, state, base.DOCTOR, seed, detectors.gini(probs[evaluation]), c_eval, samples=evaluation)
     return row
 
@@ -167,7 +149,7 @@ def _summary(per_seed_rows: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
             pick = curves[(curves["detector"] == detector) & (curves["metric"] == metric)].set_index("x")
             rows.append(
                 {
-                    "quantity": f"{detector} {base.METRIC_LABELS[metric]}",
+                    "quantity": f"{detector} {metric_info.get(metric).name}",
                     "uncalibrated_mean": pick.loc[UNCALIBRATED, "mean"],
                     "uncalibrated_std": pick.loc[UNCALIBRATED, "std"],
                     "calibrated_mean": pick.loc[CALIBRATED, "mean"],
@@ -181,7 +163,7 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
     """The calibration study on ``run``; the keyword ``options`` as :func:`base.options`."""
     tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
     common = base.options(**options)
-    seeds, progress = common.seeds, common.progress
+    seeds = common.seeds
     logits = np.asarray(run.logits, dtype=np.float64)
     labels = np.asarray(run.labels)
     correct = protocol.correctness(logits, labels)
@@ -192,16 +174,13 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
         "bins": N_BINS,
     }
 
-    def compute() -> base.StudyResult:
-        collector = base.Collector()
+    def sweep(collector: base.Collector) -> base.Sweep:
         bins: dict = {}
         rows = []
-        for i, (seed, tune, evaluation) in enumerate(base.splits_for(correct, tune_fraction, seeds)):
-            base.checkpoint(common.cancel, "calibration study")
-            report(progress, i, len(seeds) + 1, f"seed {i + 1}/{len(seeds)}: temperature scaling")
+        splits = protocol.seeded_splits(correct, tune_fraction, seeds)
+        for i, (seed, tune, evaluation) in enumerate(splits.checked(common.cancel, "calibration study")):
+            report(common.progress, i, len(seeds), f"seed {i + 1}/{len(seeds)}: temperature scaling")
             rows.append(calibration_seed(logits, labels, correct, tune, evaluation, seed, collector, bins))
-        report(progress, len(seeds), len(seeds) + 1, "paired bootstrap")
-        curves, paired, per_seed = common.finish(collector)
         seeds_frame = pd.DataFrame(rows)
         edges = np.linspace(0.0, 1.0, N_BINS + 1)
         reliability = pd.DataFrame(
@@ -220,22 +199,16 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
         )
         settings = {
             "tune_fraction": tune_fraction,
-            "seeds": list(seeds),
             "lambda": LAMBDA,
             "eps": 0.0,
             "n_bins": N_BINS,
             "n_folds": N_FOLDS,
-            "n_resamples": common.n_resamples,
             "calibration_grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
         }
-        notes = [
-            (
-                f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "
-                "tuning split)"
-            )
-        ]
-        notes += collector.fallback_notes(lambda _, x: STATE_NAMES[x])
-        report(progress, len(seeds) + 1, len(seeds) + 1, "done")
+        note = (
+            f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "
+            "tuning split)"
+        )
         series = {
             SERIES: {
                 "x_label": "temperature scaling",
@@ -243,16 +216,16 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
                 "ticks": {str(k): v for k, v in STATE_NAMES.items()},
             }
         }
-        return base.StudyResult(
-            NAME,
-            TITLE,
-            curves,
-            paired,
-            per_seed,
+        return base.Sweep(
             settings,
             series,
-            tables={"summary": _summary(seeds_frame, curves), "temperatures": seeds_frame, "reliability": reliability},
-            notes=notes,
+            [note],
+            tables=lambda curves: {
+                "summary": _summary(seeds_frame, curves),
+                "temperatures": seeds_frame,
+                "reliability": reliability,
+            },
+            point=lambda _, x: STATE_NAMES[x],
         )
 
-    return common.cached(NAME, run, key, compute)
+    return common.study(NAME, TITLE, run, key, sweep)

@@ -145,7 +145,7 @@ def options_from_args(name: str, args) -> dict:
 
 def format_result(result) -> str:
     """Text tables: per series, x against each detector's FPR95 and AUROC (mean ± std), then Rel-U − Doctor."""
-    from relu_core.studies import base
+    from relu_core import metric_info
 
     lines = [result.title, f"Settings: {json.dumps(result.settings)}", *(f"Note: {n}" for n in result.notes)]
     for series, info in result.series.items():
@@ -155,7 +155,7 @@ def format_result(result) -> str:
             "",
             (
                 f"[{series}] {info.get('x_label', series)}; mean ± std over seeds "
-                f"({base.METRIC_LABELS['fpr95']}, positives = correctly classified)"
+                f"({metric_info.FPR95.name}, positives = correctly classified)"
             ),
         ]
         header = [info.get("x_label", "x")] + [f"{d} {m}" for m in ("fpr95", "auroc") for d in detectors]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from relu_core import comparison
+from relu_core import comparison, metric_info
 from relu_core import figures as core_figures
 from relu_core.studies import base
 
@@ -75,7 +75,7 @@ def band_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure
                 line={"color": color, "width": 3 if detector in core_figures.PROMINENT else 1.5},
                 customdata=np.stack([std, line["n_seeds"].to_numpy(float)], axis=1),
                 hovertemplate=f"{detector}<br>{info.get('x_label', 'x')} = %{{x:.4g}}<br>"
-                f"{base.METRIC_LABELS[metric]} = %{{y:.4f}} ± %{{customdata[0]:.4f}}"
+                f"{metric_info.get(metric).name} = %{{y:.4f}} ± %{{customdata[0]:.4f}}"
                 "<br>%{customdata[1]} seeds<extra></extra>",
             )
         )
@@ -93,11 +93,11 @@ def band_figure(result: base.StudyResult, series: str, metric: str) -> go.Figure
             text=label,
             showarrow=False,
         )
-    better = "higher" if base.HIGHER_IS_BETTER[metric] else "lower"
+    shown = metric_info.get(metric)
     fig.update_layout(
-        title=f"{base.METRIC_LABELS[metric]} ({better} is better) against {info.get('x_label', series)}",
+        title=f"{shown.title} against {info.get('x_label', series)}",
         xaxis=_x_axis(info),
-        yaxis={"title": base.METRIC_LABELS[metric]},
+        yaxis={"title": shown.name},
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         legend={"orientation": "h", "y": -0.2},
     )
@@ -142,9 +142,9 @@ def difference_figure(result: base.StudyResult, series: str, metric: str) -> go.
     )
     fig.add_hline(y=0.0, line_color="#333", line_width=1)
     fig.update_layout(
-        title=f"Rel-U − Doctor, {base.METRIC_LABELS[metric]}, with the 95 % paired bootstrap interval",
+        title=f"Rel-U − Doctor, {metric_info.get(metric).name}, with the 95 % paired bootstrap interval",
         xaxis=_x_axis(info),
-        yaxis={"title": f"Δ {base.METRIC_LABELS[metric]}"},
+        yaxis={"title": f"Δ {metric_info.get(metric).name}"},
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         legend={"orientation": "h", "y": -0.2},  # under the plot, as the curves' figure above: the x axes line up
     )
@@ -190,17 +190,17 @@ def reliability_figure(reliability: pd.DataFrame) -> go.Figure:
 def _sentence(result: base.StudyResult, series: str, metric: str) -> str:
     info = result.series.get(series, {})
     n = ", ".join(str(int(v)) for v in sorted(set(result.curves.loc[result.curves["series"] == series, "n_seeds"])))
-    better = "higher" if base.HIGHER_IS_BETTER[metric] else "lower"
+    shown = metric_info.get(metric)
     x_label = info.get("x_label", series)
     text = (
-        f"Each line is a detector's {base.METRIC_LABELS[metric]} ({better} is better) on the evaluation splits "
+        f"Each line is a detector's {shown.title} on the evaluation splits "
         f"as {x_label} changes, averaged over {n} seed(s); the shaded band is ±1 standard deviation."
     )
     if series == "lambda":
         text += " Doctor has no λ, so its line is flat; the dotted lines mark λ = N₊/(N₊ + N₋) and the default 0.5."
     if series == "calibration":
         text = (
-            f"{base.METRIC_LABELS[metric]} ({better} is better) of Doctor and Rel-U at T = 1 and at the "
+            f"{shown.title} of Doctor and Rel-U at T = 1 and at the "
             f"calibration temperature chosen on the tuning split, averaged over {n} seed(s) with a ±1 std band."
         )
     return text
@@ -239,20 +239,9 @@ def figures_for(result: base.StudyResult) -> list[tuple[str, go.Figure, str]]:
 
 
 def paired_table(result: base.StudyResult) -> pd.DataFrame:
-    """Rel-U − Doctor per series, point and metric in words: mean ± std over seeds, the interval, the verdict."""
+    """Rel-U − Doctor per series, point and metric in words (:func:`relu_core.comparison.paired_table`)."""
     p = result.paired
-    return pd.DataFrame(
-        {
-            "series": p["series"],
-            "point": [f"{x:g}" for x in p["x"]],
-            "metric": [base.METRIC_LABELS[m] for m in p["metric"]],
-            "Rel-U − Doctor (mean ± std over seeds)": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(p["mean"], p["std"])],
-            "95 % CI of the mean": [
-                "–" if np.isnan(lo) else f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(p["ci_low"], p["ci_high"])
-            ],
-            "verdict": comparison.outcome_column(p),
-        }
-    )
+    return comparison.paired_table(p, series=p["series"], point=[f"{x:g}" for x in p["x"]])
 
 
 def figure_html(fig: go.Figure, sentence: str = "") -> str:

@@ -162,7 +162,7 @@ def run_study(
     check_run(run)
     fractions = tuning_split.check_fractions(fractions)
     common = base.options(**options)
-    seeds, progress, cancel = common.seeds, common.progress, common.cancel
+    progress, cancel = common.progress, common.cancel
     if isinstance(other, str):
         other = datasets.load_dataset(other, split="test")
     check_shapes(run, other)
@@ -177,14 +177,12 @@ def run_study(
         "assembly_seed": ASSEMBLY_SEED,
     }
 
-    def compute() -> base.StudyResult:
+    def sweep(collector: base.Collector) -> base.Sweep:
         report(progress, 0, 1, f"classifying {len(other.labels):,} images of {other.name}")
         logits_out = other_logits(run, other, device=device, progress=progress, cancel=cancel)
         mix = assemble(run.logits, correct_in, logits_out, other.labels, other.class_names, exclude)
         n = len(mix["in_idx"])
-        collector = base.Collector()
         tuning_split.fraction_sweep(mix["logits"], mix["correct"], fractions, collector, common, series="mismatch")
-        curves, paired, per_seed = common.finish(collector)
         errors_in = int(n - mix["correct"][:n].sum())
         settings = {
             "other": other.name,
@@ -193,20 +191,16 @@ def run_study(
             "n_per_side": n,
             "other_kept": mix["kept"],
             "fractions": list(fractions),
-            "seeds": list(seeds),
             "T": tuning_split.TEMPERATURE,
             "lambda": tuning_split.LAMBDA,
             "eps": 0.0,
-            "n_resamples": common.n_resamples,
         }
-        notes = [
+        mixture = (
             f"{n:,} in-distribution samples ({run.dataset_name}; {errors_in:,} of them misclassified) and {n:,} "
             f"samples of {other.name}"
             + (f" without its {len(exclude)} classes {', '.join(exclude)}" if exclude else "")
-            + "; positives: in-distribution samples classified correctly",
-            *collector.fallback_notes(),
-        ]
-        series = {"mismatch": {**tuning_split.SERIES_INFO}}
-        return base.StudyResult(NAME, TITLE, curves, paired, per_seed, settings, series, notes=notes)
+            + "; positives: in-distribution samples classified correctly"
+        )
+        return base.Sweep(settings, {"mismatch": {**tuning_split.SERIES_INFO}}, [mixture])
 
-    return common.cached(NAME, run, key, compute)
+    return common.study(NAME, TITLE, run, key, sweep)

@@ -45,27 +45,14 @@ def fraction_sweep(
     """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed of ``common``, into ``collector``."""
     probs = detectors.softmax(logits, TEMPERATURE)
     doctor = detectors.gini(probs)
-    hamming = detectors.hamming_matrix(probs.shape[1])
     for i, fraction in enumerate(fractions):
         report(common.progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
-        for seed in common.seeds:
-            base.checkpoint(common.cancel, "tuning-split study")
-            tune, evaluation = protocol.split_indices(len(correct), fraction, seed, stratify=correct)
-            fitted = base.moments(probs[tune], correct[tune])
-            matrix = hamming if fitted is None else detectors.relu_matrix_from_moments(*fitted, LAMBDA)
-            if fitted is None or np.array_equal(matrix, hamming):
-                collector.note_fallback(series, fraction)
-            c_eval = correct[evaluation]
+        splits = protocol.seeded_splits(correct, fraction, common.seeds)
+        for seed, tune, evaluation in splits.checked(common.cancel, "tuning-split study"):
+            collector.add_relu(series, fraction, seed, base.RelUFit(probs, correct, tune), LAMBDA, evaluation)
             collector.add(
-                series,
-                fraction,
-                base.RELU,
-                seed,
-                detectors.quadratic_score(probs[evaluation], matrix),
-                c_eval,
-                samples=evaluation,
+                series, fraction, base.DOCTOR, seed, doctor[evaluation], correct[evaluation], samples=evaluation
             )
-            collector.add(series, fraction, base.DOCTOR, seed, doctor[evaluation], c_eval, samples=evaluation)
 
 
 def run_study(run, *, fractions: Sequence[float] = FRACTIONS, **options) -> base.StudyResult:
@@ -74,22 +61,9 @@ def run_study(run, *, fractions: Sequence[float] = FRACTIONS, **options) -> base
     common = base.options(**options)
     correct = protocol.correctness(run.logits, run.labels)
 
-    def compute() -> base.StudyResult:
-        collector = base.Collector()
+    def sweep(collector: base.Collector) -> base.Sweep:
         fraction_sweep(run.logits, correct, fractions, collector, common)
-        curves, paired, per_seed = common.finish(collector)
-        report(common.progress, len(fractions), len(fractions), "done")
-        settings = {
-            "fractions": list(fractions),
-            "seeds": list(common.seeds),
-            "T": TEMPERATURE,
-            "lambda": LAMBDA,
-            "eps": 0.0,
-            "n_resamples": common.n_resamples,
-        }
-        notes = collector.fallback_notes()
-        return base.StudyResult(
-            NAME, TITLE, curves, paired, per_seed, settings, {"fraction": dict(SERIES_INFO)}, notes=notes
-        )
+        settings = {"fractions": list(fractions), "T": TEMPERATURE, "lambda": LAMBDA, "eps": 0.0}
+        return base.Sweep(settings, {"fraction": dict(SERIES_INFO)})
 
-    return common.cached(NAME, run, {"fractions": fractions}, compute)
+    return common.study(NAME, TITLE, run, {"fractions": fractions}, sweep)
