@@ -7,9 +7,16 @@ folder named ``pages/`` beside the entry as an old-style multipage app and then 
 (ARCHITECTURE.md, "The frame").
 """
 
+import sys
+
 import streamlit as st
 
-from studio import frame
+# A server's first visit imports torch, plotly and pandas (10-20 s on 2 cores): say so instead of a blank page.
+loading = st.empty()
+if "studio.frame" not in sys.modules:
+    loading.caption("Loading Rel-U Studio (the first visit after the server starts takes 10-20 s)…")
+
+from studio import frame  # noqa: E402 - after the placeholder, on purpose
 
 PAGES = {
     frame.START: st.Page("app_pages/Start.py", title="Start", default=True),
@@ -21,5 +28,6 @@ PAGES = {
 }
 
 page = st.navigation(list(PAGES.values()))
+loading.empty()
 frame.draw(page, PAGES)
 page.run()
