@@ -416,6 +416,63 @@ def risk_coverage_figure(
     return _unvalidated_figure(traces, layout)
 
 
+#: One colour per run when runs are overlaid (``runs_curves_figure``); detectors are told apart by the dash.
+RUN_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+_DETECTOR_DASHES = {"Rel-U": "solid", "Doctor": "dash", "MSP": "dot", "ODIN": "dashdot"}
+
+
+def runs_curves_figure(
+    curves: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray, float]],
+    kind: str,
+    *,
+    max_points: int | None = None,
+) -> go.Figure:
+    """Several runs' curves in one figure, ``(run, detector) -> (x, y, area)``: one colour per run (in order of
+    first appearance), one dash per detector; ``kind`` "roc" (x FPR, y TPR, AUROC in the legend) or
+    "risk_coverage" (x coverage, y risk, AURC)."""
+    if kind not in ("roc", "risk_coverage"):
+        raise ValueError(f"unknown kind {kind!r}")
+    roc = kind == "roc"
+    metric = metric_info.AUROC if roc else metric_info.AURC
+    x_name, y_name = ("FPR", "TPR") if roc else ("coverage", "risk")
+    colors = {run: RUN_COLORS[i % len(RUN_COLORS)] for i, run in enumerate(dict.fromkeys(r for r, _ in curves))}
+    traces = []
+    for (run, detector), (x, y, area) in curves.items():
+        keep = _thin(len(x), max_points)
+        traces.append(
+            {
+                "type": "scatter",
+                "x": np.asarray(x, dtype=np.float64)[keep],
+                "y": np.asarray(y, dtype=np.float64)[keep],
+                "mode": "lines",
+                "name": f"{run} · {detector} ({metric.label} {area:{metric.format}})",
+                "legendgroup": run,
+                "line": {"color": colors[run], "width": 2, "dash": _DETECTOR_DASHES.get(detector, "longdash")},
+                "hovertemplate": f"{run} · {detector}<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
+            }
+        )
+    axes = (
+        {
+            "xaxis": {"title": {"text": "FPR (errors accepted)"}, "range": [0, 1]},
+            "yaxis": {"title": {"text": "TPR (correct accepted)"}, "range": [0, 1.02]},
+        }
+        if roc
+        else {
+            "xaxis": {"title": {"text": "coverage (fraction accepted)"}, "range": [0, 1]},
+            "yaxis": {"title": {"text": "risk (error rate among accepted)"}, "rangemode": "tozero"},
+        }
+    )
+    layout = {
+        "title": {"text": "ROC by run (positives = correct predictions)" if roc else "Risk-coverage by run"},
+        **axes,
+        # below the plot: up to 4 runs x 4 detectors do not fit inside it
+        "legend": {"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top", "font": {"size": 11}},
+        "margin": {**CURVE_MARGIN, "b": 60},
+        "height": 620,
+    }
+    return _unvalidated_figure(traces, layout)
+
+
 def radar_figure(
     axes: Sequence[str],
     series: Mapping[str, Sequence[float]],

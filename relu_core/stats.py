@@ -83,12 +83,18 @@ class PairedDifference:
         )
 
 
-def _check_inputs(uncertainty_a, uncertainty_b, correct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    a, flags = _metrics._validate_scores(uncertainty_a, correct)
-    b, _ = _metrics._validate_scores(uncertainty_b, correct)
-    if flags.all() or not flags.any():
-        raise InputError("a paired comparison needs correctly and wrongly classified samples")
-    return a, b, flags
+def _check_inputs(uncertainty_a, uncertainty_b, correct) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(a, flags_a, b, flags_b)``; ``correct`` is one (N,) bool array, or a pair of them when A and B judge
+    two classifiers' predictions on the same samples (two runs of one data set)."""
+    correct_a, correct_b = correct if isinstance(correct, tuple) else (correct, correct)
+    a, flags_a = _metrics._validate_scores(uncertainty_a, correct_a)
+    b, flags_b = _metrics._validate_scores(uncertainty_b, correct_b)
+    if a.shape != b.shape:
+        raise InputError("the two detectors must score the same samples")
+    for flags in (flags_a, flags_b):
+        if flags.all() or not flags.any():
+            raise InputError("a paired comparison needs correctly and wrongly classified samples")
+    return a, flags_a, b, flags_b
 
 
 def _check_options(metric_keys: Sequence[str], n_resamples: int, confidence: float) -> tuple[str, ...]:
@@ -251,13 +257,14 @@ def bootstrap_differences(
     """
     _check_positive(fpr_positive)
     keys = _check_options(metrics, n_resamples, 0.95)
-    a, b, flags = _check_inputs(uncertainty_a, uncertainty_b, correct)
-    (out,) = _draw([(a, b, flags)], [np.arange(flags.shape[0])], flags.shape[0], keys, n_resamples, seed, fpr_positive)
+    checked = _check_inputs(uncertainty_a, uncertainty_b, correct)
+    n = checked[0].shape[0]
+    (out,) = _draw([checked], [np.arange(n)], n, keys, n_resamples, seed, fpr_positive)
     return out
 
 
 def _draw(
-    pairs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    pairs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     positions: Sequence[np.ndarray],
     population: int,
     keys: tuple[str, ...],
@@ -265,14 +272,15 @@ def _draw(
     seed: int,
     fpr_positive: str,
 ) -> list[dict[str, np.ndarray]]:
-    """``metric(A) - metric(B)`` per pair and resample, every pair scored on the same draws of a population.
+    """``metric(A) - metric(B)`` per pair ``(a, flags_a, b, flags_b)`` and resample, every pair scored on the same
+    draws of a population.
 
     Resample r draws ``population`` indices uniformly with replacement (blocks of :data:`BLOCK` resamples from
     one ``default_rng(seed)`` stream); pair s's samples are the population members ``positions[s]``, each
     counted as often as it was drawn, so a pair's resample size varies unless it is the whole population."""
     harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, population + 1))))  # H_0 .. H_N
     tail = np.concatenate(([0.0], np.cumsum(harmonic[:-1])))  # S_m = H_0 + ... + H_(m-1), m = 0 .. N
-    detectors = [(_SortedDetector(a, flags), _SortedDetector(b, flags)) for a, b, flags in pairs]
+    detectors = [(_SortedDetector(a, flags_a), _SortedDetector(b, flags_b)) for a, flags_a, b, flags_b in pairs]
     rng = np.random.default_rng(seed)
     out = [{k: np.empty(n_resamples) for k in keys} for _ in pairs]
     for first in range(0, n_resamples, BLOCK):
@@ -298,8 +306,10 @@ def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[s
     ----------
     uncertainty_a, uncertainty_b : (N,) float
         Uncertainties of detector A (e.g. Rel-U) and B (e.g. Doctor); higher = more likely misclassified.
-    correct : (N,) bool
-        Whether each prediction was right (the positives). Both kinds must be present.
+    correct : (N,) bool, or a pair ``(correct_a, correct_b)`` of them
+        Whether each prediction was right (the positives). Both kinds must be present. A pair when A and B
+        judge two classifiers' predictions on the same samples (two runs of one data set: ``relu_core.compare``);
+        each detector's metrics then use its own classifier's correctness.
     metrics : subset of ``("fpr95", "auroc", "aurc")``, keyword
         All three by default.
     n_resamples : int, keyword
@@ -332,7 +342,7 @@ def pooled_bootstrap(
     """The interval of the *mean over seeds* of ``metric(A) - metric(B)``.
 
     ``pairs`` holds one ``(uncertainty_a, uncertainty_b, correct)`` per seed (each seed's evaluation
-    split); ``sample_ids`` names each split's samples (e.g. image indices in the data set), one array per
+    split; ``correct`` as in :func:`paired_bootstrap`); ``sample_ids`` names each split's samples (e.g. image indices in the data set), one array per
     pair. Seeds' evaluation splits share most of their samples, so the resampled unit is the sample: resample r
     draws the union of the splits with replacement once, every seed's split keeps the drawn samples it holds
     (paired: both detectors score the same draws), and the seeds' differences are averaged. The percentile
@@ -346,7 +356,7 @@ def pooled_bootstrap(
     if not pairs:
         raise InputError("no evaluation splits to compare")
     checked = [_check_inputs(a, b, flags) for a, b, flags in pairs]
-    sizes = [flags.shape[0] for _, _, flags in checked]
+    sizes = [pair[0].shape[0] for pair in checked]
     if sample_ids is None:
         draws = [
             _draw([pair], [np.arange(n)], n, keys, n_resamples, seed + s, fpr_positive)[0]
@@ -363,8 +373,8 @@ def pooled_bootstrap(
         draws = _draw(checked, positions, members.size, keys, n_resamples, seed, fpr_positive)
     sums = {k: sum(d[k] for d in draws) for k in keys}
     estimates = {k: 0.0 for k in keys}
-    for a, b, flags in checked:
-        point_a, point_b = _metrics.summary(a, flags, fpr_positive), _metrics.summary(b, flags, fpr_positive)
+    for a, flags_a, b, flags_b in checked:
+        point_a, point_b = _metrics.summary(a, flags_a, fpr_positive), _metrics.summary(b, flags_b, fpr_positive)
         for k in keys:
             estimates[k] += point_a[k] - point_b[k]
     tail = (1.0 - float(confidence)) / 2.0

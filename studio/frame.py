@@ -13,7 +13,14 @@ from relu_core import explore
 from studio import query, session, sidebar
 
 #: The pages' names, for :func:`switch_to` (app.py declares each page under one of them).
-START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES = "start", "explore", "corruptions", "studies", "baselines"
+START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE = (
+    "start",
+    "explore",
+    "corruptions",
+    "studies",
+    "baselines",
+    "compare",
+)
 
 
 def draw(page, pages: Mapping[str, object]) -> None:

@@ -207,6 +207,36 @@ def bl_defaults(usable: Collection[str], slow: Collection[str] = ()) -> dict[str
     }
 
 
+# ---- Runs compared side by side (app_pages/Compare.py)
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
+COMPARE_PAGE = "cmp"
+CMP_RUNS = "cmp_runs"
+CMP_DETECTORS = "cmp_detectors"
+CMP_TEMPERATURE = "cmp_temperature"
+CMP_LAM = "cmp_lam"
+CMP_TUNE_FRACTION = "cmp_tune_fraction"
+CMP_SEEDS = "cmp_seeds"
+#: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
+CMP_KEPT = "cmp_kept"
+CMP_ROC = "cmp_roc"
+CMP_RISK_COVERAGE = "cmp_rc"
+#: The prefix (:func:`item_key`) of the page's download buttons (with the file's name).
+CMP_DOWNLOAD = "cmp_dl"
+
+
+def cmp_defaults(run_ids: list[str]) -> dict[str, object]:
+    """The comparison page's settings until changed: the first runs loaded (up to four), the paper's Table 1
+    detectors at Explore's default setting (T = 1, λ = 0.5, half the samples to tune), three split seeds."""
+    return {
+        CMP_RUNS: run_ids[:4],
+        CMP_DETECTORS: ["msp", "odin", "doctor", "relu"],
+        CMP_TEMPERATURE: 1.0,
+        CMP_LAM: 0.5,
+        CMP_TUNE_FRACTION: 0.5,
+        CMP_SEEDS: 3,
+    }
+
+
 # ---- URL query parameters (studio.query); Explore's widgets are seeded from them
 QUERY_PARAMS_READ = "_query_params_read"
 QUERY_RUN_READ = "_query_run_read"

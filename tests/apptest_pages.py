@@ -10,8 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"
-START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES = (
-    f"app_pages/{name}.py" for name in ("Start", "Explore", "Corruptions", "Studies", "Baselines")
+START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE = (
+    f"app_pages/{name}.py" for name in ("Start", "Explore", "Corruptions", "Studies", "Baselines", "Compare")
 )
 
 

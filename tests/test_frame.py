@@ -7,7 +7,7 @@ import ast
 
 import numpy as np
 import pytest
-from apptest_pages import APP, BASELINES, CORRUPTIONS, EXPLORE, REPO, START, STUDIES, app
+from apptest_pages import APP, BASELINES, COMPARE, CORRUPTIONS, EXPLORE, REPO, START, STUDIES, app
 
 TIMEOUT = 300
 
@@ -24,7 +24,7 @@ def _declared_pages() -> list[str]:
 
 def test_every_page_is_declared_once_in_app_py_and_no_pages_folder_exists():
     declared = _declared_pages()
-    assert declared == [START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES]
+    assert declared == [START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE]
     assert sorted(declared) == sorted(f"app_pages/{p.name}" for p in (REPO / "app_pages").glob("*.py"))
     # Streamlit 1.67 runs a folder named pages/ beside the entry as an old-style multipage app: AppTest then
     # skips app.py on every rerun, and a fresh server's first visit to /Explore shows "Page not found"
@@ -41,7 +41,7 @@ def test_reruns_go_through_the_entry_on_every_page(digits_run):
     from relu_core import explore
 
     explore.register_run(digits_run)
-    for page in (START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES):
+    for page in (START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE):
         at = app(page, TIMEOUT)
         at.session_state["run_id"] = digits_run.run_id
         at.run()
@@ -67,7 +67,7 @@ def test_start_switches_to_explore_by_page_object(digits_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [START, CORRUPTIONS, STUDIES, BASELINES])
+@pytest.mark.parametrize("page", [START, CORRUPTIONS, STUDIES, BASELINES, COMPARE])
 def test_a_shared_link_opens_its_run_on_any_page(page, digits_run):
     from relu_core import explore, runs
 

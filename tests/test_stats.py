@@ -195,3 +195,24 @@ def test_fpr95_skips_the_resamples_that_leave_it_undefined(positive, rare, tied)
         a, b = np.round(a), np.round(b)
     got = stats.paired_bootstrap(a, b, correct, n_resamples=400, fpr_positive=positive)
     assert got["fpr95"].n_resamples == got["auroc"].n_resamples < 400
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_two_classifiers_on_the_same_samples_each_use_their_own_correctness(tied):
+    """A pair of correctness arrays (two runs of one data set): each resample scores A with A's correctness and
+    B with B's, on the same drawn samples."""
+    a, _, correct_a = _pair(3, n=120, tied=tied)
+    b, _, correct_b = _pair(4, n=120, tied=tied)
+    n_resamples = stats.BLOCK + 3
+    got = stats.bootstrap_differences(a, b, (correct_a, correct_b), n_resamples=n_resamples, seed=2)
+    for r, idx in enumerate(_draws(len(a), n_resamples, 2)):
+        if any(flags[idx].all() or not flags[idx].any() for flags in (correct_a, correct_b)):
+            continue
+        sa, sb = metrics.summary(a[idx], correct_a[idx]), metrics.summary(b[idx], correct_b[idx])
+        for key in ("fpr95", "auroc", "aurc"):
+            assert got[key][r] == pytest.approx(sa[key] - sb[key], abs=1e-12), (r, key)
+    result = stats.paired_bootstrap(a, b, (correct_a, correct_b), n_resamples=200)
+    sa, sb = metrics.summary(a, correct_a), metrics.summary(b, correct_b)
+    assert result["auroc"].estimate == pytest.approx(sa["auroc"] - sb["auroc"], abs=1e-15)
+    with pytest.raises(InputError, match="same samples"):
+        stats.paired_bootstrap(a, b[:-1], (correct_a, correct_b[:-1]))

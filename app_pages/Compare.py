@@ -1,0 +1,142 @@
+"""Runs compared side by side: two to four runs of one data set (e.g. one architecture trained with several
+objectives, or two architectures), every detector's metrics per run on the same seeded splits, ROC and
+risk-coverage overlays (one colour per run) and the paired difference of each run from the first. A thin page:
+the widgets, one call to ``relu_core.compare.compare_runs`` through the shared job box (progress, Cancel), the
+figures of ``relu_core.figures``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from relu_core import compare, detectors, explore, figures, metric_info, protocol
+from studio import jobbox, page, session
+from studio.runs import run_label, session_runs
+
+page.page_header(
+    "Runs compared side by side",
+    "Choose two to four runs of **one data set** (load them in the sidebar: a registered data set with several "
+    "models, or uploads). Every run is split with the same seeds (stratified on the runs' joint right and wrong "
+    "predictions), D* is fitted on each run's tuning part and every metric is read on the evaluation part. Each "
+    "detector judges its own run's predictions, so a difference between runs compares how well each run's "
+    "errors can be told apart, beside the runs' accuracies. The difference of each run from the first carries a "
+    "95 % paired bootstrap interval (the same resampled samples score both runs). "
+    f"{protocol.FPR_CONVENTION}.",
+)
+
+loaded = [rid for rid in session_runs() if rid in explore.RUNS]
+if len(loaded) < compare.MIN_RUNS:
+    st.info(
+        "Only one run is loaded in this session. Add another run of the same data set in the sidebar "
+        "(**Data set + model**, **Upload logits** or **Upload model + data set**): it appears here."
+    )
+    st.stop()
+
+session.restore(session.cmp_defaults(loaded), session.CMP_KEPT)
+st.session_state[session.CMP_RUNS] = [rid for rid in st.session_state[session.CMP_RUNS] if rid in loaded]
+with st.container(border=True):
+    st.multiselect(
+        f"runs ({compare.MIN_RUNS} to {compare.MAX_RUNS}; the first is the reference)",
+        loaded,
+        format_func=lambda rid: run_label(explore.RUNS[rid]),
+        max_selections=compare.MAX_RUNS,
+        key=session.CMP_RUNS,
+    )
+    c_det, c_t, c_lam, c_split, c_seeds = st.columns([5, 2, 2, 2, 1])
+    c_det.multiselect("detectors", list(compare.DEFAULT_KEYS), format_func=detectors.label, key=session.CMP_DETECTORS)
+    c_t.select_slider("T (Rel-U, Doctor)", options=explore.TEMPERATURES, key=session.CMP_TEMPERATURE)
+    c_lam.slider("λ (Rel-U)", 0.0, 1.0, step=0.05, key=session.CMP_LAM)
+    page.fraction_slider(c_split, "tuning split", key=session.CMP_TUNE_FRACTION)
+    c_seeds.number_input("seeds", min_value=1, max_value=10, step=1, key=session.CMP_SEEDS)
+session.keep(
+    [
+        session.CMP_RUNS,
+        session.CMP_DETECTORS,
+        session.CMP_TEMPERATURE,
+        session.CMP_LAM,
+        session.CMP_TUNE_FRACTION,
+        session.CMP_SEEDS,
+    ],
+    session.CMP_KEPT,
+)
+
+chosen = [explore.RUNS[rid] for rid in st.session_state[session.CMP_RUNS]]
+options = {  # the arguments of compare.compare_runs, and the settings its result is kept for
+    "keys": tuple(st.session_state[session.CMP_DETECTORS]),
+    "temperature": float(st.session_state[session.CMP_TEMPERATURE]),
+    "lam": round(float(st.session_state[session.CMP_LAM]), 2),
+    "tune_fraction": float(st.session_state[session.CMP_TUNE_FRACTION]),
+    "seeds": tuple(range(int(st.session_state[session.CMP_SEEDS]))),
+}
+ready = compare.MIN_RUNS <= len(chosen) and bool(options["keys"])
+result = jobbox.study_run(
+    session.COMPARE_PAGE,
+    tuple(run.run_id for run in chosen),
+    tuple(options.items()),
+    f"Comparing {page.count(len(chosen), 'run')}",
+    lambda progress, cancel: compare.compare_runs(chosen, **options, progress=progress, cancel=cancel),
+    ready=ready,
+    hint="" if ready else f"Choose {compare.MIN_RUNS} to {compare.MAX_RUNS} runs and at least one detector.",
+)
+if result is None:
+    st.stop()
+st.caption(
+    f"T = {result.temperature:g} · λ = {result.lam} · tuning split {result.tune_fraction:.0%} · "
+    f"{page.count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / {result.n_eval:,} evaluation samples "
+    "per seed"
+)
+
+# ------------------------------------------------------------------------------------------- tables
+st.subheader("Each run's detectors (mean ± std over seeds)")
+shown = pd.DataFrame({"run": result.table["run"], "detector": result.table["detector"]})
+shown["accuracy"] = [f"{a:.2%}" for a in result.table["accuracy"]]
+for m in metric_info.PAIRED_KEYS:
+    metric = metric_info.BY_KEY[m]
+    shown[metric.header] = [
+        metric.mean_std(mean, std) for mean, std in zip(result.table[m], result.table[f"{m}_std"], strict=True)
+    ]
+st.dataframe(shown, hide_index=True)
+
+words = ["run", "metric", "verdict"]
+if not result.relu_minus_doctor.empty:
+    st.subheader("Rel-U − Doctor within each run")
+    st.dataframe(result.relu_minus_doctor[words], hide_index=True)
+st.subheader(f"Each run − run 1 ({result.run_labels[0]})")
+st.dataframe(result.differences[["detector", *words]], hide_index=True)
+st.caption(
+    "Verdicts: the 95 % percentile interval of the paired bootstrap, pooled over the seeds; "
+    '"no significant difference" when it covers 0.'
+)
+
+# ------------------------------------------------------------------------------------------- figures
+roc = figures.runs_curves_figure(
+    {key: (fpr, tpr, auc) for key, (fpr, tpr, auc, *_) in result.curves.items()}, "roc", max_points=400
+)
+rc = figures.runs_curves_figure(
+    {key: (cov, risk, area) for key, (*_, cov, risk, area) in result.curves.items()}, "risk_coverage", max_points=400
+)
+left, right = st.columns(2)
+with left:
+    page.chart(st, roc, "runs_roc", key=session.CMP_ROC)
+with right:
+    page.chart(st, rc, "runs_risk_coverage", key=session.CMP_RISK_COVERAGE)
+st.caption("Curves on the first seed's evaluation split; colour: run, dash: detector.")
+
+row = st.columns(3)
+for column, (name, frame) in zip(
+    row,
+    (
+        ("runs_table", result.table),
+        ("runs_differences", result.differences),
+        ("runs_relu_doctor", result.relu_minus_doctor),
+    ),
+    strict=True,
+):
+    page.download_button(
+        column,
+        f"{name.replace('_', ' ')} (CSV)",
+        frame.to_csv(index=False),
+        f"{name}.csv",
+        key=session.item_key(session.CMP_DOWNLOAD, name),
+    )
