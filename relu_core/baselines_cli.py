@@ -16,16 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from relu_core import validation
+from relu_core import cli_shared, validation
 from relu_core.errors import InputError
 
 
 def add_parser(sub) -> None:
     """Register the ``baselines`` subcommand on ``relu_core.cli``'s subparsers."""
-    from relu_core import cli
-
     p = sub.add_parser("baselines", help="MLP, MC-Dropout, Deep Ensembles and conformal beside Rel-U and Doctor")
-    cli.add_run_arguments(p, "logits file (.npz/.csv/.parquet): no model, so no MC-Dropout", required=False)
+    cli_shared.add_run_arguments(p, "logits file (.npz/.csv/.parquet): no model, so no MC-Dropout", required=False)
     p.add_argument(
         "--methods", default=None, help="comma-separated detector keys (default: every one this run supports)"
     )
@@ -39,18 +37,16 @@ def add_parser(sub) -> None:
     p.add_argument("--val-fraction", default="0.2", help="tuning fraction (default 0.2)")
     p.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
     p.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples (default 1000; 0: none)")
-    cli._add_engine_arguments(p)
+    cli_shared.add_engine_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", metavar="DIR", help="write the table, per-seed values and the figures (HTML, CSV) here")
     p.set_defaults(handler=run_command)
 
 
 def _members(text: str, run) -> np.ndarray:
-    from relu_core import cli
-
     stack = []
     for name in [t.strip() for t in text.split(",") if t.strip()]:
-        member = cli.load_logits_file(name)
+        member = cli_shared.load_logits_file(name)
         if member.logits.shape != run.logits.shape or not np.array_equal(member.labels, run.labels):
             raise InputError(
                 f"ensemble member {name} does not hold the run's samples: logits "
@@ -129,7 +125,7 @@ def write_outputs(result, out: Path) -> list[Path]:
 
 
 def run_command(args: argparse.Namespace, bar) -> int:
-    from relu_core import baselines, cli
+    from relu_core import baselines
 
     coverage = validation.parse_fraction(args.coverage, "--coverage")
     fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
@@ -140,7 +136,7 @@ def run_command(args: argparse.Namespace, bar) -> int:
     out = None if args.out is None else validation.output_folder(args.out)  # before the work
     if args.logits is None and args.model is None:  # (both at once: argparse refuses)
         raise InputError("give either --logits FILE or --model NAME with --dataset")
-    run, title = cli.run_from_args(args, bar, batch_size)
+    run, title = cli_shared.run_from_args(args, bar, batch_size)
     members = None if args.ensemble is None else _members(args.ensemble, run)
     result = baselines.baselines_study(
         run,

@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from relu_core import paths
+from relu_core import npz, paths
 from relu_core.errors import InputError
 
 _CHECKSUM = "__checksum__"
@@ -146,11 +146,8 @@ def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
         if path.exists():  # a directory (or another non-file) squats the entry
             move_aside(path)
         return None
-    # imported here: the datasets package itself imports this module
-    from relu_core.datasets.formats import npz_headers
-
     try:
-        npz_headers(path, label=str(path))  # a crafted header must not allocate before its checksum fails
+        npz.headers(path, label=str(path))  # a crafted header must not allocate before its checksum fails
         with np.load(path, allow_pickle=False) as stored:
             arrays = {name: stored[name] for name in stored.files}
         expected = str(arrays.pop(_CHECKSUM))

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from relu_core import validation
+from relu_core import cli_shared, validation
 from relu_core.errors import InputError
 
 
 def cmd_report(args) -> int:
     """``python -m relu_core report``: the report of a logits file at fixed settings."""
-    from relu_core.cli import _parse_lambda, load_logits_file
     from relu_core.report import report_for_run, write_report
 
     try:
@@ -24,9 +23,9 @@ def cmd_report(args) -> int:
         raise InputError(f"--temperature must be one positive number, got {args.temperature!r}")
     fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
     seed = validation.parse_int(args.seed, "--seed", minimum=0)
-    lam = _parse_lambda(args.lam)
+    lam = cli_shared.parse_lambda(args.lam)
     validation.output_file(args.out)
-    run = load_logits_file(args.logits)
+    run = cli_shared.load_logits_file(args.logits)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     text = report_for_run(
         run, temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, keys=methods, logits_file=args.logits

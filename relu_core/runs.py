@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, datasets, detectors, engine, limits, models, training
+from relu_core import cache, datasets, detectors, engine, limits, models, npz, training
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress
 
@@ -107,9 +107,7 @@ def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, .
 
 
 def _read_npz(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    from relu_core.datasets.formats import npz_headers
-
-    headers = npz_headers(data, label="the .npz file", max_bytes=limits.MEMORY_BUDGET_BYTES)
+    headers = npz.headers(data, label="the .npz file", max_bytes=limits.MEMORY_BUDGET_BYTES)
     shape = headers.get("logits", ((),))[0]
     if len(shape) == 2:
         limits.check_logits_shape(*shape)

@@ -1,5 +1,7 @@
 """Every chart of the app, and the tables that follow a slider: small Streamlit components
-(``st.components.v2``) that draw once and then update in place when a rerun brings a changed view.
+(``st.components.v2``) that draw once and then update in place when a rerun brings a changed view. Their
+JavaScript and CSS are the files of ``studio/frontend``, read once at import; what a rerun sends them is JSON, the
+component's ``data``.
 
 ``st.plotly_chart`` re-mounts a chart whose figure changed (``Plotly.newPlot``: the whole SVG, axes and modebar
 rebuilt), three times per λ move on Explore; ``Plotly.react`` diffs and redraws only what changed
@@ -36,187 +38,19 @@ from relu_core.cache import atomic_write
 #: Streamlit serves ``static/`` beside the main script at ``app/static/``.
 PLOTLY_JS = Path(__file__).resolve().parent.parent / "static" / "plotly.min.js"
 
-# What both components share: plotly.js, their own element, and the following of a slider.
-_SHARED_JS = """
-function loadPlotly() {
-  // one script element per page; resolves to the plotly.js of app/static, whoever else set window.Plotly
-  if (!window.__reluStudioPlotly) {
-    window.__reluStudioPlotly = new Promise((resolve, reject) => {
-      const script = document.createElement("script");
-      script.src = new URL("app/static/plotly.min.js", document.baseURI).href;
-      script.onload = () => resolve(window.Plotly);
-      script.onerror = () => reject(new Error("Rel-U Studio: app/static/plotly.min.js could not be loaded"));
-      document.head.appendChild(script);
-    });
-  }
-  return window.__reluStudioPlotly;
-}
+#: The components' JavaScript and CSS, beside this module (found whatever the working directory). Each
+#: component's code is one module: Streamlit's markup (``streamlit_markup.js``), what both share, then its own.
+FRONTEND = Path(__file__).resolve().parent / "frontend"
 
-// The component's element in ``parent``, made on the first mount and kept across reruns.
-function ownElement(parent, className) {
-  let element = parent.querySelector(`.${className}`);
-  if (!element) {
-    element = document.createElement("div");
-    element.className = className;
-    parent.appendChild(element);
-  }
-  return element;
-}
 
-// The value a keyed st.slider shows (its thumb's label), as the server names views. A rerun may leave an old copy
-// of the slider on the page for a moment: the last copy not marked stale is the live one.
-function sliderValue(follow) {
-  const labels = [...document.querySelectorAll(`.${follow.slider} [data-testid="stSliderThumbValue"]`)];
-  const live = labels.filter((label) => !label.closest('[data-stale="true"]'));
-  const label = (live.length ? live : labels).at(-1);
-  return label ? Number(label.textContent).toFixed(follow.decimals) : null;
-}
+def _frontend(*names: str) -> str:
+    """The files ``names`` of :data:`FRONTEND`, one after the other."""
+    return "\n".join((FRONTEND / name).read_text(encoding="utf-8") for name in names)
 
-// What a user changes settings with (in the page or the sidebar): an interaction there may make the neighbours'
-// views wrong. Tabs and expanders only show or hide, and a chart's zoom or hover changes no setting.
-const CONTROLS = "input, textarea, select, button, label, [role=slider], [role=checkbox], [role=radio], "
-  + "[role=switch], [role=combobox], [role=option], [role=listbox]";
-const NOT_SETTINGS = ".js-plotly-plot, [role=tab], summary";
 
-// One registry per page: the elements following a slider, and whether following is on.
-function followers() {
-  if (window.__reluStudioFollow) return window.__reluStudioFollow;
-  const registry = { targets: new Set(), blockedAt: null, lastRun: -1 };
-  // Another control touched: its rerun, or one already under way (which started before the touch and may
-  // still bring views of the old settings), come first. Following resumes with the run after those two.
-  const interaction = (event) => {
-    const element = event.target instanceof Element ? event.target : null;
-    if (!element || element.closest(NOT_SETTINGS) || !element.closest(CONTROLS)) return;
-    for (const target of registry.targets) if (target.follow && element.closest(`.${target.follow.slider}`)) return;
-    registry.blockedAt = registry.lastRun;
-  };
-  for (const type of ["pointerdown", "keydown", "change"]) document.addEventListener(type, interaction, true);
-  // Streamlit's slider sets its input's aria-valuetext on every render of the slider, the user's moves included
-  new MutationObserver((records) => {
-    if (registry.blockedAt !== null) return;
-    for (const target of registry.targets) {
-      if (target.follow && records.some((r) => r.target.closest(`.${target.follow.slider}`))) target.update(false);
-    }
-  }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["aria-valuetext"] });
-  window.__reluStudioFollow = registry;
-  return registry;
-}
-
-// Registers ``element`` (drawn by ``show(view)``, which returns false when drawing failed) for this render's
-// payload and shows the view its slider's value asks for, else the server's own. Returns the cleanup.
-function follow(element, payload, current, show) {
-  const registry = followers();
-  let target = element.reluFollowTarget;
-  if (!target) {
-    target = element.reluFollowTarget = { shown: null };
-    // rendered: the server's answer, its own view unless the slider has moved on to a neighbour's; a value
-    // without a neighbour's view keeps what is shown until the server answers for it
-    target.update = (rendered) => {
-      const follow = target.follow, value = follow && sliderValue(follow);
-      const ahead = value && value !== follow.current;  // the slider left the value this answer is for
-      const own = rendered && (!ahead || target.shown === null) ? target.current : null;
-      const view = (value && follow.views[value]) || own;
-      if (view && view.id !== target.shown) {
-        target.shown = view.id;
-        Promise.resolve(show(view)).then((drawn) => { if (drawn === false) target.shown = null; });
-      }
-    };
-  }
-  target.follow = payload.follow || null;
-  target.current = current;
-  if (target.follow) {
-    if (target.follow.run < registry.lastRun) registry.blockedAt = null;  // a new session (a restarted server)
-    registry.lastRun = target.follow.run;
-    if (registry.blockedAt !== null && target.follow.run >= registry.blockedAt + 2) registry.blockedAt = null;
-  }
-  registry.targets.add(target);
-  target.update(true);
-  // called when Streamlit unmounts the element; an element still on the page is being updated, not removed
-  return () => setTimeout(() => element.isConnected || registry.targets.delete(target), 0);
-}
-"""
-
-_CHART_JS = (
-    _SHARED_JS
-    + """
-export default function ({ parentElement, data, setTriggerValue }) {
-  const plot = ownElement(parentElement, "relu-studio-chart");
-  plot.reluSetTrigger = setTriggerValue;  // the latest mount's, for the click handler bound once
-  if (plot.reluPayload !== data) {  // every rerun sends every chart again; most did not change
-    plot.reluPayload = data;
-    const payload = JSON.parse(data);
-    plot.reluConfig = payload.config;
-    plot.reluClickable = payload.clickable;
-    plot.reluUnfollow = follow(plot, payload, { id: payload.view, figure: payload }, (view) => draw(plot, view));
-  }
-  const unfollow = plot.reluUnfollow;
-  return () => {
-    unfollow();
-    setTimeout(() => plot.isConnected || loadPlotly().then((Plotly) => Plotly.purge(plot)).catch(() => {}), 0);
-  };
-}
-
-function draw(plot, view) {
-  const figure = view.figure || JSON.parse(view.body);
-  // a fixed height: with "responsive" and no height of its own plotly measures the empty element (0 px) and
-  // flips between 0 and its default on alternate updates
-  plot.style.height = `${figure.layout.height || 450}px`;
-  return loadPlotly().then((Plotly) => {
-    Plotly.react(plot, figure.data, figure.layout, plot.reluConfig);
-    if (plot.reluClickable && !plot.reluClickBound) {
-      plot.reluClickBound = true;
-      plot.on("plotly_click", (event) => {
-        const point = event.points.find((p) => p.customdata != null) ?? event.points[0];
-        plot.reluSetTrigger("click", { x: point.x, y: point.y, customdata: point.customdata ?? null });
-      });
-    }
-    return true;
-  }).catch((error) => {
-    plot.textContent = error.message;
-    return false;
-  });
-}
-"""
-)
-
-_HTML_JS = (
-    _SHARED_JS
-    + """
-export default function ({ parentElement, data, setTriggerValue }) {
-  const box = ownElement(parentElement, "relu-studio-html");
-  if (box.reluPayload !== data) {
-    box.reluPayload = data;
-    const payload = JSON.parse(data);
-    box.reluPollMs = payload.poll_ms || 0;
-    box.reluUnfollow = follow(box, payload, { id: payload.view, body: payload.html }, (view) => {
-      box.innerHTML = view.body;
-      return true;
-    });
-  }
-  // while the server waits on something, ask it again (a rerun of this element's fragment only) in a moment
-  clearTimeout(box.reluPoll);
-  if (box.reluPollMs) box.reluPoll = setTimeout(() => setTriggerValue("poll", Date.now()), box.reluPollMs);
-  const unfollow = box.reluUnfollow;
-  return () => {
-    unfollow();
-    setTimeout(() => box.isConnected || clearTimeout(box.reluPoll), 0);
-  };
-}
-"""
-)
-
-#: The tables' look, close to Streamlit's own (its theme's text colour and font); significant differences
-#: coloured as in the report.
-_HTML_CSS = """
-.relu-studio-html table { border-collapse: collapse; font-size: 0.875rem; margin: 0.25rem 0 0.5rem; }
-.relu-studio-html th, .relu-studio-html td { border: 1px solid rgba(128, 128, 128, 0.25); padding: 0.25rem 0.75rem;
-  text-align: right; font-variant-numeric: tabular-nums; }
-.relu-studio-html th { font-weight: 600; background: rgba(128, 128, 128, 0.08); }
-.relu-studio-html td:first-child, .relu-studio-html th:first-child { text-align: left; }
-.relu-studio-html .better { background: #c7e9c0; color: #111; font-weight: 700; }
-.relu-studio-html .worse { background: #fcbba1; color: #111; font-weight: 700; }
-.relu-studio-html p { margin: 0.25rem 0; font-size: 0.875rem; opacity: 0.75; }
-"""
+_CHART_JS = _frontend("streamlit_markup.js", "shared.js", "chart.js")
+_HTML_JS = _frontend("streamlit_markup.js", "shared.js", "html.js")
+_HTML_CSS = _frontend("html.css")
 
 _mount_chart = st.components.v2.component("relu_studio_chart", js=_CHART_JS, isolate_styles=False)
 _mount_html = st.components.v2.component("relu_studio_html", js=_HTML_JS, css=_HTML_CSS, isolate_styles=False)
@@ -243,6 +77,13 @@ def value_key(value: float, decimals: int = 2) -> str:
     return f"{value:.{decimals}f}"
 
 
+def widget_class(key: str) -> str:
+    """The class Streamlit gives the element of the widget keyed ``key``: ``st-key-`` and the key, each character
+    outside ``[a-zA-Z0-9_-]`` as ``-``. The one rule of Streamlit's page markup on the Python side (the others are
+    in ``frontend/streamlit_markup.js``), checked in a browser by ``tests/test_frontend_markup.py``."""
+    return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key.strip())
+
+
 def _view_id(body: str) -> str:
     return hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
 
@@ -254,10 +95,9 @@ def _follow_payload(follow: Follow | None, body_of) -> dict:
     for value, view in follow.views.items():
         body = body_of(view)
         views[value] = {"id": _view_id(body), "body": body}
-    slider = "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", follow.slider.strip())  # as Streamlit names its class
     return {
         "follow": {
-            "slider": slider,
+            "slider": widget_class(follow.slider),
             "current": follow.current,
             "views": views,
             "run": follow.run,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relu_core import cli, protocol
+from relu_core import cli, cli_shared, logits_cli, protocol
 from relu_core.detectors import LAMBDA_GRID, protocol_keys
 from relu_core.errors import InputError
 
@@ -333,8 +333,8 @@ def test_models_and_datasets_list_the_accepted_names(capsys):
 
 def test_written_npz_is_a_valid_logits_file(tmp_path):
     logits, labels = _logits(30, 3)
-    path = cli.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
-    run = cli.load_logits_file(path)
+    path = logits_cli.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
+    run = cli_shared.load_logits_file(path)
     np.testing.assert_array_equal(run.logits, logits)
     np.testing.assert_array_equal(run.labels, labels)
     assert run.class_names == ("a", "b", "c")
@@ -344,7 +344,7 @@ def test_written_npz_is_a_valid_logits_file(tmp_path):
 def test_failed_npz_write_keeps_the_old_file_and_leaves_no_partial_one(tmp_path, monkeypatch):
     """write_logits_npz goes through cache.atomic_write: an error while writing leaves the previous file whole."""
     logits, labels = _logits(30, 3)
-    path = cli.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
+    path = logits_cli.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
     before = path.read_bytes()
 
     def failing_savez(stream, **arrays):
@@ -353,7 +353,7 @@ def test_failed_npz_write_keeps_the_old_file_and_leaves_no_partial_one(tmp_path,
 
     monkeypatch.setattr(np, "savez", failing_savez)
     with pytest.raises(InputError, match=r"cannot write .*out\.npz \(disk full\)"):  # the path asked, not the temp
-        cli.write_logits_npz(path, logits * 2, labels, ["a", "b", "c"])
+        logits_cli.write_logits_npz(path, logits * 2, labels, ["a", "b", "c"])
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
 
@@ -362,12 +362,12 @@ def test_progress_bar_stays_quiet_for_short_work_and_draws_for_long_work(capsys)
     import io
 
     quiet = io.StringIO()
-    bar = cli.ProgressBar(quiet, delay=10.0)
+    bar = cli_shared.ProgressBar(quiet, delay=10.0)
     for i in range(1, 11):
         bar(i, 10, "step")
     assert quiet.getvalue() == ""
     loud = io.StringIO()
-    bar = cli.ProgressBar(loud, delay=0.0)
+    bar = cli_shared.ProgressBar(loud, delay=0.0)
     for i in range(1, 101):
         bar(i, 100, "step")
     lines = loud.getvalue().splitlines()
@@ -633,7 +633,7 @@ def _outputs(tmp: Path) -> dict[str, Path]:
 def test_an_out_that_is_not_a_file_is_refused_before_any_work(command, place, npz_file, tmp_path, capsys, monkeypatch):
     """--out naming a folder (or a FIFO) used to be moved aside as a damaged cache entry and replaced, exit 0."""
     out = _outputs(tmp_path)[place]
-    monkeypatch.setattr(cli, "_model_run", lambda *a: pytest.fail("the model ran before --out was checked"))
+    monkeypatch.setattr(cli_shared, "model_run", lambda *a: pytest.fail("the model ran before --out was checked"))
     argv = {
         "report": ["report", "--logits", str(npz_file)],
         "logits": ["logits", "--model", "cnn8", "--dataset", "digits"],
@@ -660,7 +660,9 @@ def test_eps_defaults_to_the_detectors_it_is_defined_for(capsys, monkeypatch):
     detector named explicitly that pre-processing is not defined for is refused before the model runs."""
     from relu_core import preprocessing
 
-    monkeypatch.setattr(cli, "run_from_args", lambda *a: pytest.fail("the model ran before --methods was checked"))
+    monkeypatch.setattr(
+        cli_shared, "run_from_args", lambda *a: pytest.fail("the model ran before --methods was checked")
+    )
     rc = cli.main(["evaluate", "--model", "cnn8", "--dataset", "digits", "--eps", "0.002", "--methods", "relu,energy"])
     captured = capsys.readouterr()
     _assert_one_error_line(rc, captured.out, captured.err)
@@ -675,7 +677,9 @@ def test_eps_defaults_to_the_detectors_it_is_defined_for(capsys, monkeypatch):
         asked.append(methods)
         raise InputError("the detectors are all this test needs")
 
-    monkeypatch.setattr(cli, "run_from_args", lambda *a: (Run.from_logits(logits, labels, ("a", "b", "c", "d")), ""))
+    monkeypatch.setattr(
+        cli_shared, "run_from_args", lambda *a: (Run.from_logits(logits, labels, ("a", "b", "c", "d")), "")
+    )
     monkeypatch.setattr(preprocessing, "make_perturbed_scorer", lambda *a, **k: None)
     monkeypatch.setattr(protocol, "evaluate", evaluate)
     cli.main(["evaluate", "--model", "cnn8", "--dataset", "digits", "--eps", "0.002"])

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -83,6 +86,21 @@ def test_the_script_is_served_from_where_the_component_loads_it() -> None:
     assert "app/static/plotly.min.js" in live_chart._CHART_JS
     # a full garbage collection after every rerun held the GIL while the deltas were still being sent
     assert config["runner"]["postScriptGC"] is False
+
+
+def test_the_components_code_is_the_files_of_studio_frontend_from_any_working_directory(tmp_path) -> None:
+    """Each component's module is Streamlit's markup, the shared code, then its own file; read beside the module,
+    so a server started from another directory finds them."""
+    frontend = REPO / "studio" / "frontend"
+    assert live_chart.FRONTEND == frontend
+    shared = [(frontend / name).read_text() for name in ("streamlit_markup.js", "shared.js")]
+    assert live_chart._CHART_JS == "\n".join([*shared, (frontend / "chart.js").read_text()])
+    assert live_chart._HTML_JS == "\n".join([*shared, (frontend / "html.js").read_text()])
+    assert live_chart._HTML_CSS == (frontend / "html.css").read_text()
+    code = "from studio import live_chart; print(len(live_chart._CHART_JS), live_chart.FRONTEND)"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.stdout.split() == [str(len(live_chart._CHART_JS)), str(frontend)], out.stderr
 
 
 def test_a_page_mounts_one_component_per_chart_under_its_key(tmp_path) -> None:

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from relu_core import cli, datasets, detectors, metric_info, metrics, protocol, runs, stats
+from relu_core import cli, cli_shared, datasets, detectors, metric_info, metrics, protocol, runs, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import by_name
 from relu_core.studies import STUDIES, ablation, base, calibration, mismatch, tuning_split
@@ -435,7 +435,7 @@ def test_cli_json_and_out_folder(logits_file, tmp_path, capsys) -> None:
     assert cli.main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["study"] == "tuning-split" and data["settings"]["seeds"] == [0, 1]
-    run = cli.load_logits_file(logits_file)  # the output names its run
+    run = cli_shared.load_logits_file(logits_file)  # the output names its run
     assert data["run"] == {"source": run.source, "run_id": run.run_id} and logits_file.name in run.source
     assert {row["x"] for row in data["curves"]} == {0.2, 0.5}
     files = {p.name for p in out.iterdir()}

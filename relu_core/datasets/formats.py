@@ -1,4 +1,5 @@
-"""Readers for the file formats behind the data sets: idx (MNIST family), plain-data pickles, npz arrays."""
+"""Readers for the file formats behind the data sets: idx (MNIST family), plain-data pickles, npz arrays (their
+headers checked by :mod:`relu_core.npz`)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,9 @@ from typing import IO
 
 import numpy as np
 
+from relu_core import npz
 from relu_core.datasets.base import DatasetError
-from relu_core.limits import size_in_words
-
-MAX_ARRAY_BYTES = 8 << 30
-"""Largest uncompressed array read from an npz file (guards against allocation bombs in crafted headers)."""
-NPY_MAGIC = b"\x93NUMPY"
+from relu_core.errors import InputError
 
 _MAX_PICKLE_BYTES = 1 << 20
 _IDX_DTYPES = {0x08: np.dtype(np.uint8)}
@@ -86,99 +84,32 @@ def read_plain_pickle(path: Path) -> dict[str, list[str]]:
     }
 
 
-def _member_header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype, int]:
-    """(shape, dtype, header length) of the .npy stream ``member``, read without touching its data."""
-    version = np.lib.format.read_magic(member)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-    elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-    else:
-        raise ValueError(f"unsupported .npy format version {version}")
-    return tuple(int(n) for n in shape), np.dtype(dtype), member.tell()
-
-
-def npz_headers(
-    source: Path | bytes, *, label: str, max_bytes: int = MAX_ARRAY_BYTES
-) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """The (shape, dtype) of every array of an npz file, read from the headers before anything is allocated.
-
-    Refused with one line (DatasetError): a single .npy array saved under an .npz name, a file that is not
-    a zip of .npy members, object (pickled) arrays, and any array whose header announces more bytes than
-    its member holds (a crafted "allocation bomb") or more than ``max_bytes``.
-    """
-    head = source[: len(NPY_MAGIC)] if isinstance(source, bytes) else _read_head(source, label)
-    if head == NPY_MAGIC:
-        raise DatasetError(
-            f"{label} is a single .npy array saved under an .npz name; save an .npz archive "
-            "with named arrays (numpy.savez(file, name=array, ...))"
-        )
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
-    except (zipfile.BadZipFile, OSError, ValueError) as error:
-        raise DatasetError(f"{label} is not a valid npz archive ({error})") from None
-    headers = {}
-    with archive:
-        for info in archive.infolist():
-            name = info.filename.removesuffix(".npy")
-            try:
-                with archive.open(info) as member:
-                    shape, dtype, header_bytes = _member_header(member)
-            except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError) as error:
-                raise DatasetError(f"{label}: member {info.filename!r} is not a valid .npy array ({error})") from None
-            if dtype.hasobject:
-                raise DatasetError(
-                    f"{label} holds a pickled object array ({name!r}), which is refused for safety; "
-                    "store plain numeric and string arrays"
-                )
-            needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
-            held = info.file_size - header_bytes
-            if needed > held:
-                raise DatasetError(
-                    f"{label}: array {name!r} announces shape {shape} ({needed:,} bytes) but the "
-                    f"file holds only {max(held, 0):,} bytes (truncated or crafted header)"
-                )
-            if needed > max_bytes:
-                raise DatasetError(
-                    f"{label}: array {name!r} of shape {shape} needs {needed:,} bytes, more than the "
-                    f"memory budget of {size_in_words(max_bytes)}"
-                )
-            headers[name] = (shape, dtype)
-    return headers
-
-
-def _read_head(path: Path, label: str) -> bytes:
-    try:
-        with Path(path).open("rb") as stream:
-            return stream.read(len(NPY_MAGIC))
-    except OSError as error:
-        raise DatasetError(f"{label} is not a valid npz archive (cannot read it: {error.strerror or error})") from None
-
-
 def load_npz_arrays(
     source: Path | bytes,
     keys: tuple[str, ...],
     optional: tuple[str, ...] = (),
     *,
     label: str,
-    max_bytes: int = MAX_ARRAY_BYTES,
+    max_bytes: int = npz.MAX_ARRAY_BYTES,
 ) -> dict[str, np.ndarray]:
     """Read the arrays ``keys`` (required) and ``optional`` from an npz file or its bytes.
 
     ``allow_pickle=False``: object arrays (pickles) are refused. Every header is checked first
-    (:func:`npz_headers`): arrays larger than their member or than ``max_bytes`` are refused before anything
-    is allocated. ``label`` names the file in messages.
+    (:func:`relu_core.npz.headers`, its refusals raised as DatasetError): arrays larger than their member or
+    than ``max_bytes`` are refused before anything is allocated. ``label`` names the file in messages.
     """
     stream: IO[bytes] | Path = io.BytesIO(source) if isinstance(source, bytes) else source
-    npz_headers(source, label=label, max_bytes=max_bytes)
     try:
-        with np.load(stream, allow_pickle=False) as npz:
-            missing = [key for key in keys if key not in npz.files]
+        npz.headers(source, label=label, max_bytes=max_bytes)
+    except InputError as error:  # the same one line, as the data sets' error
+        raise DatasetError(str(error)) from None
+    try:
+        with np.load(stream, allow_pickle=False) as archive:
+            missing = [key for key in keys if key not in archive.files]
             if missing:
-                raise DatasetError(
-                    f"{label} lacks the array(s) {', '.join(missing)} (it holds: {', '.join(npz.files) or 'nothing'})"
-                )
-            return {key: npz[key] for key in (*keys, *(k for k in optional if k in npz.files))}
+                held = ", ".join(archive.files) or "nothing"
+                raise DatasetError(f"{label} lacks the array(s) {', '.join(missing)} (it holds: {held})")
+            return {key: archive[key] for key in (*keys, *(k for k in optional if k in archive.files))}
     except DatasetError:
         raise
     except ValueError as error:

@@ -18,8 +18,9 @@ from PIL import Image
 
 from relu_core import cache, paths
 from relu_core.datasets.base import DatasetError, ImageSet
-from relu_core.datasets.formats import MAX_ARRAY_BYTES, load_npz_arrays
+from relu_core.datasets.formats import load_npz_arrays
 from relu_core.limits import size_in_words
+from relu_core.npz import MAX_ARRAY_BYTES
 from relu_core.progress import Progress, report
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})

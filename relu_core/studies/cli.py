@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from relu_core import validation
+from relu_core import cli_shared, validation
 from relu_core.errors import InputError
 from relu_core.studies import STUDIES
 
@@ -24,8 +24,6 @@ STUDY_NAMES = tuple(STUDIES)
 
 def add_parser(sub) -> None:
     """Register the ``study`` subcommand on the main parser's subparsers."""
-    from relu_core import cli
-
     st = sub.add_parser(
         "study",
         help="run one of the paper's studies: " + ", ".join(STUDY_NAMES),
@@ -33,7 +31,7 @@ def add_parser(sub) -> None:
         "D* fitted on tuning splits only. Results are cached by their settings.",
     )
     st.add_argument("name", metavar="NAME", help=" | ".join(STUDY_NAMES))
-    cli.add_run_arguments(
+    cli_shared.add_run_arguments(
         st,
         "logits file (.npz/.csv/.parquet); default: the default run (Fashion-MNIST when here, else digits)",
         required=False,
@@ -87,12 +85,12 @@ def _numbers(flag: str, text: str | None) -> list[float] | None:
 
 
 def _load_run(args, bar):
-    from relu_core import cli, runs
+    from relu_core import runs
 
     if args.logits is not None:
         if args.weights or args.dataset:
             raise InputError("--weights and --dataset go with --model, not with --logits")
-        return cli.load_logits_file(args.logits)
+        return cli_shared.load_logits_file(args.logits)
     if args.model is not None:
         if args.dataset is None:
             raise InputError("--model needs --dataset")

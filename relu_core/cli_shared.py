@@ -1,0 +1,182 @@
+"""What the command line's commands share: the flags naming a run and the engine, the parsing of T and λ,
+the run those flags name, and the progress bar every handler draws on stderr.
+
+Every command module (``evaluate_cli``, ``logits_cli``, ``report_cli``, ``baselines_cli``, ``studies/cli``)
+imports this one and no other command module; ``relu_core.cli`` registers them and turns a failure into its
+exit code. Heavy modules (runs, detectors, protocol) load inside the functions that need them, so that
+``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from relu_core.errors import InputError
+
+if TYPE_CHECKING:
+    from relu_core.runs import Run
+
+
+class ProgressBar:
+    """``progress(done, total, message)`` callback drawing a one-line bar on a stream (stderr).
+
+    Nothing is drawn for work that ends within ``delay`` seconds. On a terminal the line is redrawn in
+    place (at most every ``min_interval`` seconds); elsewhere (logs, pipes) one line per 10 % step.
+    """
+
+    def __init__(self, stream: TextIO | None = None, width: int = 28, delay: float = 1.0, min_interval: float = 0.1):
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.delay = delay
+        self.min_interval = min_interval
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._start: float | None = None
+        self._last_draw = 0.0
+        self._last_step = -1
+        self._open = False
+
+    def __call__(self, done: int, total: int, message: str = "") -> None:
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        if now - self._start < self.delay:
+            return
+        fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 0.0
+        finished = total > 0 and done >= total
+        filled = int(round(fraction * self.width))
+        line = f"[{'#' * filled}{'-' * (self.width - filled)}] {fraction:6.1%} {message}"
+        if self.tty:
+            if not finished and now - self._last_draw < self.min_interval:
+                return
+            self.stream.write("\r" + line[:120].ljust(120) + ("\n" if finished else ""))
+        else:
+            step = int(fraction * 10)
+            if step < self._last_step:  # a new phase restarted the count
+                self._last_step = -1
+            if step == self._last_step:
+                return
+            self._last_step = step
+            self.stream.write(line + "\n")
+        self._last_draw = now
+        self._open = not finished
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End an unfinished terminal line; the next phase starts its own delay."""
+        if self._open and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+        self._open = False
+        self._start = None
+        self._last_step = -1
+
+
+# -------------------------------------------------------------------------------------- arguments
+def parse_temperature(text: str) -> float | dict[str, float]:
+    """``1.5`` (every detector) or ``1.5,odin=1000`` (a default then per-method values)."""
+    from relu_core.detectors import check_temperature, protocol_keys
+    from relu_core.protocol import resolve_methods
+
+    default: float | None = None
+    per_method: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, _, value = part.rpartition("=")
+        try:
+            number = check_temperature(float(value))
+        except ValueError:
+            raise InputError(
+                f"--temperature expects positive numbers like 1.5 or 1.5,odin=1000, got {text!r}"
+            ) from None
+        if key:
+            per_method[resolve_methods([key])[0]] = number
+        else:
+            default = number
+    if default is None and not per_method:
+        raise InputError("--temperature is empty")
+    if not per_method:
+        return default
+    return {k: per_method.get(k, 1.0 if default is None else default) for k in protocol_keys()}
+
+
+def parse_lambda(text: str) -> float | str:
+    from relu_core.detectors import check_lambda
+
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return check_lambda(float(text))
+    except ValueError:
+        raise InputError(f"--lambda must be a number in [0, 1] or 'auto', got {text!r}") from None
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, logits_help: str, *, required: bool) -> None:
+    """The flags naming a run, shared by ``evaluate``, ``baselines`` and ``study``: ``--logits FILE`` or
+    ``--model NAME`` (one of them, or neither unless ``required``), with ``--weights`` and ``--dataset``."""
+    source = parser.add_mutually_exclusive_group(required=required)
+    source.add_argument("--logits", metavar="FILE", help=logits_help)
+    source.add_argument("--model", metavar="NAME", help="a registered model (see `models`); needs --dataset")
+    parser.add_argument(
+        "--weights",
+        metavar="FILE",
+        help="checkpoint for --model (default: its known weights), or hf:REPO for one of the authors' "
+        "Hugging Face Hub checkpoints (e.g. hf:edadaltocg/resnet34_cifar10; downloaded once)",
+    )
+    parser.add_argument(
+        "--dataset", metavar="SPEC", help="a registered data set, imagefolder:PATH, npz:PATH or zip:PATH"
+    )
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the engine that computes a model's logits: ``--device``, ``--batch-size``, ``--download``."""
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    parser.add_argument("--batch-size", default=None, help="inference batch size (default: chosen for the device)")
+    parser.add_argument("--download", action="store_true", help="download a registered data set if missing")
+
+
+# ---------------------------------------------------------------------------------- the run they name
+def load_logits_file(path: str | Path):
+    """A :class:`~relu_core.runs.Run` from a logits file (.npz, .csv or .parquet, as the app's upload)."""
+    from relu_core import runs
+
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a logits file")
+    if not path.is_file():
+        if path.exists():
+            raise InputError(f"{path} is not a regular file (a device or a pipe), not a logits file")
+        raise FileNotFoundError(f"no such file: {path}")
+    return runs.load_logits_upload(path.read_bytes(), path.name)
+
+
+def run_from_args(args: argparse.Namespace, bar: ProgressBar, batch_size: int | None) -> tuple[Run, str]:
+    """The run that ``--logits FILE`` or ``--model NAME --dataset SPEC [--weights FILE]`` names, and its title
+    line; InputError for flags that do not go together."""
+    if args.logits is not None:
+        for flag, value in (("--weights", args.weights), ("--dataset", args.dataset)):
+            if value is not None:
+                raise InputError(f"{flag} goes with --model, not with --logits")
+        return load_logits_file(args.logits), f"Logits: {args.logits}"
+    if args.dataset is None:
+        raise InputError("--model needs --dataset")
+    run = model_run(args, batch_size, bar)
+    bar.close()
+    return run, f"Model {args.model} on {args.dataset}: {run.source}"
+
+
+def model_run(args: argparse.Namespace, batch_size: int | None, progress: ProgressBar | None) -> Run:
+    """``runs.logits_for`` of ``--model``, ``--weights`` and ``--dataset`` with the engine flags."""
+    from relu_core import runs
+
+    return runs.logits_for(
+        args.model,
+        args.weights,
+        args.dataset,
+        device=args.device,
+        batch_size=batch_size,
+        progress=progress,
+        download=args.download,
+    )
