@@ -104,9 +104,9 @@ class Pages:
         reads), with ``state`` put in the session state before the first run; returns the AppTest, run once."""
         from streamlit.testing.v1 import AppTest
 
-        from relu_core import explore
+        from relu_core import runs
 
-        explore.register_run(run)
+        runs.register_run(run)
         at = AppTest.from_file(str(REPO / "pages" / page), default_timeout=Pages.timeout)
         at.session_state["run_id"] = run.run_id
         for key, value in state.items():
