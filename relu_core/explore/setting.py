@@ -75,6 +75,7 @@ class Setting:
         return f"{'TPR' if self.op_kind == 'tpr' else 'coverage'} ≥ {self.op_target:.0%}"
 
     def lam_words(self) -> str:
+        """λ as the URL and the report write it: "auto" or the number, e.g. "0.5"."""
         return self.lam if isinstance(self.lam, str) else f"{self.lam:g}"
 
 
