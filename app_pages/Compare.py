@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from relu_core import compare, detectors, explore, figures, metric_info, protocol
+from relu_core import compare, detectors, explore, figures, metric_info, protocol, runs
 from studio import jobbox, page, session
 from studio.runs import run_label, session_runs
 
@@ -25,7 +25,7 @@ page.page_header(
     f"{protocol.FPR_CONVENTION}.",
 )
 
-loaded = [rid for rid in session_runs() if rid in explore.RUNS]
+loaded = [rid for rid in session_runs() if rid in runs.RUNS]
 if len(loaded) < compare.MIN_RUNS:
     st.info(
         "Only one run is loaded in this session. Add another run of the same data set in the sidebar "
@@ -39,7 +39,7 @@ with st.container(border=True):
     st.multiselect(
         f"runs ({compare.MIN_RUNS} to {compare.MAX_RUNS}; the first is the reference)",
         loaded,
-        format_func=lambda rid: run_label(explore.RUNS[rid]),
+        format_func=lambda rid: run_label(runs.RUNS[rid]),
         max_selections=compare.MAX_RUNS,
         key=session.CMP_RUNS,
     )
@@ -61,7 +61,7 @@ session.keep(
     session.CMP_KEPT,
 )
 
-chosen = [explore.RUNS[rid] for rid in st.session_state[session.CMP_RUNS]]
+chosen = [runs.RUNS[rid] for rid in st.session_state[session.CMP_RUNS]]
 options = {  # the arguments of compare.compare_runs, and the settings its result is kept for
     "keys": tuple(st.session_state[session.CMP_DETECTORS]),
     "temperature": float(st.session_state[session.CMP_TEMPERATURE]),

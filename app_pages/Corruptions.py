@@ -12,6 +12,7 @@ import numpy as np
 import streamlit as st
 
 from relu_core import comparison, corruptions, detectors, explore, figures, metric_info, protocol, robustness
+from relu_core.runs import get_run
 from studio import jobbox, page, session
 
 run = page.page_header(
@@ -207,7 +208,7 @@ if result is not None:
 @st.cache_data(max_entries=32, show_spinner="Corrupting the image at every severity…")
 def gallery(run_id: str, index: int) -> np.ndarray:
     """The image ``index`` of a run under every corruption and severity (K, 5, H, W, C)."""
-    return robustness.corruption_gallery(explore.get_run(run_id).images[index])
+    return robustness.corruption_gallery(get_run(run_id).images[index])
 
 
 st.subheader("Gallery: one image under every corruption and severity")

@@ -21,8 +21,10 @@ NO_MODEBAR = {"displayModeBar": False}
 run = frame.current_run()
 
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
+setting = explore.Setting()  # the defaults, fixed in advance (Explore opens on them too)
 try:
-    view = explore.start_view(run.run_id)
+    view = explore.view(run, setting)
+    explore.ensure_paired(view)
 except InputError as exc:  # a run that cannot be evaluated (uploads are checked, but a cached run may not be)
     jobbox.show_error(exc)
     st.caption("Pick or load another run in the sidebar.")
@@ -30,14 +32,11 @@ except InputError as exc:  # a run that cannot be evaluated (uploads are checked
 st.info(explore.start_verdict(view))
 
 left, right, side = st.columns([5, 5, 2.4])
-heat, _, _ = explore.view_figures(view, list(run.class_names), show_keys=[])
-cm, cm_fig = explore.confusion_figure(
-    run.run_id, explore.START_SETTINGS["tune_fraction"], explore.START_SETTINGS["seed"]
-)
+cm, cm_fig = explore.confusion_figure(run, setting.tune_fraction, setting.seed)
 # compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
-    small_dstar = go.Figure(heat).update_layout(**compact).update_traces(colorbar_thickness=12)
+    small_dstar = go.Figure(view.heat).update_layout(**compact).update_traces(colorbar_thickness=12)
     page.chart(st, small_dstar, "dstar", key=session.START_DSTAR, config=NO_MODEBAR)
 with right:
     # no colour bar: the counts are written in the cells, and the matrix gets its width (about 110 px wide with it)
@@ -49,7 +48,7 @@ with side:
     st.metric("accuracy", f"{metrics.accuracy(run.logits, run.labels):.2%}")
     # short values: the side column is ~175 px wide at 1280 x 720, and a metric's value does not wrap
     st.metric(f"errors of {n:,}", f"{errors:,}")
-    st.metric("errors, evaluation split", f"{int((~view.correct[view.eval_idx]).sum()):,}")
+    st.metric("errors, evaluation split", f"{int((~view.correct_eval).sum()):,}")
     if st.button("Explore this run", type="primary", key=session.START_EXPLORE):
         frame.switch_to(frame.EXPLORE)
 

@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.busy import one_core_busy  # noqa: E402
-from relu_core import explore, metrics, protocol  # noqa: E402
+from relu_core import explore  # noqa: E402
 from relu_core.runs import Run  # noqa: E402
 
 REPEATS = 15
@@ -43,37 +43,35 @@ def synthetic_run(n: int, n_classes: int, seed: int = 0) -> Run:
     )
 
 
-def slider_change(run_id: str, class_names, temperature: float, lam: float) -> None:
-    """One fragment rerun's compute path (no widgets)."""
-    view = explore.explore(run_id, temperature, lam, 0.2, 0, list(protocol.PAIRED))
-    correct_eval = view.correct[view.eval_idx]
-    points = {
-        k: metrics.operating_point(d.eval_uncertainty, correct_eval, "tpr", 0.95) for k, d in view.detectors.items()
-    }
-    explore.confusion_figure(run_id, 0.2, 0)
-    explore.view_figures(view, class_names, points)
+def slider_change(run, setting: explore.Setting) -> None:
+    """One fragment rerun's compute path (no widgets): the view (uncached, as on a setting not seen before), its
+    operating points and figures."""
+    view = explore.views.compute(run, setting)
+    explore.confusion_figure(run, setting.tune_fraction, setting.seed)
+    view.marked(setting)
+    view.heat  # noqa: B018 - the D* figure, built on first use
 
 
 def bench(n: int, n_classes: int, label: str, seed: int) -> tuple[float, float]:
     """Median λ-move and T-move times (ms) on a fresh run (its own softmax cache)."""
     run = synthetic_run(n, n_classes, seed)
-    run_id = explore.register_run(run)
-    slider_change(run_id, run.class_names, 1.0, 0.5)  # warm-up: softmax at T=1, split, confusion figure
+    setting = explore.Setting(tune_fraction=0.2)
+    slider_change(run, setting)  # warm-up: softmax at T=1, split, confusion figure
     lam_times, t_times = [], []
     for i in range(REPEATS):
         start = time.perf_counter()
-        slider_change(run_id, run.class_names, 1.0, 0.3 + 0.02 * i)
+        slider_change(run, setting.replace(lam=round(0.3 + 0.02 * i, 2)))
         lam_times.append(time.perf_counter() - start)
     for i, temperature in enumerate(explore.TEMPERATURES[:REPEATS]):
         start = time.perf_counter()
-        slider_change(run_id, run.class_names, temperature, 0.5)  # a new T: its softmax is computed here
+        slider_change(run, setting.replace(temperature=temperature))  # a new T: its softmax is computed here
         t_times.append(time.perf_counter() - start)
     lam_ms, t_ms = 1e3 * statistics.median(lam_times), 1e3 * statistics.median(t_times)
-    view = explore.explore(run_id, 1.0, 0.5, 0.2, 0, list(protocol.PAIRED))
+    view = explore.view(run, setting)
     paired_times = []
     for _ in range(5):
         start = time.perf_counter()
-        explore.paired_for(view, 0)
+        explore.views.paired_for(view)
         paired_times.append(time.perf_counter() - start)
     print(
         f"{n:>6} x {n_classes:<4} {label:<16} λ move: median {lam_ms:6.1f} ms (max {1e3 * max(lam_times):6.1f})"

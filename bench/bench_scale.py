@@ -39,10 +39,10 @@ def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES) -> None:
     data = buffer.getvalue()
     print(f"{n:,} samples x {n_classes} classes ({len(data) / 2**20:.0f} MiB npz)")
     run = _timed("read the upload (headers, arrays, checks)", lambda: runs.load_logits_upload(data, "scale.npz"))
-    run_id = explore.register_run(run)
-    _timed("first view (softmax, split, fit, figures)", lambda: slider_change(run_id, run.class_names, 1.0, 0.5))
-    _timed("λ move", lambda: slider_change(run_id, run.class_names, 1.0, 0.6))
-    _timed("T move", lambda: slider_change(run_id, run.class_names, 2.0, 0.6))
+    setting = explore.Setting(tune_fraction=0.2)
+    _timed("first view (softmax, split, fit, figures)", lambda: slider_change(run, setting))
+    _timed("λ move", lambda: slider_change(run, setting.replace(lam=0.6)))
+    _timed("T move", lambda: slider_change(run, setting.replace(lam=0.6, temperature=2.0)))
 
 
 if __name__ == "__main__":

@@ -252,7 +252,11 @@ def resolve_lambda(lam: float | str, n_correct: int, n_errors: int) -> float:
     InputError
         For a bad ``lam``, or ``"auto"`` without fitting samples.
     """
-    lam = check_lambda(lam)
+    return _resolved_lambda(check_lambda(lam), n_correct, n_errors)
+
+
+def _resolved_lambda(lam: float | str, n_correct: int, n_errors: int) -> float:
+    """:func:`resolve_lambda` of a ``lam`` already checked (:func:`check_lambda`)."""
     if lam != "auto":
         return lam
     total = n_correct + n_errors
@@ -286,7 +290,6 @@ def _second_moment(block: Array) -> np.ndarray:
     return sum(parts[1:], parts[0]) / block.shape[0]
 
 
-@small_work
 def relu_matrix(probs: Array, correct: Array, lam: float | str = 0.5) -> np.ndarray:
     """Rel-U's closed-form relative-uncertainty matrix ``D*``.
 
@@ -314,6 +317,12 @@ def relu_matrix(probs: Array, correct: Array, lam: float | str = 0.5) -> np.ndar
     InputError
         For a bad ``lam``.
     """
+    return _relu_matrix(probs, correct, check_lambda(lam))
+
+
+@small_work
+def _relu_matrix(probs: Array, correct: Array, lam: float | str) -> np.ndarray:
+    """:func:`relu_matrix` with a ``lam`` already checked (:func:`check_lambda`)."""
     if isinstance(probs, torch.Tensor):
         probs = probs.detach().to(torch.float64)
         correct = torch.as_tensor(correct, device=probs.device).to(torch.bool)
@@ -324,7 +333,7 @@ def relu_matrix(probs: Array, correct: Array, lam: float | str = 0.5) -> np.ndar
         correct = np.asarray(correct, dtype=bool)
     positives, negatives = probs[correct], probs[~correct]
     n_pos, n_neg = positives.shape[0], negatives.shape[0]
-    lam_value = resolve_lambda(lam, n_pos, n_neg)
+    lam_value = _resolved_lambda(lam, n_pos, n_neg)
     if n_pos == 0 or n_neg == 0:
         return hamming_matrix(probs.shape[1])
     return relu_matrix_from_moments(_second_moment(positives), _second_moment(negatives), lam_value)
@@ -538,8 +547,9 @@ class RelU(Detector):
         if probs.shape[0] < 1:
             raise InputError("Rel-U needs at least one fitting sample")
         n_correct = int(correct.sum())
-        self.lam_ = resolve_lambda(self.lam, n_correct, correct.shape[0] - n_correct)
-        self.matrix_ = relu_matrix(probs, correct, self.lam_)
+        # ``lam`` was checked when the detector was made: the fit resolves "auto" and checks nothing again
+        self.lam_ = _resolved_lambda(self.lam, n_correct, correct.shape[0] - n_correct)
+        self.matrix_ = _relu_matrix(probs, correct, self.lam_)
         self.fallback_ = is_fallback(self.matrix_)
         return self
 

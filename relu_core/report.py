@@ -2,8 +2,8 @@
 
 :func:`render_html` writes the figures (interactive plotly, with plotly.js inlined once, so the file needs no
 network), the metrics with the Rel-U − Doctor paired intervals, every setting and the run's provenance (model,
-weights hash, data set, split seed, package versions). The Explore page passes what it shows;
-:func:`report_for_run` computes a view headlessly (``python -m relu_core report --logits F.npz --out r.html``).
+weights hash, data set, split seed, package versions). ``explore.report_html`` fills it from a view: the one the
+Explore page shows, or a logits file's (``python -m relu_core report --logits F.npz --out r.html``).
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from relu_core import comparison, detectors, figures, metrics, protocol, stats, threads
+from relu_core import comparison, figures, protocol, stats
 
 if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
     import pandas as pd
 
 #: Packages whose versions the provenance lists (those missing here are skipped).
 PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "torchvision", "plotly", "pandas", "streamlit")
-CURVE_POINTS = 1500
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
@@ -180,87 +179,6 @@ def _operating_html(table: pd.DataFrame | None, note: str) -> str:
         return ""
     formats = {"threshold": comparison.threshold_format(table["threshold"])}  # detectors' scales differ
     return f'<h2>Operating point</h2>{table_html(table, formats=formats)}<p class="note">{html.escape(note)}</p>\n'
-
-
-@threads.small_work
-def report_for_run(
-    run,
-    *,
-    temperature: float = 1.0,
-    lam: float | str = 0.5,
-    tune_fraction: float = 0.5,
-    seed: int = 0,
-    keys: Sequence[str] = protocol.PAIRED,
-    logits_file: str | Path | None = None,
-) -> str:
-    """The report of ``run`` at fixed settings, computed headlessly: Rel-U fitted on the seeded tuning split
-    at ``temperature`` and ``lam``, every detector scored on the evaluation split (ε = 0)."""
-    keys = list(dict.fromkeys([*protocol.PAIRED, *protocol.resolve_methods(list(keys))]))
-    correct = protocol.correctness(run.logits, run.labels)
-    tune_idx, eval_idx = protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct)
-    probs = detectors.softmax(run.logits, temperature)
-    relu = detectors.RelU(lam=lam, temperature=temperature).fit_probs(probs[tune_idx], correct[tune_idx])
-    correct_eval = correct[eval_idx]
-    scores = {}
-    for key in keys:  # the paired detectors at the report's T (Rel-U fitted above), the others at their default
-        detector = (
-            relu
-            if key == relu.key
-            else detectors.make_detector(key, temperature=temperature if key in protocol.PAIRED else None)
-        )
-        if detector.accepts_probs and detector.temperature == temperature:
-            scores[key] = detector.score_probs(probs[eval_idx])
-        else:
-            scores[key] = detector.score(run.logits[eval_idx])
-    names = {k: detectors.label(k) for k in keys}
-    summaries = {names[k]: metrics.summary(u, correct_eval) for k, u in scores.items()}
-    paired = stats.paired_bootstrap(*(scores[k] for k in protocol.PAIRED), correct_eval, seed=seed)
-    predictions = np.argmax(run.logits, axis=1)
-    cm = metrics.confusion_matrix(predictions[tune_idx], run.labels[tune_idx], run.n_classes)
-    curves = {}
-    for k, u in scores.items():
-        fpr, tpr, _ = metrics.roc_curve(u, correct_eval)
-        coverage, risk = metrics.risk_coverage_curve(u, correct_eval)
-        curves[names[k]] = (fpr, tpr, coverage, risk)
-    figs = [
-        figures.dstar_heatmap(relu.matrix_, run.class_names, title=f"D* (Rel-U, λ = {float(relu.lam_):.3g})"),
-        figures.confusion_heatmap(cm, run.class_names, title="Confusion matrix (tuning split)"),
-        figures.roc_figure(
-            {n: (c[0], c[1], summaries[n]["auroc"]) for n, c in curves.items()},
-            max_points=CURVE_POINTS,
-            title="ROC, evaluation split",
-        ),
-        figures.risk_coverage_figure(
-            {n: (c[2], c[3], summaries[n]["aurc"]) for n, c in curves.items()},
-            max_points=CURVE_POINTS,
-            title="Risk-coverage, evaluation split",
-        ),
-    ]
-    settings = {
-        "T (Rel-U, Doctor)": f"{temperature:g}",
-        "λ": f"{lam}" if isinstance(lam, str) else f"{lam:g}",
-        "λ used": f"{float(relu.lam_):.4g}",
-        "D*": protocol.FALLBACK_LABEL if relu.fallback_ else "learned on the tuning split",
-        "ε (input pre-processing)": "0",
-        "tuning split fraction": f"{tune_fraction:g}",
-        "split seed": seed,
-        "tuning / evaluation samples": f"{tune_idx.size:,} / {eval_idx.size:,}",
-        "errors in the evaluation split": f"{int((~correct_eval).sum()):,}",
-        "detectors": ", ".join(names.values()),
-        "selection": "fixed settings (no search)",
-    }
-    verdict = "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in ("auroc", "fpr95", "aurc")) + "."
-    return render_html(
-        title=f"Rel-U Studio report: {run.source or run.run_id}",
-        verdict=verdict,
-        settings=settings,
-        provenance_info=provenance(run, logits_file=logits_file),
-        figs=figs,
-        metrics_table=comparison.metrics_table(
-            summaries, float(correct_eval.mean()), difference=tuple(names[k] for k in protocol.PAIRED)
-        ),
-        paired=paired,
-    )
 
 
 def write_report(path: str | Path, text: str) -> Path:

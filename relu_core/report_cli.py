@@ -13,7 +13,8 @@ from relu_core.errors import InputError
 
 def cmd_report(args) -> int:
     """``python -m relu_core report``: the report of a logits file at fixed settings."""
-    from relu_core.report import report_for_run, write_report
+    from relu_core import explore, protocol
+    from relu_core.report import write_report
 
     try:
         temperature = float(args.temperature)
@@ -27,9 +28,10 @@ def cmd_report(args) -> int:
     validation.output_file(args.out)
     run = cli_shared.load_logits_file(args.logits)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    text = report_for_run(
-        run, temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, keys=methods, logits_file=args.logits
+    setting = explore.Setting(
+        temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, detectors=(*protocol.PAIRED, *methods)
     )
+    text = explore.report_html(run, explore.view(run, setting), setting, logits_file=args.logits)
     out = write_report(args.out, text)
     print(f"wrote {out} ({len(text.encode()) / 1e6:.1f} MB, self-contained: opens offline)")
     return 0

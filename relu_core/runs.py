@@ -3,7 +3,8 @@
 Runs come from the engine (:func:`logits_for`: a model, given or trained here, on a data set), from an uploaded
 logits file (:func:`load_logits_upload`) or from the default (:func:`default_run`: Fashion-MNIST when it is on
 the machine, else scikit-learn digits, with a small CNN trained here on first use). This module assembles
-runs on top of :mod:`relu_core.engine`, which only turns images into logits and imports none of it.
+runs on top of :mod:`relu_core.engine`, which only turns images into logits and imports none of it. The process
+keeps the runs in use in :data:`RUNS` (bounded), where a run's id (a content hash) finds it again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import nn
 from relu_core import cache, datasets, detectors, engine, limits, models, npz, training
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress
+from relu_core.registry import LRURegistry
 
 LABEL_COLUMN = "label"
 #: The environment variable that forces the default data set (the tests set ``digits``: seconds, not a minute).
@@ -423,6 +425,29 @@ def default_run(progress: Progress | None = None, cancel: Cancel | None = None) 
     return logits_for(
         choice.model, None, choice.dataset, device="cpu", epochs=choice.epochs, progress=progress, cancel=cancel
     )
+
+
+# --------------------------------------------------------------------------- the process's runs
+
+#: Runs kept for this process (content-addressed, so sessions share them), least recently used dropped.
+RUNS = LRURegistry(limits.MAX_RUNS)
+
+
+def register_run(run: Run) -> str:
+    """Keep ``run`` for this process (runs are content-addressed, so sessions can share them)."""
+    RUNS.setdefault(run.run_id, run)
+    return run.run_id
+
+
+def get_run(run_id: str) -> Run:
+    """The registered run ``run_id`` (InputError when unknown, e.g. dropped from the bounded registry)."""
+    try:
+        return RUNS[run_id]
+    except KeyError:
+        raise InputError(
+            f"this run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
+            "used runs): load it again"
+        ) from None
 
 
 # --------------------------------------------------------------------------- reopening a run by its id

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from relu_core import explore
+from relu_core import runs
 from studio import query, session, sidebar
 
 #: The pages' names, for :func:`switch_to` (app.py declares each page under one of them).
@@ -37,7 +37,7 @@ def draw(page, pages: Mapping[str, object]) -> None:
 def current_run():
     """The run the frame picked for this script run (the sidebar's current run, or the default one); fragment
     reruns read it again, so it is looked up by id (InputError when the bounded registry has dropped it)."""
-    return explore.get_run(st.session_state[session.RUN_ID])
+    return runs.get_run(st.session_state[session.RUN_ID])
 
 
 def switch_to(name: str) -> None:

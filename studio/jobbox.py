@@ -15,6 +15,7 @@ import streamlit as st
 from relu_core import explore, jobs, limits
 from relu_core.errors import USER_ERRORS, unexpected, user_message
 from relu_core.registry import LRURegistry
+from relu_core.runs import register_run
 from studio import runs, session
 
 
@@ -98,7 +99,7 @@ def adopt_finished_jobs() -> None:
         if job is None:
             continue
         if job.state == jobs.DONE and hasattr(job.result, "run_id"):
-            explore.register_run(job.result)
+            register_run(job.result)
             if select:
                 runs.select_run(job.result)
             elif job.result.run_id not in runs.session_runs():

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from relu_core import explore, jobs
+from relu_core import explore, jobs, runs
 from studio import session
 from studio.jobbox import wait_for
 from studio.runs import register_if_run, select_run
@@ -55,16 +55,14 @@ def open_run_from_query() -> None:
     """On a session's first view, a URL naming a run (``run``, a run id) makes it current: reopened from this
     machine's record of it (``runs.reopen``: cached logits, so quick) or, when the machine has none, a notice
     naming the run the link needs (``run_name``) shown above the page (:func:`query_run_notice`)."""
-    from relu_core import runs
-
     if st.session_state.get(session.QUERY_RUN_READ):
         return
     st.session_state[session.QUERY_RUN_READ] = True
     run_id, name = st.query_params.get("run"), st.query_params.get("run_name")
     if not run_id or run_id == st.session_state.get(session.RUN_ID):
         return
-    if run_id in explore.RUNS:
-        select_run(explore.RUNS[run_id])
+    if run_id in runs.RUNS:
+        select_run(runs.RUNS[run_id])
         return
     known = runs.describe(run_id) if re.fullmatch(r"[0-9a-f]{16}", run_id) else None
     if known is None:
@@ -97,16 +95,15 @@ def query_run_notice() -> None:
         st.warning(st.session_state[session.QUERY_RUN_NOTICE])
 
 
-def write_query_params(
-    lam: float | str, temperature: float, eps: float, tune_fraction: float, seed: int, run=None
-) -> None:
-    """Keep the view in the URL so it can be shared: the settings and, with ``run``, its id and name."""
+def write_query_params(setting, run=None) -> None:
+    """Keep the view's ``setting`` (an ``explore.Setting``) in the URL so it can be shared and, with ``run``, its
+    id and name."""
     wanted = {
-        "lam": lam if isinstance(lam, str) else f"{lam:g}",
-        "T": f"{temperature:g}",
-        "eps": f"{eps:g}",
-        "tune": f"{tune_fraction:g}",
-        "seed": str(seed),
+        "lam": setting.lam_words(),
+        "T": f"{setting.temperature:g}",
+        "eps": f"{setting.eps:g}",
+        "tune": f"{setting.tune_fraction:g}",
+        "seed": str(setting.seed),
     }
     if run is not None:
         wanted.update(run=run.run_id, run_name=run.source[:200])

@@ -1,11 +1,12 @@
 """This session's runs: the list the sidebar picks from and the current one (the runs themselves live once per
-process in ``relu_core.explore.RUNS``, bounded)."""
+process in ``relu_core.runs.RUNS``, bounded)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from relu_core import explore, limits
+from relu_core import limits
+from relu_core.runs import register_run
 from studio import session
 
 
@@ -30,7 +31,7 @@ def select_run(run) -> None:
             runs.remember(run)
         except OSError:  # a full or read-only cache: the run still works, only its link will not reopen it
             pass
-    run_id = explore.register_run(run)
+    run_id = register_run(run)
     ids = session_runs()
     if run_id not in ids:
         ids.append(run_id)
@@ -41,4 +42,4 @@ def select_run(run) -> None:
 def register_if_run(result) -> None:
     """A job's ``on_done``: a run it returns is kept for this process, whichever session is on it."""
     if hasattr(result, "run_id"):
-        explore.register_run(result)
+        register_run(result)

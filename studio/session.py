@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 import streamlit as st
 
-from relu_core import baselines, corruptions, protocol, robustness
+from relu_core import baselines, corruptions, explore, protocol, robustness
 
 # ---- runs (studio.runs, studio.sidebar)
 #: The current run's id.
@@ -102,12 +102,12 @@ def keep(keys: Iterable[str], kept_key: str) -> None:
     st.session_state.setdefault(kept_key, {}).update({key: st.session_state[key] for key in keys})
 
 
-# ---- Start (Start.py)
+# ---- Start (app_pages/Start.py)
 START_DSTAR = "start_dstar"
 START_CONFUSION = "start_confusion"
 START_EXPLORE = "start_explore"
 
-# ---- Corruptions (pages/2_Corruptions.py)
+# ---- Corruptions (app_pages/Corruptions.py)
 #: The page's prefix: its Run button and results (``jobbox.study_run``).
 CORRUPTIONS_PAGE = "rob"
 ROB_SEVERITY = "rob_severity"
@@ -142,7 +142,7 @@ def rob_defaults() -> dict[str, object]:
     }
 
 
-# ---- Studies (pages/3_Studies.py)
+# ---- Studies (app_pages/Studies.py)
 #: The page's prefix: its Run button and results (``jobbox.study_run``).
 STUDIES_PAGE = "study"
 STUDY_NAME = "study_name"
@@ -179,7 +179,7 @@ def study_defaults() -> dict[str, object]:
     }
 
 
-# ---- Baselines (pages/4_Baselines.py)
+# ---- Baselines (app_pages/Baselines.py)
 #: The page's prefix: its Run button and results (``jobbox.study_run``).
 BASELINES_PAGE = "bl"
 BL_TUNE_FRACTION = "bl_tune_fraction"
@@ -242,7 +242,7 @@ QUERY_PARAMS_READ = "_query_params_read"
 QUERY_RUN_READ = "_query_run_read"
 QUERY_RUN_NOTICE = "_query_run_notice"
 
-# ---- Explore (pages/1_Explore.py); the URL parameters lam, T, eps, tune and seed set the first six (studio.query)
+# ---- Explore (app_pages/Explore.py); the URL parameters lam, T, eps, tune and seed set the first six (studio.query)
 #: The settings a shared URL sets (its ``lam``, ``T``, ``eps``, ``tune`` and ``seed``; ``studio.query``).
 EX_LAM, EX_LAM_AUTO, EX_TEMPERATURE, EX_EPS, EX_TUNE_FRACTION, EX_SEED = (
     "ex_lam",
@@ -254,25 +254,28 @@ EX_LAM, EX_LAM_AUTO, EX_TEMPERATURE, EX_EPS, EX_TUNE_FRACTION, EX_SEED = (
 )
 EX_DETECTORS = "ex_detectors"
 EX_OP_KIND = "ex_op_kind"
+#: The operating-point radio's choice for each kind of ``explore.Setting.op_kind``.
+OP_KINDS = {"tpr": "target TPR", "coverage": "coverage"}
 EX_OP_TARGET = "ex_op_target"
 #: The plain copy of the Explore controls (:func:`keep`), restored after a visit to another page.
 EX_KEPT = "ex_kept"
 
 
 def explore_defaults() -> dict[str, object]:
-    """The Explore page's settings until changed: λ = 0.5 fitted on half of the data at T = 1 without input
-    pre-processing, Rel-U against Doctor, the operating point at the paper's 95 % TPR. A shared URL sets the
-    first six instead (``studio.query``)."""
+    """The Explore page's settings until changed: ``explore.Setting``'s defaults (λ = 0.5 fitted on half of the
+    data at T = 1 without input pre-processing, Rel-U against Doctor, the operating point at the paper's 95 %
+    TPR) as the widgets hold them. A shared URL sets the first six instead (``studio.query``)."""
+    default = explore.Setting()
     return {
-        EX_LAM: 0.5,
-        EX_LAM_AUTO: False,
-        EX_TEMPERATURE: 1.0,
-        EX_EPS: 0.0,
-        EX_TUNE_FRACTION: 0.5,
-        EX_SEED: 0,
-        EX_DETECTORS: list(protocol.PAIRED),
-        EX_OP_KIND: "target TPR",
-        EX_OP_TARGET: 0.95,
+        EX_LAM: default.lam,
+        EX_LAM_AUTO: default.lam == "auto",
+        EX_TEMPERATURE: default.temperature,
+        EX_EPS: default.eps,
+        EX_TUNE_FRACTION: default.tune_fraction,
+        EX_SEED: default.seed,
+        EX_DETECTORS: list(default.detectors),
+        EX_OP_KIND: OP_KINDS[default.op_kind],
+        EX_OP_TARGET: default.op_target,
     }
 
 
@@ -303,15 +306,9 @@ def gallery_defaults() -> dict[str, object]:
 
 #: The run whose gallery cell was last set (a new run opens on its most frequent confusion).
 EX_PAIR_RUN = "ex_pair_run"
-#: ``(setting, result)`` of the last ε pass shown, kept on screen while the next one runs.
-EX_EPS_LAST = "ex_eps_last"
-#: ε passes that failed in this session: job key -> message (shown, not asked again until a retry).
-EX_EPS_FAILED = "ex_eps_failed"
+#: This session's memory of its ε passes (``explore.EpsMemory``: the last result shown, the passes that failed).
+EX_EPS_MEMORY = "ex_eps_memory"
 EX_EPS_RETRY = "ex_eps_retry"
-#: The session's last computed views (an LRU registry), reused by widgets that keep the setting.
-EX_VIEWS = "ex_views"
-#: The figures of the session's last views (an LRU registry): a λ press reuses its neighbour's.
-EX_LAM_VIEWS = "ex_lam_views"
 #: Explore's panel runs in this session, counted (the browser's following of λ tells its runs apart by it).
 EX_FOLLOW_RUN = "ex_follow_run"
 EX_BUILD_REPORT = "ex_build_report"

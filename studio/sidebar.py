@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from relu_core import cache, explore, jobs, limits, models, protocol
+from relu_core import cache, jobs, limits, models, protocol, runs
 from relu_core.errors import InputError
 from studio import session
 from studio.jobbox import jobs_panel, show_error, start_job, wait_for
@@ -21,11 +21,9 @@ from studio.runs import register_if_run, run_label, select_run, session_runs
 def current_run():
     """The run the pages show: the one picked in the sidebar, else the default run (``runs.default_choice``),
     prepared by a background job on first use (it continues when the page is left) and cached on disk."""
-    from relu_core import runs
-
     run_id = st.session_state.get(session.RUN_ID)
-    if run_id in explore.RUNS:
-        return explore.RUNS[run_id]
+    if run_id in runs.RUNS:
+        return runs.RUNS[run_id]
     if run_id is not None:
         st.warning(
             f"The selected run was dropped from memory (the server keeps the {limits.MAX_RUNS} most recently "
@@ -52,8 +50,6 @@ def current_run():
 
 
 def _default_run(progress, cancel):
-    from relu_core import runs
-
     return runs.default_run(progress=progress, cancel=cancel)
 
 
@@ -61,8 +57,6 @@ def compute_registered(dataset_name: str, model_name: str, download: bool = Fals
     """The job computing (or reading from the engine's cache) the logits of ``model_name`` on a registered set."""
 
     def job(progress, cancel):
-        from relu_core import runs
-
         return runs.logits_for(model_name, None, dataset_name, progress=progress, cancel=cancel, download=download)
 
     return job
@@ -92,8 +86,6 @@ def load_upload(
     The class count is the data set's; the engine reports a model whose output size differs.
     """
     if kind == "logits":
-        from relu_core import runs
-
         if not data:
             raise InputError(f"{filename or 'the upload'} is empty")
         return _evaluable(runs.load_logits_upload(data, filename))
@@ -103,7 +95,7 @@ def load_upload(
         raise InputError("upload a model checkpoint (TorchScript or state dict) first")
     if not arch:
         raise InputError("choose the model's architecture")
-    from relu_core import datasets, runs
+    from relu_core import datasets
 
     if data:  # straight from the bytes: no file, no path to parse
         images = datasets.load_uploaded_dataset(data, filename, progress=progress)
@@ -152,21 +144,21 @@ def sidebar_run_picker():
     with st.sidebar:
         jobs_panel()
         st.header("Run")
-        ids = [rid for rid in session_runs() if rid in explore.RUNS]
+        ids = [rid for rid in session_runs() if rid in runs.RUNS]
         if ids:
             # the picker follows the current run (set by a job or another page) before it is drawn
             st.session_state[session.RUN_PICKER] = st.session_state.get(session.RUN_ID, ids[0])
             st.selectbox(
                 "Current run",
                 ids,
-                format_func=lambda rid: run_label(explore.RUNS[rid]),
+                format_func=lambda rid: run_label(runs.RUNS[rid]),
                 key=session.RUN_PICKER,
                 on_change=lambda: st.session_state.update({session.RUN_ID: st.session_state[session.RUN_PICKER]}),
             )
         _sidebar_registered(run)
         _sidebar_upload_logits()
         _sidebar_upload_model()
-    return explore.RUNS.get(st.session_state.get(session.RUN_ID), run)
+    return runs.RUNS.get(st.session_state.get(session.RUN_ID), run)
 
 
 def _dataset_infos():

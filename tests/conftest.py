@@ -105,9 +105,9 @@ class Pages:
         the AppTest, run once."""
         from apptest_pages import app
 
-        from relu_core import explore
+        from relu_core import runs
 
-        explore.register_run(run)
+        runs.register_run(run)
         at = app(f"app_pages/{page}", Pages.timeout)
         at.session_state["run_id"] = run.run_id
         for key, value in state.items():

@@ -98,10 +98,9 @@ def test_start_page_opens_on_dstar_confusion_and_verdict():
     assert verdict.startswith("Rel-U vs Doctor at the default settings")
     assert "AUROC: " in verdict and "95 % CI" in verdict
     # the verdict is the paired bootstrap of the evaluation split at the default settings, recomputed here
-    from relu_core import detectors, protocol, stats
-    from relu_core import explore as core_explore
+    from relu_core import detectors, protocol, runs, stats
 
-    run = core_explore.get_run(at.session_state["run_id"])
+    run = runs.get_run(at.session_state["run_id"])
     correct = protocol.correctness(run.logits, run.labels)
     tune, evaluation = protocol.split_indices(len(correct), 0.5, 0, stratify=correct)
     probs = detectors.softmax(run.logits, 1.0)
@@ -121,7 +120,6 @@ def test_start_page_opens_on_dstar_confusion_and_verdict():
 
 
 def test_sidebar_picker_opens_on_the_current_runs_data_set_and_model():
-    from relu_core import explore as core_explore
     from relu_core import runs
 
     rng = np.random.default_rng(0)
@@ -129,7 +127,7 @@ def test_sidebar_picker_opens_on_the_current_runs_data_set_and_model():
     logits = rng.normal(size=(400, 10)).astype(np.float32) + 3 * np.eye(10, dtype=np.float32)[labels]
     recipe = (("model_name", "cnn28"), ("dataset_spec", "mnist"))  # not the first of either list
     run = runs.Run.from_logits(logits, labels, tuple(map(str, range(10))), source="cnn28 on mnist", recipe=recipe)
-    core_explore.register_run(run)
+    runs.register_run(run)
     at = app(timeout=TIMEOUT)
     at.session_state["run_id"] = run.run_id
     at.run()
@@ -139,12 +137,11 @@ def test_sidebar_picker_opens_on_the_current_runs_data_set_and_model():
 
 
 def test_start_page_says_why_a_run_cannot_be_evaluated():
-    from relu_core import explore as core_explore
     from relu_core import runs
 
     labels = np.arange(40) % 4
     run = runs.Run.from_logits(np.eye(4, dtype=np.float32)[labels], labels, tuple("abcd"), source="perfect")
-    core_explore.register_run(run)  # as a run cached before uploads were checked would be
+    runs.register_run(run)  # as a run cached before uploads were checked would be
     at = app(timeout=TIMEOUT)
     at.session_state["run_id"] = run.run_id
     at.run()
@@ -419,7 +416,7 @@ def test_non_checkpoint_model_upload_shows_an_error(start):
 
 
 def test_cancelled_job_keeps_the_previous_run():
-    from relu_core import explore as core_explore
+    from relu_core import runs
     from relu_core.errors import Cancelled
 
     def job(progress, cancel):
@@ -445,7 +442,7 @@ def test_cancelled_job_keeps_the_previous_run():
     assert [w.value for w in at.warning] == ["test job: cancelled."]
     assert not any(box.warning for box in at.status)
     assert at.session_state["run_id"] == before
-    assert before in core_explore.RUNS
+    assert before in runs.RUNS
 
 
 def test_logits_upload_is_a_background_job_that_survives_a_page_change(start, monkeypatch):
@@ -594,19 +591,19 @@ def test_download_report_builds_a_self_contained_file(explore):
     assert explore.session_state["run_id"] in html_text and "version: numpy" in html_text
     assert "<h2>Operating point</h2>" in html_text and "lowest reaching TPR ≥ 95%" in html_text
     labels = [b.label for b in explore.get("download_button")]
-    # one button for the view's data (explore.view_files), one for the report: few elements per slider move
+    # one button for the view's data (explore.view_zip), one for the report: few elements per slider move
     assert labels == ["Data of this view (ZIP)", "Save report (HTML)"]
 
 
 def test_shared_url_names_the_run_and_reopens_it():
-    from relu_core import explore as core_explore
+    from relu_core import runs
 
     at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
     run_id = at.session_state["run_id"]
     assert at.query_params["run"] == run_id and "cnn8" in at.query_params["run_name"]
     # a fresh server process knows no run: the link reopens it from this machine's record (cached logits)
-    core_explore.RUNS.clear()
+    runs.RUNS.clear()
     fresh = app(EXPLORE, TIMEOUT)
     fresh.query_params.update({"run": run_id, "lam": "0.3"})
     fresh.run()
@@ -623,11 +620,11 @@ def test_shared_url_names_the_run_and_reopens_it():
 
 
 def test_eps_subsample_first_then_whole_split_and_a_new_value_cancels(monkeypatch):
-    from relu_core import explore as core_explore
     from relu_core import jobs
+    from relu_core.explore import eps
 
-    monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)  # digits' 449 evaluation images: subsample first
-    monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
+    monkeypatch.setattr(eps, "EPS_SUBSAMPLE", 100)  # digits' 449 evaluation images: subsample first
+    monkeypatch.setattr(eps, "device_name", lambda: "cpu")
     at = app(EXPLORE, TIMEOUT).run()
     at.select_slider(key="ex_eps").set_value(0.0005).run()
     first = [j for j in jobs.MANAGER.jobs() if ":0.0005:sub100" in j.key]
@@ -650,19 +647,19 @@ def test_eps_progress_names_its_step(monkeypatch):
     Meanwhile the subsample's results are shown, and the errors one detector catches come from it too."""
     import threading
 
-    from relu_core import explore as core_explore
     from relu_core import jobs
+    from relu_core.explore import eps
 
-    monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)
-    monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
-    whole_split_may_run, real = threading.Event(), core_explore.preprocessing.perturbed_scores
+    monkeypatch.setattr(eps, "EPS_SUBSAMPLE", 100)
+    monkeypatch.setattr(eps, "device_name", lambda: "cpu")
+    whole_split_may_run, real = threading.Event(), eps.preprocessing.perturbed_scores
 
     def gated(*args, indices, **kwargs):
         if len(indices) > 100:
             whole_split_may_run.wait(TIMEOUT)
         return real(*args, indices=indices, **kwargs)
 
-    monkeypatch.setattr(core_explore.preprocessing, "perturbed_scores", gated)
+    monkeypatch.setattr(eps.preprocessing, "perturbed_scores", gated)
     at = app(EXPLORE, TIMEOUT).run()
     try:
         at.select_slider(key="ex_eps").set_value(0.0014).run()
@@ -683,12 +680,12 @@ def test_eps_progress_names_its_step(monkeypatch):
 
 
 def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
-    from relu_core import explore as core_explore
     from relu_core.errors import InputError
+    from relu_core.explore import eps
 
-    monkeypatch.setattr(core_explore, "EPS_SUBSAMPLE", 100)
-    monkeypatch.setattr(core_explore, "device_name", lambda: "cpu")
-    real, whole_split_calls = core_explore.preprocessing.perturbed_scores, []
+    monkeypatch.setattr(eps, "EPS_SUBSAMPLE", 100)
+    monkeypatch.setattr(eps, "device_name", lambda: "cpu")
+    real, whole_split_calls = eps.preprocessing.perturbed_scores, []
 
     def whole_split_fails(*args, indices, **kwargs):
         if len(indices) > 100:
@@ -696,7 +693,7 @@ def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
             raise InputError("the whole split's pass failed here")
         return real(*args, indices=indices, **kwargs)
 
-    monkeypatch.setattr(core_explore.preprocessing, "perturbed_scores", whole_split_fails)
+    monkeypatch.setattr(eps.preprocessing, "perturbed_scores", whole_split_fails)
     at = app(EXPLORE, TIMEOUT).run()
     at.select_slider(key="ex_eps").set_value(0.0016).run()
     for _ in range(8):  # the subsample's pass ends, then the whole split's fails (the sidebar may tell first)
@@ -721,52 +718,56 @@ def test_a_failed_eps_pass_is_not_called_done(monkeypatch):
 
 
 def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
-    from relu_core import explore as core_explore
+    from relu_core.explore import views
+    from relu_core.registry import LRURegistry
 
     calls, drawn = [], []
-    real_explore, real_figures = core_explore.explore, core_explore.view_figures
+    real_compute, real_figures = views.compute, views.curve_figures
 
-    def counted(*args, **kwargs):
-        calls.append(args[:6])
-        return real_explore(*args, **kwargs)
+    def counted(run, setting, *args):
+        calls.append(setting)
+        return real_compute(run, setting, *args)
 
     def counted_figures(view, *args, **kwargs):
         drawn.append(view.lam_used)
         return real_figures(view, *args, **kwargs)
 
-    monkeypatch.setattr(core_explore, "explore", counted)
-    monkeypatch.setattr(core_explore, "view_figures", counted_figures)
+    monkeypatch.setattr(views, "VIEWS", LRURegistry(views.VIEWS.bound))  # no view of an earlier test
+    monkeypatch.setattr(views, "compute", counted)
+    monkeypatch.setattr(views, "curve_figures", counted_figures)
     at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
-    assert sorted(call[2] for call in calls) == [0.49, 0.5, 0.51]  # λ and its neighbours, sent for the browser
+    assert sorted(call.lam for call in calls) == [0.49, 0.5, 0.51]  # λ and its neighbours, sent for the browser
     assert sorted(drawn) == [0.49, 0.5, 0.51]
     at.slider(key="ex_op_target").set_value(0.8).run()  # the operating point: same setting, same views ...
     _no_exceptions(at)
     assert len(calls) == 3 and sorted(drawn[3:]) == [0.49, 0.5, 0.51]  # ... figures with new marks
     at.slider(key="ex_lam").set_value(0.51).run()  # a neighbour: only its new neighbour is computed and drawn
     _no_exceptions(at)
-    assert len(calls) == 4 and calls[-1][2] == 0.52 and drawn[6:] == [0.52]
+    assert len(calls) == 4 and calls[-1].lam == 0.52 and drawn[6:] == [0.52]
     at.slider(key="ex_lam").set_value(0.8).run()  # a new λ: it and its neighbours, each once
     _no_exceptions(at)
-    assert sorted(call[2] for call in calls[4:]) == [0.79, 0.8, 0.81]
+    assert sorted(call.lam for call in calls[4:]) == [0.79, 0.8, 0.81]
 
 
 def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     import threading
 
-    from relu_core import explore as core_explore
-    from relu_core import jobs, protocol
+    from relu_core import explore, jobs, runs
+    from relu_core.explore import views
+    from relu_core.registry import LRURegistry
 
+    monkeypatch.setattr(views, "VIEWS", LRURegistry(views.VIEWS.bound))  # no view holding its interval already
     for job in jobs.MANAGER.jobs():  # an earlier test may hold this setting's result already
         if job.key.startswith("paired:"):
             jobs.MANAGER.forget(job.key)
-    real_paired_for, release = core_explore.paired_for, threading.Event()
+    real_paired_for, release = views.paired_for, threading.Event()
 
-    def slow(view, seed):
+    def slow(view):
         release.wait(60)
-        return real_paired_for(view, seed)
+        return real_paired_for(view)
 
-    monkeypatch.setattr(core_explore, "paired_for", slow)
+    monkeypatch.setattr(views, "paired_for", slow)
     at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
     assert _figure(at, "D*") and _figure(at, "ROC")  # the charts are drawn while the bootstrap runs
@@ -778,9 +779,7 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
     _no_exceptions(at)
     assert "poll_ms" not in _follow_payloads(at)["paired"]
     paired = _table_with(at, "95 % CI (paired bootstrap)").set_index("metric")
-    expected = real_paired_for(
-        core_explore.explore(at.session_state["run_id"], 1.0, 0.5, 0.5, 0, list(protocol.PAIRED)), 0
-    )
+    expected = real_paired_for(explore.view(runs.get_run(at.session_state["run_id"]), explore.Setting()))
     assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(expected["auroc"].estimate, abs=1e-4)
 
 

@@ -122,10 +122,10 @@ def test_overlay_gives_each_run_a_colour_and_each_detector_a_dash():
 
 @pytest.mark.slow
 def test_page_compares_the_runs_loaded_in_the_session(two_runs):
-    from relu_core import explore
+    from relu_core import runs
 
     for run in two_runs:
-        explore.register_run(run)
+        runs.register_run(run)
     alone = app(COMPARE, 120)
     alone.session_state["run_id"] = two_runs[0].run_id
     alone.run()

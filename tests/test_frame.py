@@ -38,9 +38,9 @@ def _sidebar_is_drawn(at) -> bool:
 
 @pytest.mark.slow
 def test_reruns_go_through_the_entry_on_every_page(digits_run):
-    from relu_core import explore
+    from relu_core import runs
 
-    explore.register_run(digits_run)
+    runs.register_run(digits_run)
     for page in (START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE):
         at = app(page, TIMEOUT)
         at.session_state["run_id"] = digits_run.run_id
@@ -54,9 +54,9 @@ def test_reruns_go_through_the_entry_on_every_page(digits_run):
 
 @pytest.mark.slow
 def test_start_switches_to_explore_by_page_object(digits_run):
-    from relu_core import explore
+    from relu_core import runs
 
-    explore.register_run(digits_run)
+    runs.register_run(digits_run)
     at = app(timeout=TIMEOUT)
     at.session_state["run_id"] = digits_run.run_id
     at.run()
@@ -69,14 +69,14 @@ def test_start_switches_to_explore_by_page_object(digits_run):
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [START, CORRUPTIONS, STUDIES, BASELINES, COMPARE])
 def test_a_shared_link_opens_its_run_on_any_page(page, digits_run):
-    from relu_core import explore, runs
+    from relu_core import runs
 
     rng = np.random.default_rng(1)
     labels = rng.integers(0, 4, 200)
     logits = rng.normal(size=(200, 4)).astype(np.float32) + 2 * np.eye(4, dtype=np.float32)[labels]
     linked = runs.Run.from_logits(logits, labels, tuple("abcd"), source="linked logits")
-    explore.register_run(linked)
-    explore.register_run(digits_run)
+    runs.register_run(linked)
+    runs.register_run(digits_run)
     at = app(page, TIMEOUT)
     at.session_state["run_id"] = digits_run.run_id  # the session was on another run
     at.query_params["run"] = linked.run_id

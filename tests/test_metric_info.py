@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relu_core import baselines, cli, comparison, metric_info, metrics, protocol, robustness, stats
+from relu_core import baselines, cli, comparison, evaluate_cli, metric_info, metrics, protocol, robustness, stats
 from relu_core.errors import InputError
 from relu_core.studies import base
 from relu_core.studies import figures as study_figures
@@ -65,7 +65,7 @@ def test_every_table_takes_its_columns_from_the_declaration(scored, logits_label
     assert cli.main(["evaluate", "--logits", str(tmp_path / "run.npz"), "--select", "--criterion", "nope"]) == 2
     choices = capsys.readouterr().err.split("choose from", 1)[1]
     assert [k for k in metric_info.KEYS if k in choices] == list(metric_info.KEYS)  # the selection criteria
-    text = cli.format_table(protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=0))
+    text = evaluate_cli.format_table(protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=0))
     header = next(line for line in text.splitlines() if line.startswith("method"))
     assert header.split()[-8:] == [w for m in metric_info.METRICS for w in (m.label, f"({m.better})")]
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from relu_core import cli, detectors, protocol, report, runs, stats
+from relu_core import cli, detectors, explore, protocol, report, runs, stats
 
 RNG = np.random.default_rng(3)
 LABELS = RNG.integers(0, 4, 600)
@@ -36,15 +36,8 @@ def _cells(text: str, row: str) -> list[str]:
 
 def test_report_holds_metrics_intervals_settings_and_provenance(logits_file):
     run = runs.load_logits_upload(logits_file.read_bytes(), logits_file.name)
-    text = report.report_for_run(
-        run,
-        temperature=1.5,
-        lam=0.6,
-        tune_fraction=0.5,
-        seed=2,
-        keys=["relu", "doctor", "msp"],
-        logits_file=logits_file,
-    )
+    setting = explore.Setting(temperature=1.5, lam=0.6, tune_fraction=0.5, seed=2, detectors=("relu", "doctor", "msp"))
+    text = explore.report_html(run, explore.view(run, setting), setting, logits_file=logits_file)
     assert text.startswith("<!DOCTYPE html>") and "<emu>" not in text  # class names reach the page escaped
     # plotly.js inline exactly once, four figures, no script or stylesheet from the network
     assert text.count("plotly.js v") >= 1 and len(re.findall(r"Plotly\.newPlot\(", text)) == 4

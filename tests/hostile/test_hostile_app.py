@@ -127,7 +127,7 @@ def test_unexpected_error_in_explore_shows_one_line_with_a_reference(monkeypatch
     def broken(*args, **kwargs):
         raise IndexError("a bug in the compute path")
 
-    monkeypatch.setattr(explore, "explore", broken)
+    monkeypatch.setattr(explore, "view", broken)
     at = app(EXPLORE, TIMEOUT).run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.error) == 1

@@ -9,7 +9,7 @@ import hostile_files as hf
 import numpy as np
 import pytest
 
-from relu_core import explore, figures, limits, metrics, runs
+from relu_core import figures, limits, metrics, runs
 from relu_core.errors import InputError
 from relu_core.registry import LRURegistry
 from studio import runs as session_runs
@@ -23,18 +23,18 @@ def _upload(k: int) -> runs.Run:
 
 def test_50_uploads_keep_no_more_runs_than_the_bound():
     for k in range(50):  # into the app's own registry
-        explore.register_run(_upload(k))
-    assert len(explore.RUNS) == limits.MAX_RUNS
-    kept = list(explore.RUNS)
+        runs.register_run(_upload(k))
+    assert len(runs.RUNS) == limits.MAX_RUNS
+    kept = list(runs.RUNS)
     assert kept == [_upload(k).run_id for k in range(50 - limits.MAX_RUNS, 50)]  # the most recent ones
 
 
 def test_memory_after_50_uploads_is_that_of_the_bound(monkeypatch):
     def held(n: int) -> int:
-        monkeypatch.setattr(explore, "RUNS", LRURegistry(limits.MAX_RUNS))
+        monkeypatch.setattr(runs, "RUNS", LRURegistry(limits.MAX_RUNS))
         for k in range(n):
-            explore.register_run(_upload(k))
-        return sum(explore.get_run(rid).logits.nbytes for rid in explore.RUNS)
+            runs.register_run(_upload(k))
+        return sum(runs.get_run(rid).logits.nbytes for rid in runs.RUNS)
 
     assert held(50) <= held(5) + limits.MAX_RUNS * hf.LOGITS.nbytes
     assert held(50) == held(limits.MAX_RUNS)
@@ -73,7 +73,7 @@ def test_registry_refuses_a_zero_bound():
 def test_session_run_list_is_bounded(monkeypatch):
     state: dict = {}
     monkeypatch.setattr(session_runs.st, "session_state", state)
-    monkeypatch.setattr(explore, "RUNS", LRURegistry(limits.MAX_RUNS))
+    monkeypatch.setattr(runs, "RUNS", LRURegistry(limits.MAX_RUNS))
     for k in range(50):
         session_runs.select_run(_upload(k))
     assert len(state["run_ids"]) == limits.MAX_SESSION_RUNS and state["run_id"] == state["run_ids"][-1]
@@ -135,8 +135,8 @@ def test_small_matrices_are_drawn_whole():
 
 
 def test_a_dropped_run_gives_one_line_not_a_key_error(monkeypatch):
-    monkeypatch.setattr(explore, "RUNS", LRURegistry(1))
-    first = explore.register_run(_upload(0))
-    explore.register_run(_upload(1))
+    monkeypatch.setattr(runs, "RUNS", LRURegistry(1))
+    first = runs.register_run(_upload(0))
+    runs.register_run(_upload(1))
     with pytest.raises(InputError, match="dropped from memory .* load it again"):
-        explore.get_run(first)
+        runs.get_run(first)

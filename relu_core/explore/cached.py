@@ -1,0 +1,87 @@
+"""The per-run pieces every view of a run shares (softmax per T, correctness, splits, the training-free
+detectors' scores, the confusion matrix), each in a bounded process-wide cache keyed on the run's id (a content
+hash) and plain numbers, never on arrays. They take the run itself, so a run need not be registered."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+
+from relu_core import detectors, figures, metrics, protocol
+from relu_core.registry import LRURegistry
+
+F = TypeVar("F", bound=Callable)
+
+
+def per_run(bound: int) -> Callable[[F], F]:
+    """Cache a function of a run and hashable arguments on ``(run.run_id, *arguments)`` in a process-wide
+    :class:`LRURegistry` of ``bound`` entries, shared by every session; ``.cache`` is that registry."""
+
+    def decorate(function: F) -> F:
+        cache = LRURegistry(bound)
+
+        @functools.wraps(function)
+        def wrapper(run, *args):
+            key = (run.run_id, *args)
+            try:
+                return cache[key]
+            except KeyError:
+                pass
+            value = function(run, *args)
+            cache[key] = value
+            return value
+
+        wrapper.cache = cache  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+@per_run(24)
+def probs_at(run, temperature: float) -> np.ndarray:
+    """``softmax(logits / T)`` of a run, once per (run, T)."""
+    return detectors.softmax(run.logits, temperature)
+
+
+@per_run(8)
+def correctness(run) -> tuple[np.ndarray, np.ndarray]:
+    """(predictions, correct) of a run."""
+    return np.argmax(run.logits, axis=1), protocol.correctness(run.logits, run.labels)
+
+
+@per_run(32)
+def split_for(run, tune_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tune_idx, eval_idx), stratified by correctness as in ``protocol.evaluate``."""
+    _, correct = correctness(run)
+    return protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct)
+
+
+@per_run(64)
+def fixed_scores(run, key: str) -> np.ndarray:
+    """Uncertainty of a training-free detector at its standard setting, on every sample of the run."""
+    detector = detectors.make_detector(key)
+    if not detector.accepts_probs:
+        return detector.score(run.logits)
+    return detector.score_probs(probs_at(run, detector.temperature))
+
+
+@per_run(32)
+def confusion_figure(run, tune_fraction: float, seed: int):
+    """The tuning split's confusion matrix and its figure (independent of T and λ: built once)."""
+    predictions, _ = correctness(run)
+    tune_idx, _ = split_for(run, tune_fraction, seed)
+    cm = metrics.confusion_matrix(predictions[tune_idx], run.labels[tune_idx], len(run.class_names))
+    return cm, figures.confusion_heatmap(cm, run.class_names, title="Confusion matrix (tuning split)")
+
+
+def fitted_relu(run, setting) -> detectors.RelU:
+    """Rel-U at the setting's T and λ, fitted on its tuning split (the view's and the ε pass's)."""
+    _, correct = correctness(run)
+    tune_idx, _ = split_for(run, setting.tune_fraction, setting.seed)
+    probs = probs_at(run, setting.temperature)
+    return detectors.RelU(lam=setting.lam, temperature=setting.temperature).fit_probs(
+        probs[tune_idx], correct[tune_idx]
+    )

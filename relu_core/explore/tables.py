@@ -1,0 +1,128 @@
+"""A view in words and tables: the metrics, the paired differences, the operating point, the settings and the
+verdicts, as data frames and as the HTML the app and the report draw (``report.table_html``); and the display
+helpers the study pages share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from relu_core import comparison, detectors, protocol, report, stats
+from relu_core.explore.setting import Setting
+from relu_core.explore.views import View
+
+#: What the operating-point table shows (``what``: the target, ``Setting.target_words``).
+OPERATING_NOTE = (
+    "Each detector's threshold is the lowest reaching {what} on the evaluation split; it accepts the predictions "
+    "with uncertainty ≤ threshold. Errors caught = misclassified and rejected."
+)
+#: The paired table while its bootstrap runs.
+PAIRED_PENDING_HTML = "<p>computing the paired bootstrap interval of Rel-U − Doctor …</p>"
+#: The metrics the one-line verdicts name.
+VERDICT_METRICS = ("auroc", "fpr95", "aurc")
+
+
+def _paired_names() -> tuple[str, str]:
+    relu, doctor = (detectors.label(k) for k in protocol.PAIRED)
+    return relu, doctor
+
+
+def metrics_table(view: View) -> pd.DataFrame:
+    """The shown detectors' metrics on the evaluation split, with the Rel-U − Doctor row."""
+    return comparison.metrics_table(
+        {view.detectors[k].name: view.detectors[k].summary for k in view.setting.detectors},
+        view.accuracy_eval,
+        difference=_paired_names(),
+    )
+
+
+def metrics_html(view: View) -> str:
+    """:func:`metrics_table` as HTML, the Rel-U − Doctor cells coloured where the paired interval excludes 0."""
+    table = metrics_table(view)
+    classes = comparison.difference_classes(table, view.paired, comparison.difference_label(*_paired_names()))
+    return report.table_html(table, classes=classes)
+
+
+def paired_html(view: View, pending: bool) -> str:
+    """Rel-U − Doctor with its paired intervals; ``pending``: its bootstrap is still running (else, without an
+    interval, nothing)."""
+    if view.paired:
+        return report.table_html(comparison.paired_rows(view.paired), index=False)
+    return PAIRED_PENDING_HTML if pending else ""
+
+
+def operating_table(view: View, setting: Setting) -> pd.DataFrame:
+    """The shown detectors at ``setting``'s operating point."""
+    points = view.marked(setting).points
+    return comparison.operating_table(
+        {view.detectors[k].name: points[k] for k in view.setting.detectors}, view.correct_eval
+    )
+
+
+def operating_html(view: View, setting: Setting) -> str:
+    table = operating_table(view, setting)
+    return report.table_html(table, formats={"threshold": comparison.threshold_format(table["threshold"])})
+
+
+def settings_in_words(view: View, setting: Setting, eps_note: str = "") -> dict[str, object]:
+    """Every setting of the view in words (the report's and the exported data's); ``eps_note`` says which ε
+    pass is shown (``eps.EpsPass.note``), ``setting`` gives the operating point."""
+    s = view.setting
+    return {
+        "T (Rel-U, Doctor)": f"{s.temperature:g}",
+        "λ": s.lam_words(),
+        "λ used": f"{view.lam_used:.4g}",
+        "D*": protocol.FALLBACK_LABEL if view.fallback else "learned on the tuning split",
+        "ε (input pre-processing)": eps_note or f"{s.eps:g}",
+        "tuning split fraction": f"{s.tune_fraction:g}",
+        "split seed": s.seed,
+        "tuning / evaluated samples": f"{view.tune_idx.size:,} / {view.eval_idx.size:,}",
+        "errors among the evaluated": f"{int((~view.correct_eval).sum()):,}",
+        "detectors": ", ".join(view.detectors[k].name for k in s.detectors),
+        "operating point": setting.target_words(),
+        "selection": "fixed settings (no search)",
+    }
+
+
+def verdict(paired: dict[str, stats.PairedDifference]) -> str:
+    """Rel-U vs Doctor in one line (AUROC, FPR95, AURC with their intervals)."""
+    return "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in VERDICT_METRICS) + "."
+
+
+def start_verdict(view: View) -> str:
+    """The Start page's line: Rel-U vs Doctor on the evaluation split at the view's setting (AUROC and FPR95,
+    each with its paired 95 % interval, "no significant difference" where it covers 0)."""
+    s = view.setting
+    settings = f"T = {s.temperature:g}, λ = {s.lam_words()}, {s.tune_fraction:.0%} tuning split, seed {s.seed}"
+    n_errors = int((~view.correct_eval).sum())
+    return (
+        f"Rel-U vs Doctor at the default settings ({settings}; {view.eval_idx.size:,} evaluation samples, "
+        f"{n_errors:,} errors): " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95")) + "."
+    )
+
+
+# ------------------------------------------------------------------------------- the study pages' helpers
+
+
+def readable_hyperparameters(frame: pd.DataFrame) -> pd.DataFrame:
+    """The selected hyperparameters with readable headers: T, λ (– where none), the fallback in words."""
+    return pd.DataFrame(
+        {
+            "seed": frame["seed"],
+            "detector": frame["detector"],
+            "T": [f"{t:g}" for t in frame["temperature"]],
+            "λ": ["–" if lam is None or pd.isna(lam) else f"{lam:g}" for lam in frame["lam"]],
+            "D*": [
+                protocol.FALLBACK_LABEL if f else ("learned" if d == "Rel-U" else "–")
+                for f, d in zip(frame["hamming_fallback"], frame["detector"])
+            ],
+            "settings searched": frame["settings_searched"],
+        }
+    )
+
+
+def thumbnail(image: np.ndarray, size: int = 72) -> np.ndarray:
+    """An uint8 (H, W, C) image scaled up (nearest neighbour) so that tiny images stay visible."""
+    image = image[..., 0] if image.shape[-1] == 1 else image
+    factor = max(1, size // max(image.shape[:2]))
+    return np.repeat(np.repeat(image, factor, axis=0), factor, axis=1)

@@ -1,0 +1,238 @@
+"""A view: everything Explore (and the Start page, the report, the CLI ``report`` and ``bench/``) shows for one
+run at one :class:`Setting`: Rel-U fitted on the tuning split, every detector scored, ROC / risk-coverage curves
+and metrics on the evaluation split, D*, and the Rel-U − Doctor paired bootstrap (a background job, so that a
+slider never waits on it).
+
+:func:`view` keeps views in one bounded process-wide cache, :data:`VIEWS`, keyed on the run's id and the setting
+(at the default operating point: the operating point only moves the marks on the curves, which each view keeps
+per operating point, :meth:`View.marked`). It takes the run itself: the run need not be registered."""
+
+from __future__ import annotations
+
+import functools
+import html
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from relu_core import cache, detectors, figures, jobs, metrics, protocol, stats, threads
+from relu_core.explore import cached, eps
+from relu_core.explore.setting import Setting
+from relu_core.registry import LRURegistry
+
+#: Thin ROC / risk-coverage lines to this many points when drawing (metrics use every sample).
+CURVE_POINTS = 400
+#: How long a view's panel waits for its paired bootstrap before showing it when it lands instead.
+PAIRED_WAIT_S = 0.3
+
+#: The views of this process, least recently used dropped: (run id, setting at the default operating point,
+#: key of the ε pass whose scores it shows or None) -> :class:`View`.
+VIEWS = LRURegistry(32)
+
+
+@dataclass
+class DetectorView:
+    """One detector on a view: uncertainty on every sample and on the evaluation split, curves, metrics."""
+
+    name: str
+    uncertainty: np.ndarray  # all samples (the evaluation split's may be replaced by perturbed scores)
+    eval_uncertainty: np.ndarray
+    fpr: np.ndarray
+    tpr: np.ndarray
+    coverage: np.ndarray
+    risk: np.ndarray
+    summary: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Marked:
+    """What a view shows at one operating point: each detector's point, and the ROC and risk-coverage figures
+    of the shown detectors with their points marked."""
+
+    points: dict[str, metrics.OperatingPoint]
+    roc: object
+    rc: object
+
+
+@dataclass(eq=False)
+class View:
+    """One run at one setting (:attr:`setting`, at the default operating point). Under input pre-processing
+    ``perturbed`` holds the ε pass whose scores replace Rel-U's and Doctor's on the evaluation split (on its
+    subsample when it has one: ``eval_idx`` is then that subsample). ``paired`` (Rel-U − Doctor with its paired
+    interval, per metric) is filled in when its bootstrap lands (:func:`paired_job`, :func:`ensure_paired`)."""
+
+    run_id: str
+    class_names: tuple[str, ...]
+    setting: Setting
+    tune_idx: np.ndarray
+    eval_idx: np.ndarray
+    predictions: np.ndarray
+    correct: np.ndarray
+    dstar: np.ndarray
+    lam_used: float
+    fallback: bool
+    accuracy_eval: float
+    perturbed: eps.Perturbed | None = None
+    detectors: dict[str, DetectorView] = field(default_factory=dict)
+    paired: dict[str, stats.PairedDifference] = field(default_factory=dict)
+    _marked: LRURegistry = field(default_factory=lambda: LRURegistry(4), repr=False)
+
+    @property
+    def correct_eval(self) -> np.ndarray:
+        return self.correct[self.eval_idx]
+
+    @functools.cached_property
+    def heat(self):
+        """The D* heatmap."""
+        return figures.dstar_heatmap(self.dstar, self.class_names, title=f"D* (Rel-U, λ = {self.lam_used:.3g})")
+
+    @functools.cached_property
+    def dstar_caption(self) -> str:
+        """What D* is fitted on, as an HTML paragraph."""
+        text = (
+            f"Fitted on the tuning split ({self.tune_idx.size} samples) at T = {self.setting.temperature:g}, "
+            f"λ = {self.lam_used:.3g}; normalised to unit Frobenius norm."
+        )
+        if self.fallback:
+            text += f" {protocol.FALLBACK_LABEL}: D* is empty at this λ, so Rel-U ranks exactly like Doctor."
+        return f"<p>{html.escape(text)}</p>"
+
+    def marked(self, setting: Setting) -> Marked:
+        """The operating points of every detector at ``setting``'s operating point and the curves of the shown
+        ones with them marked; kept with the view (a λ press that lands on a neighbour reuses its figures)."""
+        key = (setting.op_kind, setting.op_target)
+        found = self._marked.get(key)
+        if found is None:
+            points = {
+                k: metrics.operating_point(d.eval_uncertainty, self.correct_eval, setting.op_kind, setting.op_target)
+                for k, d in self.detectors.items()
+            }
+            found = self._marked[key] = Marked(points, *curve_figures(self, points))
+        return found
+
+
+def curve_figures(view: View, points: dict[str, metrics.OperatingPoint]):
+    """(ROC figure, risk-coverage figure) of the view's shown detectors, their operating ``points`` marked."""
+    shown = {k: view.detectors[k] for k in view.setting.detectors}
+    roc = figures.roc_figure(
+        {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
+        {d.name: (points[k].fpr, points[k].tpr) for k, d in shown.items()},
+        max_points=CURVE_POINTS,
+        title="ROC, evaluation split",
+    )
+    rc = figures.risk_coverage_figure(
+        {d.name: (d.coverage, d.risk, d.summary["aurc"]) for d in shown.values()},
+        {d.name: (points[k].coverage, points[k].risk) for k, d in shown.items()},
+        max_points=CURVE_POINTS,
+        title="Risk-coverage, evaluation split",
+    )
+    return roc, rc
+
+
+def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
+    """The view of ``run`` at ``setting``, from :data:`VIEWS` or computed (:func:`compute`). Under ε > 0 it
+    shows ``perturbed`` (a finished stage of :func:`eps.eps_pass`, of the setting's ε); without it the whole
+    evaluation split's ε pass is computed here (headless use)."""
+    scoring = setting.scoring()
+    if perturbed is not None and perturbed.eps != scoring.eps:
+        raise ValueError(f"the ε pass is for ε = {perturbed.eps:g}, the setting's ε is {scoring.eps:g}")
+    whole_split_here = scoring.eps > 0 and perturbed is None
+    if whole_split_here:
+        stage = eps.eps_job_key(run.run_id, scoring, None)
+    else:
+        stage = None if perturbed is None else perturbed.key
+    key = (run.run_id, scoring, stage)
+    found = VIEWS.get(key)
+    if found is None:
+        if whole_split_here:
+            perturbed = eps.perturb(run, scoring, None)
+        found = VIEWS[key] = compute(run, scoring, perturbed)
+    return found
+
+
+@threads.small_work
+def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
+    """The view of ``run`` at ``setting`` (uncached: :func:`view` caches it). Rel-U and Doctor are always
+    computed (D* and the paired comparison need them); the training-free baselines come from a per-run cache."""
+    predictions, correct = cached.correctness(run)
+    tune_idx, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
+    if perturbed is not None and perturbed.subset is not None:
+        eval_idx = perturbed.subset
+    probs = cached.probs_at(run, setting.temperature)
+    relu = cached.fitted_relu(run, setting)
+    scores = {"relu": relu.score_probs(probs), "doctor": detectors.Doctor(setting.temperature).score_probs(probs)}
+    for key in setting.detectors:
+        if key not in scores:
+            scores[key] = cached.fixed_scores(run, key)
+    correct_eval = correct[eval_idx]
+    result = View(
+        run.run_id,
+        tuple(run.class_names),
+        setting,
+        tune_idx,
+        eval_idx,
+        predictions,
+        correct,
+        relu.matrix_,
+        float(relu.lam_),
+        bool(relu.fallback_),
+        float(correct_eval.mean()),
+        perturbed,
+    )
+    replaced = perturbed.scores if perturbed is not None else {}
+    for key in dict.fromkeys([*setting.detectors, *protocol.PAIRED]):
+        eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
+        fpr, tpr, _ = metrics.roc_curve(eval_u, correct_eval)
+        coverage, risk = metrics.risk_coverage_curve(eval_u, correct_eval)
+        result.detectors[key] = DetectorView(
+            detectors.label(key), scores[key], eval_u, fpr, tpr, coverage, risk, metrics.summary(eval_u, correct_eval)
+        )
+    return result
+
+
+# ------------------------------------------------------------------------------- the paired bootstrap
+
+
+def paired_for(view: View) -> dict[str, stats.PairedDifference]:
+    """Rel-U − Doctor on the view's evaluation split with its paired bootstrap interval (1,000 resamples
+    seeded with the split seed; about 100 ms at 10k samples, so Explore runs it as :func:`paired_job`)."""
+    relu, doctor = (view.detectors[k].eval_uncertainty for k in protocol.PAIRED)
+    return stats.paired_bootstrap(relu, doctor, view.correct_eval, seed=view.setting.seed)
+
+
+def paired_job_key(view: View) -> str:
+    """The key of :func:`paired_job`: the content the bootstrap depends on (both detectors' evaluation scores,
+    the correctness, the seed)."""
+    relu, doctor = (view.detectors[k].eval_uncertainty for k in protocol.PAIRED)
+    return f"paired:{cache.array_digest(relu, doctor, view.correct_eval, np.int64(view.setting.seed))}"
+
+
+def paired_job(view: View) -> jobs.Job:
+    """:func:`paired_for` as a background job, keyed by the content it depends on (:func:`paired_job_key`): a
+    setting seen again, in any session, reuses its result."""
+    return jobs.MANAGER.submit(
+        paired_job_key(view), "Rel-U − Doctor paired bootstrap", lambda progress, cancel: paired_for(view)
+    )
+
+
+def ensure_paired(view: View) -> dict[str, stats.PairedDifference]:
+    """The view's paired differences, computed here when its bootstrap has not landed (a report, the Start page)."""
+    if not view.paired:
+        view.paired = paired_for(view)
+    return view.paired
+
+
+def settle_paired(view: View, job: jobs.Job | None) -> tuple[bool, str]:
+    """Waits up to :data:`PAIRED_WAIT_S` for the view's paired bootstrap ``job`` and keeps its result with the
+    view. Returns (whether it is still running, the message of a failure): a failed or cancelled job is
+    forgotten, so that asking again retries."""
+    if job is None:
+        return False, ""
+    error = ""
+    if job.wait(PAIRED_WAIT_S):
+        if job.state == jobs.DONE:
+            view.paired = job.result
+        else:
+            error = job.error if job.state == jobs.FAILED else ""
+            jobs.MANAGER.forget(job.key)
+    return job.running, error

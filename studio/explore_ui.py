@@ -1,0 +1,242 @@
+"""Explore's Streamlit glue: the control bar (read into an ``explore.Setting``), the ε pass's note and progress,
+the λ-neighbours' views as the browser follows them (``live_chart.Follow``), the image galleries and the export
+buttons. The computations are ``relu_core.explore``'s; this module draws and keeps the session's state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from relu_core import detectors, explore, jobs, protocol
+from studio import page, session
+from studio.live_chart import Follow, live_html, value_key
+
+#: How often the browser asks for the panel again while its paired bootstrap runs (a rerun of the panel's
+#: fragment: a rerun of the whole page would rebuild the controls and take the keyboard focus off the λ slider).
+PAIRED_POLL_S = 0.5
+
+
+def chart(place, fig, stem: str, **kwargs):
+    """A chart of the panel (``page.chart`` under its Explore key)."""
+    return page.chart(place, fig, stem, key=session.item_key(session.EX_CHART, stem), **kwargs)
+
+
+def html(markup: str, name: str, follow: Follow | None, poll_s: float | None = None) -> None:
+    """HTML of the panel (a table, a caption) that may follow λ."""
+    live_html(st, markup, key=session.item_key(session.EX_CHART, name), follow=follow, poll_s=poll_s)
+
+
+def controls(has_model: bool):
+    """The control bar; returns the setting it sets, the λ column (for the value "auto" gives) and a full-width
+    slot under the controls (for the ε pass's note and progress: in the narrow ε column they wrapped to ten
+    lines and pushed the page down and back)."""
+    with st.container(border=True):
+        c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
+        with c_lam:  # the slider first, level with T's and ε's; the checkbox (read from the session) under it
+            st.slider(
+                "λ (weight of the errors in D*)",
+                0.0,
+                1.0,
+                step=explore.LAM_STEP,
+                key=session.EX_LAM,
+                disabled=st.session_state[session.EX_LAM_AUTO],
+            )
+            lam_auto = st.checkbox(
+                "λ auto",
+                key=session.EX_LAM_AUTO,
+                help="λ = N+ / (N+ + N−), the share of correct predictions in the tuning split (the paper's choice).",
+            )
+        with c_t:
+            st.select_slider(
+                "T (softmax temperature)",
+                options=explore.TEMPERATURES,
+                key=session.EX_TEMPERATURE,
+                format_func=lambda t: f"{t:g}",
+                help="Steps on a log scale. Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
+                "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
+                "2, 5, 10, 100, 1000 are all steps.",
+            )
+        with c_eps:
+            if not has_model:  # the slider shows the ε actually used
+                st.session_state[session.EX_EPS] = 0.0
+            st.select_slider(
+                "ε (input pre-processing)",
+                options=explore.EPSILONS,
+                key=session.EX_EPS,
+                format_func=lambda e: f"{e:g}",
+                disabled=not has_model,
+            )
+            if not has_model:
+                st.caption("ε needs the model and the images; this run has logits only.")
+        with c_split:
+            page.fraction_slider(st, "tuning split fraction", key=session.EX_TUNE_FRACTION)
+            st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
+        with c_det:
+            st.multiselect(
+                "detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label, key=session.EX_DETECTORS
+            )
+            o1, o2 = st.columns(2)
+            o1.radio("operating point", list(session.OP_KINDS.values()), key=session.EX_OP_KIND)
+            o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET)
+        eps_slot = st.container()
+    session.keep(session.explore_defaults(), session.EX_KEPT)
+    state = st.session_state
+    setting = explore.Setting(
+        temperature=state[session.EX_TEMPERATURE],
+        lam="auto" if lam_auto else round(float(state[session.EX_LAM]), explore.LAM_DECIMALS),  # the slider's step
+        eps=state[session.EX_EPS] if has_model else 0.0,
+        tune_fraction=state[session.EX_TUNE_FRACTION],
+        seed=int(state[session.EX_SEED]),
+        detectors=tuple(state[session.EX_DETECTORS]) or protocol.PAIRED,
+        op_kind={shown: kind for kind, shown in session.OP_KINDS.items()}[state[session.EX_OP_KIND]],
+        op_target=state[session.EX_OP_TARGET],
+    )
+    return setting, c_lam, eps_slot
+
+
+# ------------------------------------------------------------------------------- ε
+
+
+@st.fragment(run_every=1.0)
+def _eps_watch(key: str, step: str) -> None:
+    """The "updating" mark of a running ε pass (with its ``step``, so that the whole split's pass after the
+    subsample's does not look like a restart); reruns the page once the pass has ended."""
+    job = jobs.MANAGER.get(key)
+    if job is None or not job.running:
+        st.rerun()
+    st.progress(job.fraction, text=f"updating{f' ({step})' if step else ''}: {job.label}")
+
+
+def eps_section(run, setting: explore.Setting, slot) -> explore.EpsPass:
+    """The ε pass of ``setting`` (``explore.eps_pass``, this session's memory of it); its note and progress go in
+    ``slot``, the bar staying (full) once the whole split is done, so that the page does not move when it ends."""
+    memory = st.session_state.setdefault(session.EX_EPS_MEMORY, explore.EpsMemory())
+    shown = explore.eps_pass(run, setting, memory, session=session.session_id())
+    if setting.eps == 0:
+        return shown
+    with slot:
+        st.caption(shown.note)
+        if shown.failed:
+            left, right = st.columns([5, 1], vertical_alignment="center")
+            left.error(shown.failed)
+            right.button("Retry the ε pass", key=session.EX_EPS_RETRY, on_click=memory.retry)
+        elif shown.job is not None:
+            _eps_watch(shown.job.key, shown.step)
+        elif shown.done:
+            st.progress(1.0, text="ε pass done")
+    return shown
+
+
+# ------------------------------------------------------------------------------- λ's neighbours
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The views of λ's neighbours keyed as the browser reads the slider (none: nothing follows λ), with what
+    every element that follows λ sends beside them: the value its own view is for and the panel run's number;
+    ``pending``: whether each one's paired interval is still to come (:meth:`settle_paired`)."""
+
+    views: dict[str, explore.View]
+    current: str
+    run: int
+    pending: dict[str, bool] = field(default_factory=dict)
+
+    def follow(self, part: Callable[[explore.View], object]) -> Follow | None:
+        """``part`` of each neighbour, for an element that follows the λ slider (None when there are none)."""
+        return self._follow({k: part(v) for k, v in self.views.items()})
+
+    def follow_paired(self) -> Follow | None:
+        """The neighbours' paired tables ("computing" while their interval is to come, as the server's)."""
+        return self._follow({k: explore.paired_html(v, self.pending.get(k, True)) for k, v in self.views.items()})
+
+    def _follow(self, values: dict[str, object]) -> Follow | None:
+        if not values:
+            return None
+        return Follow(session.EX_LAM, self.current, values, self.run, explore.LAM_DECIMALS)
+
+    def settle_paired(self, start: bool) -> None:
+        """Takes the neighbours' paired intervals that have landed; with ``start`` (once the view's own has
+        landed, so that it never waits behind them) starts their missing bootstraps in the background: a
+        neighbour carries its intervals from the first rerun after they land."""
+        self.pending.update({k: explore.neighbour_paired(v, start=start) for k, v in self.views.items()})
+
+
+def neighbours(run, setting: explore.Setting) -> Neighbours:
+    """λ's neighbours (``explore.neighbour_views``); counts the panel's runs."""
+    state = st.session_state
+    run_number = state[session.EX_FOLLOW_RUN] = state.get(session.EX_FOLLOW_RUN, 0) + 1
+    found = {value_key(lam, explore.LAM_DECIMALS): v for lam, v in explore.neighbour_views(run, setting).items()}
+    return Neighbours(found, value_key(setting.lam, explore.LAM_DECIMALS) if found else "", run_number)
+
+
+# ------------------------------------------------------------------------------- galleries and exports
+
+
+def gallery(
+    run, indices: np.ndarray, view: explore.View, keys, *, limit: int = 24, columns: int = 8, name_classes: bool = True
+) -> None:
+    """Images (or a table for logits-only runs) captioned with their index, true → predicted class (unless
+    ``name_classes`` is False: a confusion cell's samples share them) and each detector's score."""
+    if indices.size == 0:
+        st.info("No samples here.")
+        return
+    shown, names, labels = indices[:limit], view.class_names, run.labels
+    if run.images is None:
+        table = pd.DataFrame(
+            {
+                "sample": shown,
+                "true": [names[labels[i]] for i in shown],
+                "predicted": [names[view.predictions[i]] for i in shown],
+            }
+        )
+        for key in keys:
+            table[view.detectors[key].name] = view.detectors[key].uncertainty[shown]
+        st.dataframe(table, hide_index=True)
+        return
+    grid = st.columns(columns)
+    for n, i in enumerate(shown):
+        classes = [f"{names[labels[i]]} → {names[view.predictions[i]]}"] if name_classes else []
+        scores = [f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys]
+        grid[n % columns].image(explore.thumbnail(run.images[i]), caption=" · ".join([f"#{i}", *classes, *scores]))
+    if indices.size > limit:
+        st.caption(f"showing {limit} of {indices.size}")
+
+
+def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:
+    """One row: the view's data as a ZIP (built when clicked) and "Download report", the view as one
+    self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
+    slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
+    row = st.container(horizontal=True)
+    row.download_button(
+        "Data of this view (ZIP)",
+        lambda: explore.view_zip(run, view, setting, eps_note=eps_note),
+        file_name=page.run_tagged("relu_studio_view.zip"),
+        mime="application/zip",
+        on_click="ignore",
+        key=session.EX_DL_DATA,
+        help="D* (CSV, .npy), the data of every chart, the metrics, Rel-U − Doctor with its intervals and the "
+        "operating point (CSV), and the settings with the run's provenance (JSON).",
+    )
+    wanted = (view.run_id, setting, eps_note)
+    if row.button(
+        "Download report",
+        key=session.EX_BUILD_REPORT,
+        help="One HTML file of this view (interactive figures, "
+        "metrics with intervals, settings, provenance) that opens offline.",
+    ):
+        st.session_state[session.EX_REPORT_HTML] = (wanted, explore.report_html(run, view, setting, eps_note=eps_note))
+    built = st.session_state.get(session.EX_REPORT_HTML)
+    if built is not None and built[0] == wanted:
+        row.download_button(
+            "Save report (HTML)",
+            built[1],
+            file_name=page.run_tagged("relu_studio_report.html"),
+            mime="text/html",
+            on_click="ignore",
+            key=session.EX_DL_REPORT,
+            type="primary",
+        )
