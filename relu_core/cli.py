@@ -231,12 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
         handler=_cmd_datasets
     )
     # `report`, `baselines` and `study` register themselves, implemented beside what they run.
-    from relu_core import baselines_cli, report_cli
+    from relu_core import baselines_cli, report_cli, train_cli
     from relu_core.studies import cli as studies_cli
 
     report_cli.add_parser(sub)
     baselines_cli.add_parser(sub)
     studies_cli.add_parser(sub)
+    train_cli.add_parser(sub)
     return parser
 
 

@@ -29,6 +29,7 @@ from relu_core.training.loop import DEFAULT_LR, WEIGHT_DECAY, EpochRecord, Train
 from relu_core.training.objectives import OBJECTIVES, DropOutlierClass, Objective
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
     "DEFAULT_LR",
     "DEFAULT_PATIENCE",
     "HOLDOUT_FRACTION",
@@ -47,6 +48,8 @@ __all__ = [
 #: Share of the training set held out for early stopping, and the epochs without improvement that stop it.
 HOLDOUT_FRACTION = 0.1
 DEFAULT_PATIENCE = 2
+#: Batch size of the architectures without a recipe (the CIFAR ResNet-34 / DenseNet-121: 128, as the papers).
+DEFAULT_BATCH_SIZE = 128
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ def train(
     outliers: np.ndarray | None = None,
     epochs: int,
     seed: int = 0,
-    batch_size: int = 128,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     lr: float = DEFAULT_LR,
     holdout_fraction: float = HOLDOUT_FRACTION,
     patience: int | None = DEFAULT_PATIENCE,

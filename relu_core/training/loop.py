@@ -219,7 +219,9 @@ def fit(
     targets = torch.from_numpy(np.asarray(labels if every else labels[train_index], dtype=np.int64))
     held_pixels = torch.from_numpy(np.ascontiguousarray(images[holdout_index])).to(device)
     held_labels = torch.from_numpy(np.asarray(labels[holdout_index], dtype=np.int64))
-    outlier_pixels = None if outliers is None else torch.from_numpy(np.ascontiguousarray(outliers)).to(device)
+    outlier_pixels = (
+        None if outliers is None else torch.from_numpy(np.require(outliers, requirements=["C", "W"])).to(device)
+    )
     pixels, targets = pixels.to(device), targets.to(device)
     normalise = normalization.on(device)
     n = len(targets)
