@@ -58,6 +58,13 @@ def mixed(x: torch.Tensor, x_other: torch.Tensor, lam: float) -> torch.Tensor:
     return lam * x + (1.0 - lam) * x_other
 
 
+def mixed_targets(
+    labels: torch.Tensor, labels_other: torch.Tensor, lam: float, classes: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """``λe_y + (1−λ)e_{y'}`` over ``classes`` classes, in the logits' ``dtype``."""
+    return lam * F.one_hot(labels, classes).to(dtype) + (1.0 - lam) * F.one_hot(labels_other, classes).to(dtype)
+
+
 def mixup(
     model: nn.Module,
     x: torch.Tensor,
@@ -68,8 +75,8 @@ def mixup(
     num_classes: int,
 ) -> torch.Tensor:
     """MixUp ``CE(f(x̃), ỹ)``, ``x̃ = λx + (1−λ)x'``, ``ỹ = λe_y + (1−λ)e_{y'}`` (``x'``: the partners)."""
-    targets = lam * F.one_hot(labels, num_classes) + (1.0 - lam) * F.one_hot(labels_other, num_classes)
-    return soft_cross_entropy(model(mixed(x, x_other, lam)), targets)
+    logits = model(mixed(x, x_other, lam))
+    return soft_cross_entropy(logits, mixed_targets(labels, labels_other, lam, num_classes, logits.dtype))
 
 
 def regmixup(
@@ -85,7 +92,7 @@ def regmixup(
     """RegMixUp ``CE(f(x), y) + γ·CE(f(x̃), ỹ)`` with MixUp's ``x̃``, ``ỹ``; one forward pass of both halves."""
     logits = model(torch.cat([x, mixed(x, x_other, lam)]))
     clean, mix = logits[: len(x)], logits[len(x) :]
-    targets = lam * F.one_hot(labels, num_classes) + (1.0 - lam) * F.one_hot(labels_other, num_classes)
+    targets = mixed_targets(labels, labels_other, lam, num_classes, mix.dtype)
     return F.cross_entropy(clean, labels) + gamma * soft_cross_entropy(mix, targets)
 
 
@@ -105,8 +112,7 @@ def openmix(
     """
     logits = model(torch.cat([x, mixed(x, outliers, lam)]))
     clean, mix = logits[: len(x)], logits[len(x) :]
-    outlier_class = torch.full_like(labels, num_classes)
-    targets = lam * F.one_hot(labels, num_classes + 1) + (1.0 - lam) * F.one_hot(outlier_class, num_classes + 1)
+    targets = mixed_targets(labels, torch.full_like(labels, num_classes), lam, num_classes + 1, mix.dtype)
     return F.cross_entropy(clean, labels) + gamma * soft_cross_entropy(mix, targets)
 
 
