@@ -277,12 +277,13 @@ def test_the_train_command_writes_a_run(tmp_path: Path, capsys) -> None:
         (["--objective", "focal"], "invalid choice: 'focal'"),
         (["--epochs", "0"], "--epochs must be a positive integer"),
         (["--model", "nope"], "unknown model 'nope'"),
-        (["--objective", "openmix", "--outliers", "fashion-mnist"], "got outlier images of 28x28x1"),
+        (["--objective", "openmix", "--outliers", "npz:{big}"], "got outlier images of 28x28x1"),
     ],
 )
-def test_the_train_command_refuses_bad_input_in_one_line(
-    arguments: list[str], message: str, capsys, shared_data
-) -> None:
+def test_the_train_command_refuses_bad_input_in_one_line(arguments: list[str], message: str, capsys, tmp_path) -> None:
+    big = tmp_path / "big.npz"  # 28x28 outliers for 8x8 digits
+    np.savez(big, x=np.zeros((4, 28, 28, 1), np.uint8), y=np.zeros(4, np.int64))
+    arguments = [a.format(big=big) for a in arguments]
     assert cli.main(["train", "--dataset", "digits", *arguments]) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1], err
