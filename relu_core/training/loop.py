@@ -214,9 +214,9 @@ def fit(
     objective = objective or Objective()
     device = torch.device(device)
     train_index, holdout_index = holdout_split(len(labels), holdout_fraction, seed)
-    every = holdout_fraction == 0.0
-    pixels = torch.from_numpy(np.require(images if every else images[train_index], requirements=["C", "W"]))
-    targets = torch.from_numpy(np.require(labels if every else labels[train_index], np.int64, ["W"]))
+    whole = holdout_fraction == 0.0  # nothing held out: the images as given (copied only when read-only)
+    pixels = torch.from_numpy(np.require(images if whole else images[train_index], requirements=["C", "W"]))
+    targets = torch.from_numpy(np.require(labels if whole else labels[train_index], np.int64, ["W"]))
     held_pixels = torch.from_numpy(np.ascontiguousarray(images[holdout_index])).to(device)
     held_labels = torch.from_numpy(np.asarray(labels[holdout_index], dtype=np.int64))
     outlier_pixels = (
