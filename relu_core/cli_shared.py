@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -180,3 +181,21 @@ def model_run(args: argparse.Namespace, batch_size: int | None, progress: Progre
         progress=progress,
         download=args.download,
     )
+
+
+def write_logits_npz(path: str | Path, logits, labels, class_names: Sequence[str]) -> Path:
+    """Write the npz atomically (:func:`relu_core.cache.atomic_write`) into an existing directory (the
+    ``logits`` and ``train`` commands' ``--out``)."""
+    import numpy as np
+
+    from relu_core import cache
+
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"no such directory: {path.parent}")
+    arrays = {
+        "logits": np.asarray(logits, dtype=np.float32),
+        "labels": np.asarray(labels, dtype=np.int64),
+        "class_names": np.asarray(list(class_names), dtype=str),
+    }
+    return cache.atomic_write(path, lambda stream: np.savez(stream, **arrays))

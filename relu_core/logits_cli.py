@@ -6,8 +6,6 @@ npz, and the model names and data sets the CLI accepts. Bad input exits with cod
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -31,21 +29,6 @@ def add_parser(sub) -> None:
     )
 
 
-def write_logits_npz(path: str | Path, logits: np.ndarray, labels: np.ndarray, class_names: Sequence[str]) -> Path:
-    """Write the npz atomically (:func:`relu_core.cache.atomic_write`) into an existing directory."""
-    from relu_core import cache
-
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"no such directory: {path.parent}")
-    arrays = {
-        "logits": np.asarray(logits, dtype=np.float32),
-        "labels": np.asarray(labels, dtype=np.int64),
-        "class_names": np.asarray(list(class_names), dtype=str),
-    }
-    return cache.atomic_write(path, lambda stream: np.savez(stream, **arrays))
-
-
 def _cmd_logits(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     from relu_core import distributed
 
@@ -56,7 +39,7 @@ def _cmd_logits(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them
         return 0
-    write_logits_npz(out, run.logits, run.labels, run.class_names)
+    cli_shared.write_logits_npz(out, run.logits, run.labels, run.class_names)
     accuracy = float(np.mean(np.argmax(run.logits, axis=1) == run.labels))
     print(f"wrote {out}: logits {run.logits.shape[0]} x {run.logits.shape[1]}, accuracy {accuracy:.4f} ({run.source})")
     return 0

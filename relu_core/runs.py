@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, datasets, detectors, engine, limits, models, npz, training
+from relu_core import cache, datasets, detectors, distributed, engine, limits, models, npz, paths, training, validation
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.registry import LRURegistry
@@ -236,6 +236,10 @@ def _source_digest(*modules: object) -> list[str]:
     return [cache.file_digest(Path(module.__file__)) for module in modules]  # type: ignore[attr-defined]
 
 
+#: The modules of the training loop: their source is in the key of every model trained here.
+TRAINING_CODE = (training, training.loop, training.objectives)
+
+
 def small_cnn(
     arch: str,
     dataset_spec: str,
@@ -251,7 +255,7 @@ def small_cnn(
     The state dict lives in ``cache_dir("models")`` keyed by (arch, training-data fingerprint, seed, epochs,
     digest of the model and training code); later calls load it instead of training.
     """
-    spec = models.get_spec(arch)
+    models.get_spec(arch)
     if arch not in training.RECIPES:
         raise InputError(f"{arch} is not a small CNN that can be trained here ({', '.join(training.RECIPES)})")
     if dataset_spec.strip() not in datasets.DATASETS:  # user data has one split: nothing to train on
@@ -267,7 +271,7 @@ def small_cnn(
         "kind": "small-cnn",
         "data": train.fingerprint,
         **settings,
-        "code": _source_digest(models.small_cnn, models.registry, models.normalization, training),
+        "code": _source_digest(models.small_cnn, models.registry, models.normalization, *TRAINING_CODE),
     }
 
     def fit() -> dict[str, np.ndarray]:
@@ -277,9 +281,151 @@ def small_cnn(
         return {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
 
     state = cache.cached("models", key, fit)
-    model = models.build_model(arch, len(train.class_names), in_channels=spec.in_channels)
+    return _built(arch, len(train.class_names), state)
+
+
+def _built(arch: str, n_outputs: int, state: dict[str, np.ndarray]) -> nn.Module:
+    """A fresh ``arch`` with ``n_outputs`` outputs holding the stored ``state`` dict, in eval mode."""
+    model = models.build_model(arch, n_outputs)
     model.load_state_dict({name: torch.from_numpy(array) for name, array in state.items()}, strict=True)
     return model.eval()
+
+
+@dataclass(frozen=True, eq=False)
+class TrainedModel:
+    """A model trained here with an objective (:func:`trained_model`), what it was trained with and its curve.
+
+    ``metadata``: the settings (architecture, data set, objective, outliers, seed, epoch cap, batch size,
+    learning rate, held-out fraction, patience), the epochs run, the best epoch, whether training stopped
+    early, the final held-out accuracy, the device and process count; ``curve``: per epoch ``loss``,
+    ``heldout_accuracy`` and ``seconds``. Both are stored with the weights."""
+
+    model: nn.Module
+    metadata: dict[str, object]
+    curve: dict[str, np.ndarray]
+
+
+WEIGHTS_PREFIX = "weights/"
+CURVE_NAMES = ("loss", "heldout_accuracy", "seconds")
+
+
+def _outlier_set(spec: str, download: bool, progress: Progress | None) -> tuple[datasets.ImageSet, str]:
+    """OpenMix's outlier images: the training split of ``spec`` when there is one here (or downloaded), else its
+    test split (offline MNIST has only its test images; they never meet the inlier set's test split)."""
+    try:
+        return datasets.load_dataset(spec, split="train", download=download, progress=progress), "train"
+    except datasets.DatasetError:
+        return datasets.load_dataset(spec, split="test", download=download, progress=progress), "test"
+
+
+def trained_model(
+    arch: str,
+    dataset_spec: str,
+    settings: dict[str, object],
+    *,
+    device: str = "auto",
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    download: bool = False,
+) -> TrainedModel:
+    """``arch`` trained here on the training split of the registered ``dataset_spec`` with an objective, cached
+    by content (``cache_dir("models")``, with its metadata and curve), resumed from its per-epoch checkpoint
+    (``cache_dir("checkpoints")``) when an earlier attempt was cancelled or killed.
+
+    ``settings``: ``objective`` (:meth:`training.Objective.settings`: its name and parameters), ``epochs`` (the
+    cap), ``seed`` and ``outliers`` (a data set spec, OpenMix only). Early stopping holds out
+    ``training.HOLDOUT_FRACTION`` of the training split (:func:`training.train`); the test split is never read
+    here. An OpenMix model comes back wrapped in :class:`training.DropOutlierClass` (C logits).
+    """
+    models.get_spec(arch)
+    if dataset_spec.strip() not in datasets.DATASETS:
+        raise InputError(f"a model is trained here on a registered data set's training split only, not {dataset_spec}")
+    unknown = set(settings) - {"objective", "epochs", "seed", "outliers"}
+    if unknown:
+        raise InputError(f"unknown training settings: {', '.join(sorted(unknown))}")
+    chosen = dict(settings.get("objective") or {"name": "cross-entropy"})
+    objective = training.Objective(chosen.pop("name", "cross-entropy"), **chosen)
+    epochs = validation.integer(settings.get("epochs"), "epochs", minimum=1)
+    seed = validation.integer(settings.get("seed", 0), "seed", minimum=0)
+    outliers_spec = settings.get("outliers")
+    if objective.uses_outliers and not outliers_spec:
+        raise InputError("openmix needs an outlier data set (e.g. --outliers mnist for Fashion-MNIST)")
+    if outliers_spec and not objective.uses_outliers:
+        raise InputError(f"outliers are used by openmix only, not by {objective.name}")
+    train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)
+    outliers, outlier_split = _outlier_set(str(outliers_spec), download, progress) if outliers_spec else (None, "")
+    n_classes = len(train.class_names)
+    batch_size = training.RECIPES[arch].batch_size if arch in training.RECIPES else training.DEFAULT_BATCH_SIZE
+    recorded = {
+        "arch": arch,
+        "dataset": dataset_spec,
+        "objective": objective.settings(),
+        "outliers": f"{outliers_spec} ({outlier_split} split)" if outliers is not None else None,
+        "seed": seed,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "lr": training.DEFAULT_LR,
+        "holdout_fraction": training.HOLDOUT_FRACTION,
+        "patience": training.DEFAULT_PATIENCE,
+    }
+    key = {
+        "kind": "trained",
+        "data": train.fingerprint,
+        "outlier_data": None if outliers is None else outliers.fingerprint,
+        **recorded,
+        "code": _source_digest(
+            models.small_cnn, models.paper_cifar, models.registry, models.normalization, *TRAINING_CODE
+        ),
+    }
+    checkpoint = paths.cache_dir("checkpoints") / f"{cache.key_digest(key)}.pt"
+    resolved = engine.select_device(device)
+
+    def fit() -> dict[str, np.ndarray]:
+        trained = training.train(
+            train.images,
+            train.labels,
+            n_classes,
+            arch=arch,
+            objective=objective,
+            outliers=None if outliers is None else outliers.images,
+            epochs=epochs,
+            seed=seed,
+            batch_size=batch_size,
+            checkpoint=checkpoint,
+            checkpoint_key=cache.key_digest(key),
+            device=resolved,
+            progress=progress,
+            cancel=cancel,
+        )
+        inner = trained.model.model if isinstance(trained.model, training.DropOutlierClass) else trained.model
+        metadata = {
+            "settings": recorded,
+            "epochs_run": len(trained.history),
+            "best_epoch": trained.best_epoch,
+            "stopped_early": trained.stopped_early,
+            "final_heldout_accuracy": trained.final_accuracy,
+            "device": str(resolved),
+            "processes": distributed.world_size(),
+            "resumed_from": trained.resumed_from,
+        }
+        curve = {
+            "loss": [r.loss for r in trained.history],
+            "heldout_accuracy": [r.heldout_accuracy for r in trained.history],
+            "seconds": [r.seconds for r in trained.history],
+        }
+        weights = {f"{WEIGHTS_PREFIX}{name}": t.detach().cpu().numpy() for name, t in inner.state_dict().items()}
+        curves = {f"curve/{name}": np.asarray(values, dtype=np.float64) for name, values in curve.items()}
+        return {"metadata": np.array(json.dumps(metadata)), **curves, **weights}
+
+    stored = cache.cached("models", key, fit)
+    if distributed.is_main_process():
+        checkpoint.unlink(missing_ok=True)  # the weights are stored: nothing left to resume
+    state = {name[len(WEIGHTS_PREFIX) :]: a for name, a in stored.items() if name.startswith(WEIGHTS_PREFIX)}
+    model = _built(arch, n_classes + objective.extra_classes, state)
+    if objective.extra_classes:
+        model = training.DropOutlierClass(model, n_classes).eval()
+    curve = {name: stored[f"curve/{name}"] for name in CURVE_NAMES}
+    return TrainedModel(model, json.loads(str(stored["metadata"])), curve)
 
 
 #: ``weights`` of :func:`logits_for` starting with this name a Hugging Face Hub repository.
@@ -311,6 +457,7 @@ def logits_for(
     cancel: Cancel | None = None,
     download: bool = False,
     epochs: int | None = None,
+    training_settings: dict[str, object] | None = None,
 ) -> Run:
     """The :class:`Run` of model ``model_name`` on the test split of ``dataset_spec``, logits cached by content.
 
@@ -319,7 +466,8 @@ def logits_for(
     ``"hf:<repo>"``, one of the Rel-U authors' checkpoints on the Hugging Face Hub (``models.HUB_MODELS``,
     downloaded once, with the normalisation it was trained with); None uses the shared
     pretrained weights of ``model_name`` or, for a small CNN, one trained on the data set's training split
-    (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). The cache key is (weights hash, data set fingerprint, mean, std, input size,
+    (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). ``training_settings`` (with
+    ``weights`` None): ``model_name`` trained here with an objective (:func:`trained_model`). The cache key is (weights hash, data set fingerprint, mean, std, input size,
     precision), so the same model on the same pixels is computed once whatever the file or set is called.
     ``dataset_spec`` may also be a loaded set (e.g. an upload, ``datasets.load_uploaded_dataset``).
     """
@@ -333,6 +481,8 @@ def logits_for(
     n_classes = len(data.class_names)
     limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
     normalization = spec.normalization
+    if training_settings is not None and weights is not None:
+        raise InputError("a model trained here takes no weights: give either weights or training settings")
     if isinstance(weights, bytes):
         model = models.load_model_bytes(weights, weights_name, arch=model_name, num_classes=n_classes)
         source = f"{model_name} ({weights_name}) on {data.name}"
@@ -342,6 +492,21 @@ def logits_for(
     elif weights is not None:
         model = models.load_model_file(weights, arch=model_name, num_classes=n_classes)
         source = f"{model_name} ({Path(weights).name}) on {data.name}"
+    elif training_settings is not None and isinstance(dataset_spec, str):
+        trained = trained_model(
+            model_name,
+            dataset_spec,
+            training_settings,
+            device=device,
+            progress=progress,
+            cancel=cancel,
+            download=download,
+        )
+        model, meta = trained.model, trained.metadata
+        source = (
+            f"{model_name} {meta['settings']['objective']['name']} (trained here, seed {meta['settings']['seed']}, "
+            f"epoch {meta['best_epoch']}/{meta['settings']['epochs']}) on {data.name}"
+        )
     elif (pretrained := models.pretrained_weights(model_name)) is not None:
         model = models.load_state_dict_file(models.build_model(model_name, n_classes), pretrained)
         source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
@@ -390,6 +555,7 @@ def logits_for(
             ("dataset_spec", dataset_spec),
             ("device", device),
             ("epochs", epochs),
+            *((("training_settings", training_settings),) if training_settings is not None else ()),
         )
         if (weights is None or (isinstance(weights, str) and weights.startswith(HUB_PREFIX))) and registered
         else (),

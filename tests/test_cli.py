@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relu_core import cli, cli_shared, logits_cli, protocol
+from relu_core import cli, cli_shared, protocol
 from relu_core.detectors import LAMBDA_GRID, protocol_keys
 from relu_core.errors import InputError
 
@@ -333,7 +333,7 @@ def test_models_and_datasets_list_the_accepted_names(capsys):
 
 def test_written_npz_is_a_valid_logits_file(tmp_path):
     logits, labels = _logits(30, 3)
-    path = logits_cli.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
+    path = cli_shared.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
     run = cli_shared.load_logits_file(path)
     np.testing.assert_array_equal(run.logits, logits)
     np.testing.assert_array_equal(run.labels, labels)
@@ -344,7 +344,7 @@ def test_written_npz_is_a_valid_logits_file(tmp_path):
 def test_failed_npz_write_keeps_the_old_file_and_leaves_no_partial_one(tmp_path, monkeypatch):
     """write_logits_npz goes through cache.atomic_write: an error while writing leaves the previous file whole."""
     logits, labels = _logits(30, 3)
-    path = logits_cli.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
+    path = cli_shared.write_logits_npz(tmp_path / "out.npz", logits, labels, ["a", "b", "c"])
     before = path.read_bytes()
 
     def failing_savez(stream, **arrays):
@@ -353,7 +353,7 @@ def test_failed_npz_write_keeps_the_old_file_and_leaves_no_partial_one(tmp_path,
 
     monkeypatch.setattr(np, "savez", failing_savez)
     with pytest.raises(InputError, match=r"cannot write .*out\.npz \(disk full\)"):  # the path asked, not the temp
-        logits_cli.write_logits_npz(path, logits * 2, labels, ["a", "b", "c"])
+        cli_shared.write_logits_npz(path, logits * 2, labels, ["a", "b", "c"])
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
 

@@ -218,6 +218,7 @@ CLI_COMMANDS = {
     "relu_core.report_cli",
     "relu_core.baselines_cli",
     "relu_core.studies.cli",
+    "relu_core.train_cli",
 }
 
 
