@@ -25,6 +25,7 @@ PAGES = {
     frame.CORRUPTIONS: st.Page("app_pages/Corruptions.py", title="Corruptions", url_path="Corruptions"),
     frame.STUDIES: st.Page("app_pages/Studies.py", title="Studies", url_path="Studies"),
     frame.BASELINES: st.Page("app_pages/Baselines.py", title="Baselines", url_path="Baselines"),
+    frame.OBJECTIVES: st.Page("app_pages/Objectives.py", title="Training objectives", url_path="Objectives"),
     frame.COMPARE: st.Page("app_pages/Compare.py", title="Compare runs", url_path="Compare"),
 }
 

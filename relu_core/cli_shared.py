@@ -199,3 +199,20 @@ def write_logits_npz(path: str | Path, logits, labels, class_names: Sequence[str
         "class_names": np.asarray(list(class_names), dtype=str),
     }
     return cache.atomic_write(path, lambda stream: np.savez(stream, **arrays))
+
+
+#: Short names of the paper's CIFAR architectures (``train --model resnet34``).
+MODEL_ALIASES = {"resnet34": "resnet34_cifar", "densenet121": "densenet121_cifar"}
+
+
+def trainable_model_name(text: str, dataset: str) -> str:
+    """The model ``train`` and ``study objectives`` train: ``cnn``, the small CNN that fits ``dataset``;
+    ``resnet34`` / ``densenet121``, the CIFAR variants; or a registered name."""
+    from relu_core import models
+
+    if text == "cnn":
+        fitting = [name for name in models.DATASET_MODELS.get(dataset, ()) if name.startswith("cnn")]
+        if not fitting:
+            raise InputError(f"no small CNN fits {dataset!r}; choose --model by name (see `models`)")
+        return fitting[0]
+    return models.get_spec(MODEL_ALIASES.get(text, text)).name

@@ -14,23 +14,8 @@ import numpy as np
 from relu_core import cli_shared, validation
 from relu_core.errors import InputError
 
+
 #: Short model names the command accepts besides the registered ones.
-ALIASES = {"resnet34": "resnet34_cifar", "densenet121": "densenet121_cifar"}
-
-
-def _model_name(text: str, dataset: str) -> str:
-    """``cnn``: the small CNN that fits ``dataset``; ``resnet34`` / ``densenet121``: the CIFAR variants; or a
-    registered name."""
-    from relu_core import models
-
-    if text == "cnn":
-        fitting = [name for name in models.DATASET_MODELS.get(dataset, ()) if name.startswith("cnn")]
-        if not fitting:
-            raise InputError(f"no small CNN fits {dataset!r}; choose --model by name (see `models`)")
-        return fitting[0]
-    return models.get_spec(ALIASES.get(text, text)).name
-
-
 def _number(text: str | None, flag: str) -> float | None:
     if text is None:
         return None
@@ -48,7 +33,7 @@ def cmd_train(args, bar) -> int:
         raise InputError(
             f"train needs a registered data set with a training split; choose one of: {', '.join(datasets.DATASETS)}"
         )
-    model_name = _model_name(args.model, args.dataset)
+    model_name = cli_shared.trainable_model_name(args.model, args.dataset)
     objective = training.Objective(
         args.objective,
         tau=_number(args.tau, "--tau"),

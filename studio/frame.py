@@ -13,12 +13,13 @@ from relu_core import runs
 from studio import query, session, sidebar
 
 #: The pages' names, for :func:`switch_to` (app.py declares each page under one of them).
-START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE = (
+START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES, COMPARE = (
     "start",
     "explore",
     "corruptions",
     "studies",
     "baselines",
+    "objectives",
     "compare",
 )
 

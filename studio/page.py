@@ -14,7 +14,7 @@ from studio.live_chart import Follow, live_chart
 from studio.runs import run_label
 
 #: The mime type of each kind of file the pages offer, by suffix.
-MIME_TYPES = {".csv": "text/csv", ".html": "text/html"}
+MIME_TYPES = {".csv": "text/csv", ".html": "text/html", ".json": "application/json"}
 
 
 def count(n: int, noun: str) -> str:

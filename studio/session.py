@@ -207,6 +207,34 @@ def bl_defaults(usable: Collection[str], slow: Collection[str] = ()) -> dict[str
     }
 
 
+# ---- Training objectives (app_pages/Objectives.py)
+#: The page's prefix: its Run button and results (``jobbox.study_run``).
+OBJECTIVES_PAGE = "obj"
+OBJ_DATASET = "obj_dataset"
+OBJ_OBJECTIVES = "obj_objectives"
+OBJ_EPOCHS = "obj_epochs"
+OBJ_SEEDS = "obj_seeds"
+OBJ_SELECTION = "obj_selection"
+#: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
+OBJ_KEPT = "obj_kept"
+#: The prefix (:func:`item_key`) of a row's "open in Explore" button (with the objective's name).
+OBJ_OPEN = "obj_open"
+OBJ_DOWNLOAD = "obj_dl"
+
+
+def obj_defaults(dataset: str, objectives: list[str]) -> dict[str, object]:
+    """The training-objectives page's settings until changed: ``dataset`` (Fashion-MNIST where it is here),
+    every objective it can train, an epoch cap of 2 (the five models fit in about 10 minutes on 2 cores), the
+    paper's 10 split seeds and its selection of T and λ inside the tuning split."""
+    return {
+        OBJ_DATASET: dataset,
+        OBJ_OBJECTIVES: objectives,
+        OBJ_EPOCHS: 2,
+        OBJ_SEEDS: 10,
+        OBJ_SELECTION: "tuning",
+    }
+
+
 # ---- Runs compared side by side (app_pages/Compare.py)
 #: The page's prefix: its Run button and results (``jobbox.study_run``).
 COMPARE_PAGE = "cmp"

@@ -10,8 +10,9 @@ from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"
-START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE = (
-    f"app_pages/{name}.py" for name in ("Start", "Explore", "Corruptions", "Studies", "Baselines", "Compare")
+START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES_PAGE, COMPARE = (
+    f"app_pages/{name}.py"
+    for name in ("Start", "Explore", "Corruptions", "Studies", "Baselines", "Objectives", "Compare")
 )
 
 

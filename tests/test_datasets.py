@@ -471,3 +471,15 @@ def test_npz_that_is_not_an_archive(tmp_path):
         load_dataset(f"npz:{single}")
     with pytest.raises(DatasetError, match="not a valid npz"):
         load_dataset(f"npz:{tmp_path / 'missing.npz'}")
+
+
+def test_the_exact_test_prefixes_have_no_training_split(shared_data):
+    """The pixel-exact CIFAR npz files are prefixes of the *test* sets: asked for a training split they answer
+    none (a model trained here on them would have been evaluated on its own training images)."""
+    from relu_core import datasets
+
+    for name in ("cifar10-exact", "cifar100-exact"):
+        entry = datasets.DATASETS[name]
+        assert entry.find("test")[0] is not None
+        source, searched = entry.find("train")
+        assert source is None and "test images only" in searched[0]

@@ -7,7 +7,7 @@ import ast
 
 import numpy as np
 import pytest
-from apptest_pages import APP, BASELINES, COMPARE, CORRUPTIONS, EXPLORE, REPO, START, STUDIES, app
+from apptest_pages import APP, BASELINES, COMPARE, CORRUPTIONS, EXPLORE, OBJECTIVES_PAGE, REPO, START, STUDIES, app
 
 TIMEOUT = 300
 
@@ -24,7 +24,7 @@ def _declared_pages() -> list[str]:
 
 def test_every_page_is_declared_once_in_app_py_and_no_pages_folder_exists():
     declared = _declared_pages()
-    assert declared == [START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE]
+    assert declared == [START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES_PAGE, COMPARE]
     assert sorted(declared) == sorted(f"app_pages/{p.name}" for p in (REPO / "app_pages").glob("*.py"))
     # Streamlit 1.67 runs a folder named pages/ beside the entry as an old-style multipage app: AppTest then
     # skips app.py on every rerun, and a fresh server's first visit to /Explore shows "Page not found"
@@ -41,7 +41,7 @@ def test_reruns_go_through_the_entry_on_every_page(digits_run):
     from relu_core import runs
 
     runs.register_run(digits_run)
-    for page in (START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, COMPARE):
+    for page in (START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES_PAGE, COMPARE):
         at = app(page, TIMEOUT)
         at.session_state["run_id"] = digits_run.run_id
         at.run()

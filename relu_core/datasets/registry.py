@@ -230,6 +230,8 @@ def _exact_finder(
         return arrays["x"], arrays["y"].astype(np.int64), _cifar_names(npz_file.parent / meta_name, key, default)
 
     def find(split: str) -> tuple[Source | None, list[str]]:
+        if split != "test":  # a prefix of the test set: it has no training split, never serve it as one
+            return None, [f"{folder}/{npz_name} (test images only)"]
         searched = []
         for root in _roots():
             npz_file = root / folder / npz_name

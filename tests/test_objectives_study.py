@@ -1,0 +1,106 @@
+"""The training-objectives table (relu_core.studies.objectives, the paper's Table 1): each row is the protocol run
+directly on that objective's model, the best FPR95 is marked, bad choices are refused before any training; the
+``study objectives`` command; the page under AppTest."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from apptest_pages import OBJECTIVES_PAGE, app
+
+from relu_core import cli, protocol
+from relu_core.errors import InputError
+from relu_core.studies import objectives
+
+pytestmark = pytest.mark.slow  # trains small CNNs on digits (about a second each)
+
+CHOSEN = ("cross-entropy", "logitnorm")
+
+
+@pytest.fixture(scope="module")
+def study():
+    return objectives.objectives_study("digits", "cnn8", objectives=CHOSEN, epochs=1, seeds=2, n_resamples=100)
+
+
+def test_each_row_is_the_protocol_on_that_objectives_model(study):
+    assert [row.objective for row in study.rows] == list(CHOSEN)
+    for row in study.rows:
+        again = objectives.objective_run("digits", "cnn8", row.objective, epochs=1)
+        assert again.run_id == row.run.run_id  # trained once, then read from the cache
+        direct = protocol.evaluate_with_selection(
+            row.run.logits, row.run.labels, objectives.TABLE_KEYS, seeds=2, tune_fraction=0.5, n_resamples=100
+        )
+        for key in objectives.TABLE_KEYS:
+            np.testing.assert_allclose(row.result.per_seed[key]["fpr95"], direct.per_seed[key]["fpr95"])
+        assert row.result.paired["fpr95"].low == pytest.approx(direct.paired["fpr95"].low)
+        assert row.accuracy == pytest.approx(np.mean(row.run.logits.argmax(1) == row.run.labels))
+        assert row.objective in row.run.source
+    assert study.rows[0].run.run_id != study.rows[1].run.run_id
+
+
+def test_table_marks_the_best_fpr95_and_states_rel_u_minus_doctor(study):
+    table = study.table()
+    assert list(table["objective"]) == list(CHOSEN)
+    fpr_columns = [c for c in table.columns if c.endswith("FPR95") and "−" not in c]
+    assert fpr_columns == ["MSP FPR95", "ODIN FPR95", "Doctor FPR95", "Rel-U FPR95"]
+    for (_, line), row in zip(table.iterrows(), study.rows, strict=True):
+        means = {k: row.result.mean(k, "fpr95") for k in objectives.TABLE_KEYS}
+        best = min(means.values())
+        for key, column in zip(objectives.TABLE_KEYS, fpr_columns, strict=True):
+            assert line[column].endswith(" *") == (means[key] == best)
+        assert line["verdict"].startswith("FPR95: ")
+        assert "95 % CI" in line["Rel-U − Doctor FPR95"]
+    as_json = json.loads(json.dumps(study.to_dict()))
+    assert as_json["selection"] == "tuning" and set(as_json["objectives"]) == set(CHOSEN)
+    assert "minus_doctor" in as_json["objectives"]["logitnorm"]["detectors"]["relu"]
+
+
+def test_fixed_settings_are_the_protocol_at_t1_and_lambda_half():
+    fixed = objectives.objectives_study(
+        "digits", "cnn8", objectives=("cross-entropy",), epochs=1, seeds=2, selection="fixed", n_resamples=0
+    )
+    run = fixed.rows[0].run
+    direct = protocol.evaluate(run.logits, run.labels, objectives.TABLE_KEYS, temperature=None, seeds=2, n_resamples=0)
+    np.testing.assert_allclose(fixed.rows[0].result.per_seed["relu"]["auroc"], direct.per_seed["relu"]["auroc"])
+    assert fixed.rows[0].result.params["odin"][0][0] == 1000
+
+
+def test_bad_choices_are_refused_before_any_training():
+    with pytest.raises(InputError, match="unknown objective 'nope'"):
+        objectives.objectives_study("digits", "cnn8", objectives=("cross-entropy", "nope"))
+    with pytest.raises(InputError, match="selection"):
+        objectives.objectives_study("digits", "cnn8", selection="oracle")
+    with pytest.raises(InputError, match="openmix needs an outlier data set for digits"):
+        objectives.objective_run("digits", "cnn8", "openmix", epochs=1)
+
+
+def test_study_objectives_command(tmp_path, capsys):
+    code = cli.main(
+        ["study", "objectives", "--dataset", "digits", "--model", "cnn8", "--objectives", "cross-entropy,logitnorm"]
+        + ["--epochs", "1", "--seeds", "2", "--bootstrap", "50", "--json"]
+    )
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed["objectives"]) == set(CHOSEN) and printed["dataset"] == "digits"
+    assert cli.main(["study", "objectives", "--dataset", "digits", "--objectives", "nope"]) == 2
+    assert "unknown objective" in capsys.readouterr().err
+
+
+def test_page_trains_what_is_missing_and_opens_a_row_in_explore():
+    at = app(OBJECTIVES_PAGE, 300)
+    at.session_state["obj_dataset"] = "digits"
+    at.session_state["obj_objectives"] = list(CHOSEN)
+    at.session_state["obj_epochs"] = 1
+    at.session_state["obj_seeds"] = 2
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.button(key="obj_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    table = at.dataframe[0].value
+    assert list(table["objective"]) == list(CHOSEN) and "Rel-U FPR95" in table.columns
+    at.button(key="obj_open_logitnorm").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Explore: Rel-U vs Doctor"
+    assert "logitnorm" in at.caption[0].value
