@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from torchrun import torchrun
 
 from relu_core import distributed, engine, models
 
@@ -33,12 +30,6 @@ SCRIPT = textwrap.dedent(
 ).format(n=N_IMAGES)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_shard_bounds_cover_in_order():
     for n, size in ((37, 2), (10, 3), (5, 5), (100, 7)):
         bounds = [distributed.shard_bounds(n, size, r) for r in range(size)]
@@ -52,24 +43,7 @@ def test_shard_bounds_cover_in_order():
 def test_torchrun_two_processes_gather_single_process_logits(tmp_path: Path):
     script = tmp_path / "shard.py"
     script.write_text(SCRIPT)
-    repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
-    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(_free_port()),
-        str(script),
-        str(tmp_path),
-    ]
-    result = subprocess.run(command, env=env, cwd=repo, capture_output=True, text=True, timeout=300)
+    result = torchrun(script, str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
 
     torch.manual_seed(0)

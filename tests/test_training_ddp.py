@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torchrun import torchrun
 
 from relu_core import datasets
 from relu_core.models import Normalization
@@ -46,36 +44,11 @@ SCRIPT = textwrap.dedent(
 ).format(n=N_IMAGES, settings=SETTINGS)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_gloo_processes_train_as_one(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
-    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(_free_port()),
-        str(script),
-        str(tmp_path),
-    ]
-    result = subprocess.run(command, env=env, cwd=repo, capture_output=True, text=True, timeout=300)
+    result = torchrun(script, str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
 
     train = datasets.load_dataset("digits", split="train")

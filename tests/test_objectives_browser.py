@@ -1,0 +1,33 @@
+"""Real-browser test of the training-objectives page (the app served by conftest's ``app_url``, Debian's
+Chromium) at 1280 × 720: digits chosen, the table computed (its small models trained in seconds), a row's button
+opens that model's run in Explore (screenshot in test-artifacts/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def test_objectives_table_on_digits_opens_a_row_in_explore(app_url, chromium):
+    page = chromium.new_context(viewport={"width": 1280, "height": 720}).new_page()
+    page.goto(f"{app_url}/Objectives")
+    page.get_by_text("Training objectives: where does Rel-U help?").wait_for(timeout=300_000)
+    main = page.locator('[data-testid="stMain"]')
+    main.locator('[data-testid="stSelectbox"]').filter(has_text="data set (its small CNN)").click()
+    page.get_by_role("option", name="digits (cnn8)").click()
+    main.get_by_text("OpenMix needs an outlier data set of digits's image size").wait_for(timeout=60_000)
+    main.get_by_role("button", name="Run the study").click()
+    main.get_by_text("marks each row's lowest FPR95").wait_for(timeout=600_000)
+    for objective in ("cross-entropy", "logitnorm", "mixup", "regmixup"):
+        assert main.get_by_role("button", name=objective, exact=True).is_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "objectives_1280x720.png"))
+    main.get_by_role("button", name="logitnorm", exact=True).click()
+    page.wait_for_url("**/Explore**", timeout=60_000)
+    page.get_by_text("Explore: Rel-U vs Doctor").wait_for(timeout=120_000)
+    assert "logitnorm" in page.locator('[data-testid="stMain"]').inner_text()
