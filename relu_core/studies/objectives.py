@@ -177,6 +177,8 @@ def objectives_study(
     if selection not in SELECTIONS:
         raise InputError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
     seeds = protocol.resolve_seeds(seeds)
+    if "openmix" in objectives:  # the set it mixes in, named in the result
+        outliers = outliers or DEFAULT_OUTLIERS.get(dataset)
     steps = 2 * len(objectives)
     trained = []
     for i, name in enumerate(objectives):
