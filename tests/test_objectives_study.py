@@ -104,3 +104,15 @@ def test_page_trains_what_is_missing_and_opens_a_row_in_explore():
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Explore: Rel-U vs Doctor"
     assert "logitnorm" in at.caption[0].value
+
+
+def test_a_table_of_cached_models_is_read_back_exactly(study, monkeypatch):
+    calls = []
+    real = protocol.evaluate_with_selection
+    monkeypatch.setattr(protocol, "evaluate_with_selection", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = objectives.objectives_study("digits", "cnn8", objectives=CHOSEN, epochs=1, seeds=2, n_resamples=100)
+    assert not calls  # every row read back from the cache
+    assert json.dumps(again.to_dict(), sort_keys=True) == json.dumps(study.to_dict(), sort_keys=True)
+    assert again.table().equals(study.table())
+    objectives.objectives_study("digits", "cnn8", objectives=CHOSEN[:1], epochs=1, seeds=3, n_resamples=100)
+    assert len(calls) == 1  # other settings: computed

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import datasets, metric_info, models, protocol, runs, stats, training
+from relu_core import cache, datasets, metric_info, models, protocol, runs, stats, training
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress, report, within
 
@@ -27,6 +27,10 @@ OBJECTIVES: tuple[str, ...] = training.OBJECTIVES
 #: The detectors of the paper's Table 1.
 TABLE_KEYS = ("msp", "odin", "doctor", "relu")
 SELECTIONS = ("tuning", "fixed")
+#: Where a model's evaluation is stored (keyed by its logits' content and the settings), and the version of
+#: that record: a table whose models are cached reads every row back instead of redoing the selection.
+NAMESPACE = "objectives"
+CACHE_VERSION = 1
 #: The outlier set OpenMix uses by default for each data set available offline.
 DEFAULT_OUTLIERS = {"fashion-mnist": "mnist", "mnist": "fashion-mnist"}
 
@@ -198,11 +202,7 @@ def objectives_study(
     rows = []
     for i, (name, run) in enumerate(zip(objectives, trained, strict=True)):
         options = {"seeds": seeds, "tune_fraction": tune_fraction, "n_resamples": n_resamples, "cancel": cancel}
-        if selection == "tuning":
-            result = protocol.evaluate_with_selection(run.logits, run.labels, TABLE_KEYS, **options)
-        else:
-            result = protocol.evaluate(run.logits, run.labels, TABLE_KEYS, temperature=None, lam=0.5, **options)
-        rows.append(ObjectiveRow(name, run, result))
+        rows.append(ObjectiveRow(name, run, _evaluation(run, selection, options)))
         report(progress, len(objectives) + i + 1, steps, f"{name}: MSP, ODIN, Doctor and Rel-U evaluated")
     return ObjectivesResult(
         dataset,
@@ -214,4 +214,91 @@ def objectives_study(
         float(tune_fraction),
         selection,
         tuple(rows),
+    )
+
+
+def _evaluation(run, selection: str, options: dict) -> protocol.EvaluationResult:
+    """MSP, ODIN, Doctor and Rel-U on ``run`` (the protocol with ``selection``), stored by the content of its
+    logits and labels and the settings (:data:`NAMESPACE`), so a table of cached models is read back."""
+    key = {
+        "logits": cache.array_digest(np.asarray(run.logits)),
+        "labels": cache.array_digest(np.asarray(run.labels)),
+        "selection": selection,
+        "seeds": list(options["seeds"]),
+        "tune_fraction": float(options["tune_fraction"]),
+        "n_resamples": int(options["n_resamples"]),
+        "version": CACHE_VERSION,
+    }
+    stored = cache.load(NAMESPACE, key)
+    if stored is not None:
+        return _from_arrays(stored)
+    if selection == "tuning":
+        result = protocol.evaluate_with_selection(run.logits, run.labels, TABLE_KEYS, **options)
+    else:
+        result = protocol.evaluate(run.logits, run.labels, TABLE_KEYS, temperature=None, lam=0.5, **options)
+    cache.save(NAMESPACE, key, _to_arrays(result))
+    return result
+
+
+def _to_arrays(result: protocol.EvaluationResult) -> dict[str, np.ndarray]:
+    """Every field of ``result`` as plain arrays (None as NaN, strings as 0-d string arrays)."""
+    arrays = {
+        "methods": np.array(result.methods),
+        "names": np.array([result.names[k] for k in result.methods]),
+        "seeds": np.array(result.seeds),
+        "sizes": np.array([result.n_tune, result.n_eval]),
+        "tune_fraction": np.array(result.tune_fraction),
+        "accuracy": np.asarray(result.accuracy),
+        "labels": np.array([result.selection, result.fpr_positive]),
+        "eps": np.array(result.eps),
+    }
+    for k in result.methods:
+        for metric, values in result.per_seed[k].items():
+            arrays[f"per_seed/{k}/{metric}"] = np.asarray(values)
+        arrays[f"params/{k}"] = np.array([[np.nan if v is None else v for v in pair] for pair in result.params[k]])
+        arrays[f"fallback/{k}"] = np.array(result.fallback[k], dtype=bool)
+        arrays[f"n_settings/{k}"] = np.array(result.n_settings[k])
+    for metric, diff in (result.paired or {}).items():
+        arrays[f"paired/{metric}"] = np.array([diff.estimate, diff.low, diff.high, diff.n_resamples, diff.confidence])
+    return arrays
+
+
+def _from_arrays(arrays: dict[str, np.ndarray]) -> protocol.EvaluationResult:
+    """The inverse of :func:`_to_arrays`."""
+    methods = tuple(str(k) for k in arrays["methods"])
+    selection, fpr_positive = (str(v) for v in arrays["labels"])
+    per_seed = {k: {m: arrays[f"per_seed/{k}/{m}"] for m in metric_info.KEYS} for k in methods}
+    params = {
+        k: [tuple(None if np.isnan(v) else float(v) for v in pair) for pair in arrays[f"params/{k}"]] for k in methods
+    }
+    paired = {
+        name.split("/", 1)[1]: stats.PairedDifference(
+            name.split("/", 1)[1],
+            float(v[0]),
+            float(v[1]),
+            float(v[2]),
+            metric_info.BY_KEY[name.split("/", 1)[1]].higher_is_better,
+            int(v[3]),
+            float(v[4]),
+        )
+        for name, v in arrays.items()
+        if name.startswith("paired/")
+    }
+    n_tune, n_eval = (int(v) for v in arrays["sizes"])
+    return protocol.EvaluationResult(
+        methods=methods,
+        names=dict(zip(methods, (str(n) for n in arrays["names"]), strict=True)),
+        seeds=tuple(int(v) for v in arrays["seeds"]),
+        tune_fraction=float(arrays["tune_fraction"]),
+        n_tune=n_tune,
+        n_eval=n_eval,
+        per_seed=per_seed,
+        accuracy=arrays["accuracy"],
+        params=params,
+        fallback={k: [bool(v) for v in arrays[f"fallback/{k}"]] for k in methods},
+        n_settings={k: int(arrays[f"n_settings/{k}"]) for k in methods},
+        selection=selection,
+        fpr_positive=fpr_positive,
+        eps=float(arrays["eps"]),
+        paired=paired or None,
     )
