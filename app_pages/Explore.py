@@ -16,6 +16,7 @@ query.init_from_query_params()
 
 st.title("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
+query.query_params_notice()
 
 session.restore(session.explore_defaults(), session.EX_KEPT)  # the controls survive a visit to another page
 

@@ -10,45 +10,95 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from relu_core import explore, jobs, runs
+from relu_core import explore, jobs, protocol, runs
 from studio import session
 from studio.jobbox import wait_for
 from studio.runs import register_if_run, select_run
 
+#: The split seed's range in a URL (the Explore control's).
+SEED_MAX = 10_000
 
-def _parse_float(text: str | None, allowed: Sequence[float] | None, low: float, high: float) -> float | None:
+
+def _nearest(value: float, choices: Sequence[float], log: bool = False) -> float:
+    """The choice nearest ``value`` (on a log scale with ``log``: temperatures)."""
+    if log:
+        return min(choices, key=lambda c: abs(math.log10(c) - math.log10(value)))
+    return min(choices, key=lambda c: abs(c - value))
+
+
+def parse_param(name: str, text: str) -> object:
+    """One URL value of Explore as its control takes it, or ValueError saying what is wrong (the one validator
+    of every ``lam``, ``T``, ``eps``, ``tune`` and ``seed``). Grid values go to the nearest choice of the
+    control: T on a log scale, ε and the tuning fraction (its presets, e.g. 0.51 -> 0.5) on a linear one."""
+    text = text.strip()
+    if name == "lam" and text == "auto":
+        return "auto"
+    if name == "seed":
+        if not re.fullmatch(r"[0-9]{1,5}", text) or int(text) > SEED_MAX:  # ASCII digits only: "²" is no seed
+            raise ValueError(f"a whole number from 0 to {SEED_MAX:,}")
+        return int(text)
+    ranges = {"lam": (0.0, 1.0), "T": (0.1, 1000.0), "eps": (0.0, max(explore.EPSILONS)), "tune": (0.05, 0.95)}
+    low, high = ranges[name]
     try:
-        value = float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
+        value = float(text) if len(text) <= 32 else math.nan
+    except ValueError:
+        value = math.nan
     if not math.isfinite(value) or not low <= value <= high:
-        return None
-    if allowed is not None:
-        value = min(allowed, key=lambda a: abs(math.log10(a + 1e-12) - math.log10(value + 1e-12)))
-    return value
+        raise ValueError(f"a number from {low:g} to {high:g}" + (" or auto" if name == "lam" else ""))
+    if name == "lam":
+        return round(value, explore.LAM_DECIMALS)
+    if name == "T":
+        return _nearest(value, explore.TEMPERATURES, log=True)
+    if name == "eps":
+        return _nearest(value, explore.EPSILONS)
+    return _nearest(value, protocol.TUNE_FRACTION_PRESETS)
+
+
+#: The session-state key each URL parameter seeds.
+_PARAM_KEYS = {
+    "lam": session.EX_LAM,
+    "T": session.EX_TEMPERATURE,
+    "eps": session.EX_EPS,
+    "tune": session.EX_TUNE_FRACTION,
+    "seed": session.EX_SEED,
+}
 
 
 def init_from_query_params() -> None:
     """Seed the Explore widgets from the URL (``lam``, ``T``, ``eps``, ``tune``, ``seed``) on a session's first
-    view; invalid values fall back to the defaults."""
+    view (:func:`parse_param`). A malformed or out-of-range value keeps the control's default and is named in a
+    notice above the page; a value moved to the control's nearest choice is named too."""
     if st.session_state.get(session.QUERY_PARAMS_READ):
         return
     st.session_state[session.QUERY_PARAMS_READ] = True
-    params = st.query_params
-    lam = params.get("lam")
-    if lam == "auto":
-        st.session_state[session.EX_LAM_AUTO] = True
-    elif (value := _parse_float(lam, None, 0.0, 1.0)) is not None:
-        st.session_state[session.EX_LAM], st.session_state[session.EX_LAM_AUTO] = round(value, 2), False
-    if (value := _parse_float(params.get("T"), explore.TEMPERATURES, 0.1, 1000.0)) is not None:
-        st.session_state[session.EX_TEMPERATURE] = value
-    if (value := _parse_float(params.get("eps"), None, 0.0, 0.004)) is not None:
-        st.session_state[session.EX_EPS] = min(explore.EPSILONS, key=lambda e: abs(e - value))
-    if (value := _parse_float(params.get("tune"), None, 0.05, 0.95)) is not None:
-        st.session_state[session.EX_TUNE_FRACTION] = round(value, 2)
-    seed = params.get("seed")
-    if seed is not None and seed.isdigit():
-        st.session_state[session.EX_SEED] = int(seed)
+    notes = []
+    for name, key in _PARAM_KEYS.items():
+        text = st.query_params.get(name)
+        if text is None:
+            continue
+        # only digits, letters, ".", "+" and "-" are echoed: a link cannot put Markdown into the notice
+        shown = re.sub(r"[^0-9A-Za-z.+-]", "?", text[:24]) + ("…" if len(text) > 24 else "")
+        try:
+            value = parse_param(name, text)
+        except ValueError as exc:
+            notes.append(f"{name}={shown} is not {exc}: the default is used")
+            continue
+        if value == "auto":
+            st.session_state[session.EX_LAM_AUTO] = True
+            continue
+        if name == "lam":
+            st.session_state[session.EX_LAM_AUTO] = False
+        elif value != float(text):
+            notes.append(f"{name}={shown} is not one of the control's values: {value:g} is used")
+        st.session_state[key] = value
+    if notes:
+        st.session_state[session.QUERY_PARAMS_NOTICE] = "This link's settings: " + "; ".join(notes) + "."
+
+
+def query_params_notice() -> None:
+    """The notice of :func:`init_from_query_params` (its echoed values hold no Markdown)."""
+    if st.session_state.get(session.QUERY_PARAMS_NOTICE):
+        st.warning(st.session_state[session.QUERY_PARAMS_NOTICE])
 
 
 def open_run_from_query() -> None:

@@ -269,6 +269,8 @@ def cmp_defaults(run_ids: list[str]) -> dict[str, object]:
 QUERY_PARAMS_READ = "_query_params_read"
 QUERY_RUN_READ = "_query_run_read"
 QUERY_RUN_NOTICE = "_query_run_notice"
+#: What the URL set that Explore could not take as given (``studio.query.init_from_query_params``).
+QUERY_PARAMS_NOTICE = "_query_params_notice"
 
 # ---- Explore (app_pages/Explore.py); the URL parameters lam, T, eps, tune and seed set the first six (studio.query)
 #: The settings a shared URL sets (its ``lam``, ``T``, ``eps``, ``tune`` and ``seed``; ``studio.query``).
