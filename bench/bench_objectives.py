@@ -29,9 +29,9 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("RELU_STUDIO_DATA", str(REPO.parent / "shared" / "data"))
 
 from relu_core import datasets, runs, training  # noqa: E402
+from relu_core.studies import objectives  # noqa: E402
 
 #: The epoch cap of the Fashion-MNIST table: the largest that keeps the five cold runs under 10 minutes.
-TABLE_EPOCHS = 2
 COLD_BUDGET_S, CACHED_BUDGET_S = 600.0, 5.0
 OUTLIERS = "mnist"
 
@@ -104,7 +104,7 @@ def table(epochs: int) -> dict[str, bool]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=TABLE_EPOCHS, help="epoch cap of the table's runs")
+    parser.add_argument("--epochs", type=int, default=objectives.TABLE_EPOCHS, help="epoch cap of the table's runs")
     parser.add_argument("--images", type=int, help="time each epoch on this many training images, scaled up")
     parser.add_argument("--table", action="store_true", help="also time the five runs cold and cached")
     parser.add_argument("--table-only", action="store_true", help="time the five runs only")

@@ -122,7 +122,7 @@ def compare_runs(
             except InputError as exc:
                 raise InputError(f"{labels_of[r]}, seed {seed}, tuning part: {exc}") from None
             for k in keys:
-                detector = detectors.make_detector(k, temperature if k in ("relu", "doctor") else None, lam)
+                detector = detectors.make_detector(k, temperature if k in protocol.PAIRED else None, lam)
                 detector.fit(run.logits[tune], labels[tune])
                 scores[r][k].append(detector.score(run.logits[evaluation]))
             done += 1
@@ -138,7 +138,7 @@ def compare_runs(
             pairs = [(b, a, (correct[r, e], correct[0, e])) for b, a, e in zip(scores[r][k], scores[0][k], evaluations)]
             rows = _paired(pairs, evaluations, n_resamples, f"{name} on run {r + 1}", f"{name} on run 1")
             differences += [{"run": label, "reference": labels_of[0], "detector": name, **row} for row in rows]
-        if {"relu", "doctor"} <= set(keys):
+        if set(protocol.PAIRED) <= set(keys):
             pairs = [(b, a, correct[r, e]) for b, a, e in zip(scores[r]["relu"], scores[r]["doctor"], evaluations)]
             within += [{"run": label, **row} for row in _paired(pairs, evaluations, n_resamples, "Rel-U", "Doctor")]
     _, tune0, eval0 = splits[0]

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 import streamlit as st
 
 from relu_core import baselines, corruptions, explore, protocol, robustness
+from relu_core.studies import objectives
 
 # ---- runs (studio.runs, studio.sidebar)
 #: The current run's id.
@@ -222,14 +223,14 @@ OBJ_OPEN = "obj_open"
 OBJ_DOWNLOAD = "obj_dl"
 
 
-def obj_defaults(dataset: str, objectives: list[str]) -> dict[str, object]:
+def obj_defaults(dataset: str, trainable: list[str]) -> dict[str, object]:
     """The training-objectives page's settings until changed: ``dataset`` (Fashion-MNIST where it is here),
-    every objective it can train, an epoch cap of 2 (the five models fit in about 10 minutes on 2 cores), the
+    every objective it can train, the table's epoch cap (``objectives.TABLE_EPOCHS``), the
     paper's 10 split seeds and its selection of T and λ inside the tuning split."""
     return {
         OBJ_DATASET: dataset,
-        OBJ_OBJECTIVES: objectives,
-        OBJ_EPOCHS: 2,
+        OBJ_OBJECTIVES: trainable,
+        OBJ_EPOCHS: objectives.TABLE_EPOCHS,
         OBJ_SEEDS: 10,
         OBJ_SELECTION: "tuning",
     }

@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
     )
     objectives = st.add_argument_group("objectives (the paper's Table 1: --dataset, --model cnn by default)")
     objectives.add_argument("--objectives", default=None, help="comma-separated (default: all five)")
-    objectives.add_argument("--epochs", default="2", help="epoch cap of each model (default 2)")
+    objectives.add_argument("--epochs", default=None, help="epoch cap of each model (default 2, the table's)")
     objectives.add_argument("--train-seed", default="0", help="training seed (default 0)")
     objectives.add_argument(
         "--outliers", default=None, help="OpenMix's outlier data set (default mnist for fashion-mnist)"
@@ -230,7 +230,9 @@ def handle_objectives(args: argparse.Namespace, bar) -> int:
         objectives=objectives.OBJECTIVES
         if args.objectives is None
         else [o.strip() for o in args.objectives.split(",") if o.strip()],
-        epochs=validation.parse_int(args.epochs, "--epochs", minimum=1),
+        epochs=objectives.TABLE_EPOCHS
+        if args.epochs is None
+        else validation.parse_int(args.epochs, "--epochs", minimum=1),
         train_seed=validation.parse_int(args.train_seed, "--train-seed", minimum=0),
         outliers=args.outliers,
         seeds=10 if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=1),

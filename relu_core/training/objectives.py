@@ -90,10 +90,7 @@ def regmixup(
     gamma: float,
 ) -> torch.Tensor:
     """RegMixUp ``CE(f(x), y) + γ·CE(f(x̃), ỹ)`` with MixUp's ``x̃``, ``ỹ``; one forward pass of both halves."""
-    logits = model(torch.cat([x, mixed(x, x_other, lam)]))
-    clean, mix = logits[: len(x)], logits[len(x) :]
-    targets = mixed_targets(labels, labels_other, lam, num_classes, mix.dtype)
-    return F.cross_entropy(clean, labels) + gamma * soft_cross_entropy(mix, targets)
+    return _clean_and_mixed(model, x, labels, mixed(x, x_other, lam), labels_other, lam, num_classes, gamma)
 
 
 def openmix(
@@ -110,9 +107,25 @@ def openmix(
     ``model`` has ``num_classes + 1`` outputs (C = ``num_classes``; the last is the outlier class); ``outliers``
     holds one outlier image per inlier. One forward pass of the clean and the mixed images.
     """
-    logits = model(torch.cat([x, mixed(x, outliers, lam)]))
+    outlier_class = torch.full_like(labels, num_classes)
+    return _clean_and_mixed(model, x, labels, mixed(x, outliers, lam), outlier_class, lam, num_classes + 1, gamma)
+
+
+def _clean_and_mixed(
+    model: nn.Module,
+    x: torch.Tensor,
+    labels: torch.Tensor,
+    x_mixed: torch.Tensor,
+    labels_other: torch.Tensor,
+    lam: float,
+    classes: int,
+    gamma: float,
+) -> torch.Tensor:
+    """``CE(f(x), y) + γ·CE(f(x̃), λe_y + (1−λ)e_{y'})`` over ``classes`` outputs, the clean and the mixed images
+    in one forward pass (as the authors' code: BatchNorm sees both): RegMixUp's and OpenMix's loss."""
+    logits = model(torch.cat([x, x_mixed]))
     clean, mix = logits[: len(x)], logits[len(x) :]
-    targets = mixed_targets(labels, torch.full_like(labels, num_classes), lam, num_classes + 1, mix.dtype)
+    targets = mixed_targets(labels, labels_other, lam, classes, mix.dtype)
     return F.cross_entropy(clean, labels) + gamma * soft_cross_entropy(mix, targets)
 
 
