@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import distributed
+from relu_core import distributed, threads
 from relu_core.errors import Cancelled, InputError
 from relu_core.models.normalization import Normalization
 from relu_core.progress import Cancel, Progress
@@ -336,15 +336,22 @@ class Inference:
         (:func:`batched_outputs`)."""
         net = inference_model(self.model, self.device, self.precision)
         normalise = self.normalization.on(self.device)
-        return batched_outputs(
-            lambda batch: step(net, normalise(batch)),
-            images_uint8_nhwc,
-            device=self.device,
-            batch_size=self.batch_size,
-            task=task,
-            progress=self.progress,
-            cancel=self.cancel,
-        )
+        on_cpu = self.device.type == "cpu"
+        with threads.model_work() if on_cpu else contextlib.nullcontext(lambda: None) as recheck:
+
+            def batch_step(batch: torch.Tensor) -> torch.Tensor:
+                recheck()
+                return step(net, normalise(batch))
+
+            return batched_outputs(
+                batch_step,
+                images_uint8_nhwc,
+                device=self.device,
+                batch_size=self.batch_size,
+                task=task,
+                progress=self.progress,
+                cancel=self.cancel,
+            )
 
 
 def inference(

@@ -14,8 +14,16 @@ thread. Multi-threaded BLAS splits a product evenly between its threads, so when
 one of two cores the thread sharing that core finishes last and the call takes twice as long; workers
 that pull small blocks share the work out by the CPU each one actually gets.
 
+**Model work** (training, the engine's logits and ε passes on the CPU) runs inside :func:`model_work`: its
+torch intra-op threads are the CPUs that other work leaves idle (:func:`model_threads`: /proc/stat watched
+for :data:`IDLE_SAMPLE_S`), checked again every :data:`RECHECK_S` seconds between batches. One torch thread
+per core is fastest on an idle machine, but when another process holds one of the two cores, each layer's
+OpenMP barrier waits for the descheduled sibling: training took 10x longer with 2 threads than with 1 (README,
+"Threads"). Thread counts change float rounding (a seeded training agrees to ~1e-5, not bit for bit, across
+counts): :func:`configure` (``model_threads=N``) or ``RELU_STUDIO_MODEL_THREADS=N`` fixes the count.
+
 This module is the one place to change the policy (:func:`configure`). Importing ``relu_core`` changes
-no thread setting; model inference in :mod:`relu_core.engine` is not limited (it is large work).
+no thread setting.
 
 The BLAS thread count is process-wide, so its limit is reference-counted under a lock: it is set when
 the first limited section of any thread starts and restored when the last one ends (a large BLAS
@@ -35,6 +43,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -42,12 +51,19 @@ from typing import TypeVar
 
 import torch
 
+from relu_core.errors import InputError
+
 #: Threads for slider-sized work.
 SMALL_WORK_THREADS = 1
 #: Estimated multiply-adds from which a call is split into row blocks run by a pool of workers.
 LARGE_WORK_FLOPS = 5e9
 #: Row blocks per worker for large work: enough for a worker on a busy core to do less than the others.
 BLOCKS_PER_WORKER = 8
+#: Model work's torch threads: None follows the idle CPUs (:func:`model_threads`), a number fixes them.
+MODEL_THREADS: int | None = None
+#: How long :func:`idle_cpus` watches the machine, and how often model work looks again.
+IDLE_SAMPLE_S = 0.1
+RECHECK_S = 15.0
 
 _lock = threading.Lock()
 _depth = 0  # limited sections running in any thread: the BLAS setting is the process's
@@ -64,15 +80,23 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+_FOLLOW_LOAD = object()
+
+
 def configure(
-    *, enabled: bool | None = None, small_work_threads: int | None = None, large_work_flops: float | None = None
+    *,
+    enabled: bool | None = None,
+    small_work_threads: int | None = None,
+    large_work_flops: float | None = None,
+    model_threads: int | None | object = _FOLLOW_LOAD,
 ) -> None:
     """Change the policy for the whole process: switch it off (``enabled=False``: the process's own
-    settings everywhere), or set the thread count for small work and the size from which work is large.
+    settings everywhere), set the thread count for small work and the size from which work is large, or fix
+    model work's thread count (``model_threads=N``; ``None`` makes it follow the idle CPUs again).
 
-    Public on purpose, with no caller in this repository: the knob for a program that embeds the library
-    and manages threads itself (the README's "Threads" points here)."""
-    global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS
+    The knob for a program that embeds the library and manages threads itself (the README's "Threads"
+    points here); the test suite fixes model threads so that its trainings do not depend on the load."""
+    global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS, MODEL_THREADS
     if enabled is not None:
         _enabled = bool(enabled)
     if small_work_threads is not None:
@@ -81,6 +105,10 @@ def configure(
         SMALL_WORK_THREADS = int(small_work_threads)
     if large_work_flops is not None:
         LARGE_WORK_FLOPS = float(large_work_flops)
+    if model_threads is not _FOLLOW_LOAD:
+        if model_threads is not None and int(model_threads) < 1:
+            raise ValueError("model_threads must be at least 1")
+        MODEL_THREADS = None if model_threads is None else int(model_threads)
 
 
 def _blas_libraries() -> tuple[list, list]:
@@ -218,3 +246,79 @@ def small_work(function: F) -> F:
             return function(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _cpu_jiffies(cpus: set[int]) -> tuple[int, int] | None:
+    """``(idle, total)`` jiffies of ``cpus`` so far (/proc/stat: idle and iowait count as idle), None where
+    there is no /proc/stat or it names none of them."""
+    try:
+        lines = open("/proc/stat").read().splitlines()  # noqa: SIM115 - one read of a kernel file
+    except OSError:
+        return None
+    idle = total = 0
+    for line in lines:
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            ticks = [int(v) for v in fields[:8]]  # user nice system idle iowait irq softirq steal
+            idle += ticks[3] + ticks[4]
+            total += sum(ticks)
+    return (idle, total) if total else None
+
+
+def idle_cpus(sample_s: float = IDLE_SAMPLE_S) -> float | None:
+    """How many of this process's CPUs were idle over the next ``sample_s`` seconds (busy threads of this
+    process count as busy), None where the kernel does not say (no /proc/stat)."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    before = _cpu_jiffies(cpus)
+    if before is None:
+        return None
+    time.sleep(sample_s)
+    after = _cpu_jiffies(cpus)
+    if after is None or after[1] <= before[1]:
+        return None
+    return len(cpus) * (after[0] - before[0]) / (after[1] - before[1])
+
+
+def model_threads(cap: int | None = None) -> int:
+    """torch intra-op threads for model work starting now: :data:`MODEL_THREADS` when fixed, else the idle
+    CPUs rounded to the nearest whole CPU (a CPU busy half the time is shared), at least 1 and at most ``cap``
+    (default: this process's CPUs). Where idleness cannot be read, every CPU. ``RELU_STUDIO_MODEL_THREADS``
+    fixes the count when :func:`configure` has not."""
+    cap = _workers() if cap is None else max(1, int(cap))
+    fixed = MODEL_THREADS if MODEL_THREADS is not None else _threads_from_environment()
+    if fixed is not None:
+        return min(fixed, cap)
+    idle = idle_cpus()
+    return cap if idle is None else max(1, min(cap, int(idle + 0.5)))
+
+
+def _threads_from_environment() -> int | None:
+    value = os.environ.get("RELU_STUDIO_MODEL_THREADS", "").strip()
+    if not value:
+        return None
+    if not value.isascii() or not value.isdigit() or int(value) < 1:
+        raise InputError(f"RELU_STUDIO_MODEL_THREADS must be a whole number of at least 1, got {value[:20]!r}")
+    return int(value)
+
+
+@contextmanager
+def model_work(cap: int | None = None) -> Iterator[Callable[[], None]]:
+    """Run the block's torch work on :func:`model_threads` threads (this thread's setting, restored after).
+    Yields ``recheck()``, to call between batches: every :data:`RECHECK_S` seconds it picks the count again,
+    so a training that began on an idle machine stops fighting a process that starts beside it."""
+    saved = torch.get_num_threads()
+    checked = time.monotonic()
+    torch.set_num_threads(model_threads(cap))
+
+    def recheck() -> None:
+        nonlocal checked
+        if time.monotonic() - checked >= RECHECK_S:
+            checked = time.monotonic()
+            wanted = model_threads(cap)
+            if wanted != torch.get_num_threads():
+                torch.set_num_threads(wanted)
+
+    try:
+        yield recheck
+    finally:
+        torch.set_num_threads(saved)

@@ -20,6 +20,10 @@ os.environ["RELU_STUDIO_DATA"] = str(SHARED_DATA)
 # The app's default run is Fashion-MNIST (a 40 s training) where it is found; tests use digits (a second) unless
 # a test asks for the real default (tests/test_runs.py, marked slow).
 os.environ.setdefault("RELU_STUDIO_DEFAULT", "digits")
+# Model work on one torch thread, in this process and the servers and commands it starts: a training's float
+# rounding then never depends on how busy the machine is (relu_core.threads.model_work follows the load), and
+# one thread holds its speed on a shared machine. tests/test_threads.py checks the load-following policy itself.
+os.environ.setdefault("RELU_STUDIO_MODEL_THREADS", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)

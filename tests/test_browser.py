@@ -158,6 +158,11 @@ _LAMBDA_CONTENT = """() => { const p = document.querySelectorAll('.js-plotly-plo
         .map(e => e.innerHTML.replace(/ class="(better|worse)"/g, ''));
     return JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y]),
                            p[3].data.map(t => [t.x, t.y]), html]); }"""
+# Every element following the λ slider holds the view of λ = ``value`` (a neighbour the server sent).
+_NEIGHBOURS_SENT = """(value) => { const r = window.__reluStudioFollow;
+    const following = r ? [...r.targets].filter(t => t.follow && t.follow.slider) : [];
+    return following.length >= 4 && following.every(t => t.follow.views && t.follow.views[value]); }"""
+
 _IDLE = """() => !document.querySelector('[data-stale="true"]')
     && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')"""
 
@@ -184,8 +189,9 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     page.route_web_socket("**/_stcore/stream", route)
     page.goto(f"{app_url}/Explore")
     page.wait_for_function("() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=150_000)
-    page.wait_for_function(_IDLE, timeout=60_000)
-    page.wait_for_timeout(1000)  # the paired bootstrap's watch may still rerun the page once
+    # λ's neighbours are computed in the background and reach the page with a later rerun: on a busy machine
+    # that takes a while, so the press waits for them (and for the page to be idle), never for a fixed time
+    page.wait_for_function(_NEIGHBOURS_SENT, arg="0.51", timeout=150_000)
     page.wait_for_function(_IDLE, timeout=60_000)
     before = page.evaluate(_LAMBDA_CONTENT)
     assert before and "λ = 0.5)" in before
@@ -209,9 +215,8 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
             .filter(e => !e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_metrics')).map(e => e.firstChild))"""
     page.evaluate(f"() => {{ window.__drawn = ({drawn})(); }}")
     release()
-    page.wait_for_url("**lam=0.51**", timeout=30_000)  # the server's rerun for λ = 0.51
+    page.wait_for_url("**lam=0.51**", timeout=60_000)  # the server's rerun for λ = 0.51
     page.wait_for_function(_IDLE, timeout=60_000)
-    page.wait_for_timeout(500)
     assert page.evaluate(_LAMBDA_CONTENT) == shown  # the server's view is the one the browser had shown ...
     redrawn = page.evaluate(f"() => ({drawn})().map((now, i) => now !== window.__drawn[i])")
     # ... so nothing was redrawn (but the intervals and the metrics' colours, if their bootstrap landed since)
@@ -232,6 +237,7 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     # a tab only shows or hides: λ follows at once after one
     page.get_by_role("tab", name="Samples of a confusion cell").click()
     page.get_by_text("with true class").first.wait_for(timeout=30_000)
+    page.wait_for_function(_NEIGHBOURS_SENT, arg="0.53", timeout=150_000)
     page.wait_for_function(_IDLE, timeout=60_000)
     lam.focus()
     link["hold"] = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import os
 import subprocess
@@ -15,6 +17,7 @@ import torch
 from threadpoolctl import ThreadpoolController
 
 from relu_core import detectors, protocol, threads
+from relu_core.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -226,3 +229,119 @@ def test_blocked_detector_math_equals_the_one_block_result(large_from_1000_flops
     threads.configure(large_work_flops=1000)
     with pytest.raises(detectors.InputError, match="not finite"):
         detectors.softmax(bad)
+
+
+# --------------------------------------------------------------------------- model work (training, logits, ε)
+
+
+def _proc_stat(idle_per_cpu: list[int], busy_per_cpu: list[int]) -> str:
+    lines = [f"cpu  {sum(busy_per_cpu)} 0 0 {sum(idle_per_cpu)} 0 0 0 0 0 0"]
+    for k, (idle, busy) in enumerate(zip(idle_per_cpu, busy_per_cpu, strict=True)):
+        lines.append(f"cpu{k} {busy} 0 0 {idle} 0 0 0 0 0 0")
+    return "\n".join(lines + ["intr 1 2 3", "ctxt 99"]) + "\n"
+
+
+@pytest.fixture
+def load_following(monkeypatch):
+    """The policy following the load (the suite fixes it to one thread), on two CPUs, no real sleeping."""
+    monkeypatch.delenv("RELU_STUDIO_MODEL_THREADS", raising=False)
+    monkeypatch.setattr(threads, "MODEL_THREADS", None)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(threads.time, "sleep", lambda _s: None)
+
+
+def _machine(monkeypatch, *snapshots: str) -> None:
+    """/proc/stat reads return ``snapshots`` in turn, over and over (a pair: one sample's before and after)."""
+    reads = itertools.cycle(snapshots)
+
+    def fake_open(path, *args, **kwargs):
+        assert path == "/proc/stat"
+        return io.StringIO(next(reads))
+
+    monkeypatch.setattr(threads, "open", fake_open, raising=False)
+
+
+def test_model_threads_are_the_idle_cpus(load_following, monkeypatch):
+    # quiet: both CPUs idle over the sample
+    _machine(monkeypatch, _proc_stat([100, 100], [50, 50]), _proc_stat([200, 200], [50, 50]))
+    assert threads.idle_cpus() == pytest.approx(2.0) and threads.model_threads() == 2
+    # one CPU busy (another process spinning): one thread, never two fighting for one core
+    _machine(monkeypatch, _proc_stat([100, 100], [50, 50]), _proc_stat([100, 200], [150, 50]))
+    assert threads.idle_cpus() == pytest.approx(1.0) and threads.model_threads() == 1
+    # both busy: still one thread; a cap bounds it (the ranks of a torchrun launch share the cores)
+    _machine(monkeypatch, _proc_stat([100, 100], [50, 50]), _proc_stat([100, 100], [150, 150]))
+    assert threads.model_threads() == 1
+    _machine(monkeypatch, _proc_stat([100, 100], [50, 50]), _proc_stat([200, 200], [50, 50]))
+    assert threads.model_threads(cap=1) == 1
+    # a CPU busy 60 % of the time counts as busy; other processes' CPUs (not in the affinity) are not counted
+    _machine(monkeypatch, _proc_stat([10, 10, 10], [0, 0, 0]), _proc_stat([110, 50, 10], [0, 60, 100]))
+    assert threads.idle_cpus() == pytest.approx(1.4) and threads.model_threads() == 1
+
+
+def test_model_threads_without_proc_stat_use_every_cpu(load_following, monkeypatch):
+    def no_file(path, *args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(threads, "open", no_file, raising=False)
+    assert threads.idle_cpus() is None and threads.model_threads() == 2
+
+
+def test_fixed_model_threads_win_over_the_load(load_following, monkeypatch):
+    _machine(monkeypatch, _proc_stat([100, 100], [50, 50]), _proc_stat([100, 100], [150, 150]))
+    monkeypatch.setenv("RELU_STUDIO_MODEL_THREADS", "2")
+    assert threads.model_threads() == 2 and threads.model_threads(cap=1) == 1
+    threads.configure(model_threads=1)  # the embedding program's knob beats the environment
+    try:
+        assert threads.model_threads() == 1
+    finally:
+        threads.configure(model_threads=None)
+    for bad in ("0", "two", "-1", "²"):
+        monkeypatch.setenv("RELU_STUDIO_MODEL_THREADS", bad)
+        with pytest.raises(InputError, match="RELU_STUDIO_MODEL_THREADS must be a whole number"):
+            threads.model_threads()
+    with pytest.raises(ValueError):
+        threads.configure(model_threads=0)
+
+
+def test_model_work_sets_this_threads_count_rechecks_and_restores(load_following, monkeypatch):
+    before = torch.get_num_threads()
+    quiet = (_proc_stat([100, 100], [50, 50]), _proc_stat([200, 200], [50, 50]))
+    busy = (_proc_stat([200, 200], [50, 50]), _proc_stat([200, 300], [150, 50]))
+    _machine(monkeypatch, *quiet, *busy)
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock["now"])
+    with threads.model_work() as recheck:
+        assert torch.get_num_threads() == 2
+        recheck()  # too soon: no look at the machine
+        assert torch.get_num_threads() == 2
+        clock["now"] += threads.RECHECK_S
+        recheck()  # another process took a core meanwhile
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_training_and_inference_run_under_the_model_work_policy(monkeypatch):
+    """The training loop and the engine pick their threads through model_work (seen from inside a step)."""
+    from relu_core import engine
+    from relu_core.models import cnn8
+    from relu_core.training import loop
+
+    monkeypatch.setattr(threads, "MODEL_THREADS", None)
+    monkeypatch.setenv("RELU_STUDIO_MODEL_THREADS", "1")
+    seen: list[int] = []
+    batched = engine.batched_outputs
+
+    def spying_batches(step, *args, **kwargs):
+        def spy(batch):
+            seen.append(torch.get_num_threads())
+            return step(batch)
+
+        return batched(spy, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "batched_outputs", spying_batches)
+    images = np.random.default_rng(0).integers(0, 255, (6, 8, 8, 1), dtype=np.uint8)
+    engine.compute_logits(cnn8(num_classes=3), images, mean=(0.5,), std=(0.5,), device="cpu")
+    with loop.seeded(0, torch.device("cpu")) as recheck:
+        recheck()
+        seen.append(torch.get_num_threads())
+    assert len(seen) == 2 and set(seen) == {1}

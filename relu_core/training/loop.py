@@ -26,6 +26,7 @@ gathered (``distributed.sharded_logits``), so every rank takes the same early-st
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, distributed
+from relu_core import cache, distributed, threads
 from relu_core.errors import Cancelled, InputError
 from relu_core.models.normalization import Normalization
 from relu_core.progress import Cancel, Progress
@@ -122,26 +123,27 @@ def holdout_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.nd
 
 
 @contextmanager
-def seeded(seed: int, device: torch.device) -> Iterator[None]:
-    """Seed torch; on the CPU also use deterministic kernels and the available cores (shared between the ranks
-    of a ``torchrun`` launch); restore all of it afterwards.
+def seeded(seed: int, device: torch.device) -> Iterator[Callable[[], None]]:
+    """Seed torch; on the CPU also use deterministic kernels and the model-work thread policy
+    (:func:`relu_core.threads.model_work`: the idle cores, shared between the ranks of a ``torchrun`` launch);
+    restore all of it afterwards. Yields the policy's ``recheck()``, to call between steps.
 
     The global RNG is forked, so training neither depends on nor disturbs the caller's random state. On CUDA
-    training is seeded but not bit-deterministic (cuDNN's fastest kernels are kept)."""
-    threads = torch.get_num_threads()
+    training is seeded but not bit-deterministic (cuDNN's fastest kernels are kept); on the CPU it is
+    deterministic for one thread count (another count changes the float rounding)."""
     deterministic = torch.are_deterministic_algorithms_enabled()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     cuda = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda):
+    with torch.random.fork_rng(devices=cuda), contextlib.ExitStack() as stack:
         torch.manual_seed(seed)
+        recheck: Callable[[], None] = lambda: None  # noqa: E731 - the GPU's threads are not ours to pick
         if device.type == "cpu":
-            torch.set_num_threads(max(1, cores // distributed.world_size()))
+            recheck = stack.enter_context(threads.model_work(max(1, cores // distributed.world_size())))
             torch.use_deterministic_algorithms(True)
         try:
-            yield
+            yield recheck
         finally:
             torch.use_deterministic_algorithms(deterministic)
-            torch.set_num_threads(threads)
 
 
 def _heldout_accuracy(
@@ -230,7 +232,7 @@ def fit(
     total = epochs * steps_per_epoch
     size, rank = distributed.world_size(), distributed.rank()
 
-    with seeded(seed, device):
+    with seeded(seed, device) as recheck:
         model = build().to(device, memory_format=torch.channels_last).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
         schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=total)
@@ -269,6 +271,7 @@ def fit(
             for step in range(steps_per_epoch):
                 if cancel is not None and cancel():
                     raise Cancelled(f"training of {name} cancelled at epoch {epoch + 1}/{epochs}")
+                recheck()
                 index = permutation[step * batch_size : (step + 1) * batch_size]
                 lam, other = 1.0, None
                 if objective.mixes:  # drawn for the whole global batch, the same on every rank
