@@ -140,17 +140,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------------------------- the run they name
 def load_logits_file(path: str | Path):
-    """A :class:`~relu_core.runs.Run` from a logits file (.npz, .csv or .parquet, as the app's upload)."""
+    """:func:`relu_core.runs.load_logits` (imported on use: ``--help`` loads no torch)."""
     from relu_core import runs
 
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{path} is a directory, not a logits file")
-    if not path.is_file():
-        if path.exists():
-            raise InputError(f"{path} is not a regular file (a device or a pipe), not a logits file")
-        raise FileNotFoundError(f"no such file: {path}")
-    return runs.load_logits_upload(path.read_bytes(), path.name)
+    return runs.load_logits(path)
 
 
 def run_from_args(args: argparse.Namespace, bar: ProgressBar, batch_size: int | None) -> tuple[Run, str]:

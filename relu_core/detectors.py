@@ -177,6 +177,15 @@ def softmax(logits: Array, temperature: float = 1.0) -> Array:
     ------
     InputError
         For a bad temperature, or where ``logits / T`` is not finite (NaN logits, T too small).
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> rc.softmax([[0.0, 0.0], [2.0, 0.0]]).round(3)
+    array([[0.5  , 0.5  ],
+           [0.881, 0.119]])
+    >>> rc.softmax([[2.0, 0.0]], temperature=1000.0).round(3)
+    array([[0.5, 0.5]])
     """
     if isinstance(logits, torch.Tensor):
         scaled, _ = _scaled_logits(logits, temperature)
@@ -316,6 +325,20 @@ def relu_matrix(probs: Array, correct: Array, lam: float | str = 0.5) -> np.ndar
     ------
     InputError
         For a bad ``lam``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> probs = np.array([[0.9, 0.1, 0.0], [0.8, 0.2, 0.0], [0.5, 0.5, 0.0], [0.1, 0.5, 0.4]])
+    >>> correct = np.array([True, True, False, False])
+    >>> matrix = rc.relu_matrix(probs, correct, lam=0.5)
+    >>> matrix.round(3)
+    array([[0.   , 0.168, 0.135],
+           [0.168, 0.   , 0.673],
+           [0.135, 0.673, 0.   ]])
+    >>> round(float(np.linalg.norm(matrix)), 6), bool((np.diag(matrix) == 0).all())
+    (1.0, True)
     """
     return _relu_matrix(probs, correct, check_lambda(lam))
 
@@ -414,6 +437,19 @@ class Detector:
     ``temperature`` is the T of the softmax the detector reads; ``fit_probs``/``score_probs`` expect
     ``softmax(logits, temperature)`` from the caller. The class attributes below declare the detector
     (read from the class, without building one); :func:`register_detector` adds it to :data:`REGISTRY`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> class Margin(rc.Detector):  # a training-free detector: one score of the probabilities
+    ...     key, name = "margin", "Margin"
+    ...
+    ...     def score_probs(self, probs):
+    ...         second, first = np.sort(probs, axis=1)[:, -2:].T
+    ...         return second - first
+    >>> Margin().score(np.array([[4.0, 0.0], [1.0, 1.0]])).round(3)
+    array([-0.964,  0.   ])
     """
 
     #: Registry key (``"relu"``) and display label (``"Rel-U"``).
@@ -522,6 +558,21 @@ class RelU(Detector):
     Fit on the tuning split only; ``matrix_`` (C x C numpy, unit Frobenius norm), ``lam_`` (the
     lambda actually used, resolved from ``"auto"``) and ``fallback_`` (True when ``matrix_`` is the
     Hamming fallback, so the scores rank exactly like Doctor's) are set by ``fit``/``fit_probs``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 3, 300)
+    >>> logits = rng.normal(size=(300, 3)) + 2.0 * np.eye(3)[labels]
+    >>> relu = rc.RelU(lam=0.5).fit(logits[:150], labels[:150])  # D* from the tuning split only
+    >>> relu.matrix_.shape, relu.fallback_
+    ((3, 3), False)
+    >>> uncertainty = relu.score(logits[150:])  # scored on the evaluation split
+    >>> correct = logits[150:].argmax(1) == labels[150:]
+    >>> uncertainty.shape, rc.auroc(uncertainty, correct) > 0.5
+    ((150,), True)
     """
 
     key = "relu"
@@ -572,7 +623,16 @@ class RelU(Detector):
 
 
 class Doctor(Detector):
-    """Doctor (Granese et al., 2021): the Gini impurity ``1 - sum p^2`` of ``softmax(z / T)``."""
+    """Doctor (Granese et al., 2021): the Gini impurity ``1 - sum p^2`` of ``softmax(z / T)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> logits = np.array([[4.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    >>> rc.Doctor().fit(logits, [0, 1]).score(logits).round(3)  # fit learns nothing: it checks the input
+    array([0.069, 0.619])
+    """
 
     key = "doctor"
     name = "Doctor"
@@ -586,6 +646,13 @@ class MSP(Detector):
     """Maximum softmax probability (Hendrycks & Gimpel, 2017): ``-max p`` at T = 1.
 
     The classifier's own confidence, read as it comes out: no temperature, nothing learned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rc.MSP().score(np.array([[4.0, 0.0, 0.0], [1.0, 1.0, 0.0]])).round(3)
+    array([-0.965, -0.422])
     """
 
     key = "msp"
@@ -606,6 +673,13 @@ class ODIN(Detector):
     """ODIN's temperature scaling (Liang et al., 2018): ``-max softmax(z / T)``, T = 1000 by default.
 
     Its input pre-processing lives in the engine (``relu_core.preprocessing``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rc.ODIN().score(np.array([[4.0, 0.0, 0.0], [1.0, 1.0, 0.0]])).round(4)  # T = 1000
+    array([-0.3342, -0.3334])
     """
 
     key = "odin"
@@ -621,6 +695,13 @@ class Entropy(Detector):
     """Shannon entropy ``-sum p log p`` of ``softmax(z / T)`` (natural log).
 
     From 0 (a one-hot softmax) to ``log C`` (the uniform one); ``0 log 0`` counts as 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rc.Entropy().score(np.array([[50.0, 0.0], [0.0, 0.0]])).round(4)  # 0 and log 2
+    array([0.    , 0.6931])
     """
 
     key = "entropy"
@@ -635,6 +716,13 @@ class Energy(Detector):
 
     It reads the logits themselves: the softmax discards the per-row shift the energy depends on,
     so ``score_probs`` raises and ``accepts_probs`` is False; callers holding probabilities call ``score``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rc.Energy().score(np.array([[4.0, 0.0, 0.0], [1.0, 1.0, 0.0]])).round(3)
+    array([-4.036, -1.862])
     """
 
     key = "energy"
@@ -761,6 +849,14 @@ def make_detector(key: str, temperature: float | None = None, lam: float | str =
     ------
     InputError
         For an unknown key or a bad temperature or lam.
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> rc.make_detector("Rel-U", temperature=2.0, lam=0.6)
+    RelU(lam=0.6, temperature=2)
+    >>> rc.make_detector("odin")  # its own default temperature
+    ODIN(temperature=1000)
     """
     cls = REGISTRY[detector_key(key)]
     kwargs = dict(options)

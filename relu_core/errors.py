@@ -10,7 +10,17 @@ LOGGER = logging.getLogger("relu_core")
 
 
 class InputError(ValueError):
-    """Bad user input (file, array, option): the message is one readable line for the CLI and the app."""
+    """Bad user input (file, array, option): the message is one readable line for the CLI and the app.
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> try:
+    ...     rc.auroc([0.1, 0.2], [True, True])
+    ... except rc.InputError as exc:
+    ...     print(exc)
+    AUROC is undefined: every sample is correctly classified (no errors to detect)
+    """
 
 
 class Cancelled(Exception):

@@ -163,6 +163,15 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     Row i, column j is ``D[i, j]``, the weight given to probability mass split between classes i and j;
     class names label both axes, a colour bar shows the scale and the hover text the exact value. Beyond
     ``FIGURE_MAX_CLASSES`` classes only the :func:`top_classes` are drawn, and the title says so.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> matrix = np.array([[0.0, 0.8, 0.0], [0.8, 0.0, 0.6], [0.0, 0.6, 0.0]])
+    >>> fig = rc.dstar_heatmap(matrix, ["cat", "dog", "ship"])
+    >>> fig.data[0].type, list(fig.data[0].x)
+    ('heatmap', ['cat', 'dog', 'ship'])
     """
     matrix = _check_square(matrix, class_names, "D*").astype(np.float64)
     keep = top_classes(matrix)
@@ -192,6 +201,14 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     selects a (true, predicted) pair (its ``customdata`` is ``[true_index, predicted_index]``). Beyond
     ``FIGURE_MAX_CLASSES`` classes only the :func:`top_classes` with the most errors are drawn (indices
     stay the original class indices), and the title says so.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> fig = rc.confusion_heatmap(np.array([[5, 1], [2, 7]]), ["cat", "dog"])
+    >>> [trace.type for trace in fig.data]
+    ['heatmap', 'heatmap', 'scatter']
     """
     cm = _check_square(cm, class_names, "The confusion matrix").astype(np.int64)
     keep = top_classes(cm)
@@ -280,6 +297,16 @@ def roc_figure(
     Each curve gets a marker at its first point with TPR >= ``tpr_target`` (the FPR-at-95 %-TPR point
     of the metrics table); ``operating_points`` (``name -> (fpr, tpr)``) adds the user's chosen point.
     ``max_points`` thins the drawn line (the markers stay exact).
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> fpr, tpr, _ = rc.roc_curve(uncertainty, correct)
+    >>> fig = rc.roc_figure({"Rel-U": (fpr, tpr, rc.auroc(uncertainty, correct))})
+    >>> fig.data[0].name
+    'Rel-U (AUROC 0.8333)'
     """
     traces = []
     for name, (fpr, tpr, auc) in curves.items():
@@ -387,7 +414,18 @@ def risk_coverage_figure(
     title: str = "Risk-coverage",
 ) -> go.Figure:
     """Risk (error rate among accepted) against coverage (fraction accepted), ``name -> (coverage, risk,
-    aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked."""
+    aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked.
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> coverage, risk = rc.risk_coverage_curve(uncertainty, correct)
+    >>> fig = rc.risk_coverage_figure({"Doctor": (coverage, risk, rc.aurc(uncertainty, correct))})
+    >>> fig.data[0].name
+    'Doctor (AURC 0.1967)'
+    """
     traces = []
     for name, (coverage, risk, area) in curves.items():
         coverage, risk = np.asarray(coverage, dtype=np.float64), np.asarray(risk, dtype=np.float64)

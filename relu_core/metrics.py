@@ -165,6 +165,15 @@ def roc_curve(uncertainty, correct, *, drop_intermediate: bool = True) -> tuple[
     ------
     InputError
         Unless both correct and misclassified samples are present (FPR and TPR divide by their counts).
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> fpr, tpr, thresholds = rc.roc_curve(uncertainty, correct, drop_intermediate=False)
+    >>> fpr.tolist(), tpr.round(3).tolist()
+    ([0.0, 0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.333, 0.667, 0.667, 1.0, 1.0])
     """
     return _roc_points(_rank_both_classes(uncertainty, correct, "the ROC curve"), "correct", drop_intermediate)
 
@@ -198,6 +207,14 @@ def auroc(uncertainty, correct) -> float:
     ------
     InputError
         Unless both correct and misclassified samples are present (there is no pair to compare).
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> round(rc.auroc(uncertainty, correct), 4)  # 5 of the 6 (correct, error) pairs are ranked right
+    0.8333
     """
     return _auroc(_rank_both_classes(uncertainty, correct, metric_info.AUROC.label))
 
@@ -252,6 +269,16 @@ def fpr_at_tpr(uncertainty, correct, tpr: float = 0.95, positive: str = "correct
     ------
     InputError
         For a target outside (0, 1], an unknown ``positive``, or unless both kinds of samples are present.
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> rc.fpr_at_tpr(uncertainty, correct)  # all 3 correct accepted at 0.4, and 1 of the 2 errors
+    0.5
+    >>> rc.fpr_at_tpr(uncertainty, correct, positive="error")  # both errors flagged at 0.3, and 1 of 3 correct
+    0.3333333333333333
     """
     _check_target(tpr, "tpr")
     if positive not in _POSITIVE_CONVENTIONS:
@@ -293,6 +320,15 @@ def risk_coverage_curve(uncertainty, correct) -> tuple[np.ndarray, np.ndarray]:
         ``coverage[k-1] = k / N`` and ``risk[k-1]`` = the fraction of errors among the k least uncertain
         samples, k = 1..N. Inside a group of tied uncertainties the risk is the expectation over a
         uniformly random order (independent of the input order). Defined for any input.
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> coverage, risk = rc.risk_coverage_curve(uncertainty, correct)
+    >>> coverage.tolist(), risk.round(3).tolist()
+    ([0.2, 0.4, 0.6, 0.8, 1.0], [0.0, 0.0, 0.333, 0.25, 0.4])
     """
     ranking = _rank(uncertainty, correct)
     k = np.arange(1, ranking.size + 1)
@@ -325,6 +361,14 @@ def aurc(uncertainty, correct) -> float:
     float
         The mean selective risk of :func:`risk_coverage_curve` over the coverages k/N, k = 1..N. Lower is
         better; defined even when all samples are correct (0) or all wrong (1).
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> round(rc.aurc(uncertainty, correct), 4)  # mean of the risks 0, 0, 1/3, 1/4, 2/5
+    0.1967
     """
     return _aurc(_rank(uncertainty, correct))
 
@@ -342,6 +386,16 @@ def eaurc(uncertainty, correct) -> float:
     float
         >= 0; 0 exactly when every correct sample is strictly less uncertain than every error (or only
         one kind of sample is present).
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> round(rc.eaurc(uncertainty, correct), 4)
+    0.0667
+    >>> rc.eaurc([0.1, 0.2, 0.9], [True, True, False])  # a perfect ordering
+    0.0
     """
     return _eaurc(_rank(uncertainty, correct))
 
@@ -402,6 +456,13 @@ def accuracy(logits, labels) -> float:
     ------
     InputError
         For logits or labels :func:`relu_core.detectors.validate_logits` / ``validate_labels`` refuse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rc.accuracy(np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5]]), [0, 1, 1])
+    0.6666666666666666
     """
     logits, labels = _validated_logits_labels(logits, labels)
     return float(np.mean(logits.argmax(axis=1) == labels))
@@ -459,6 +520,13 @@ def ece(logits, labels, n_bins: int = 15) -> float:
     ------
     InputError
         For a bad ``n_bins``, logits or labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> round(rc.ece(np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5]]), [0, 1, 1]), 4)
+    0.3369
     """
     validation.integer(n_bins, "n_bins", minimum=1)
     logits, labels = _validated_logits_labels(logits, labels)
@@ -522,6 +590,15 @@ def operating_point(uncertainty, correct, kind: str, target: float) -> Operating
     ------
     InputError
         For an unknown kind, a target outside (0, 1], or a TPR target without correct samples.
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> point = rc.operating_point(uncertainty, correct, "tpr", 0.95)
+    >>> point.threshold, point.fpr, point.coverage, point.accepted.tolist()
+    (0.4, 0.5, 0.8, [True, True, True, True, False])
     """
     if kind not in ("tpr", "coverage"):
         raise InputError(f"unknown operating point kind {kind!r}: choose 'tpr' or 'coverage'")

@@ -1,6 +1,7 @@
 """Where Rel-U Studio keeps its caches and looks for data sets and weights.
 
-``RELU_STUDIO_CACHE`` overrides the cache directory (default ``<repo>/data_cache``);
+``RELU_STUDIO_CACHE`` overrides the cache directory (default: ``data_cache/`` in a source checkout,
+``$XDG_CACHE_HOME/relu-studio`` (``~/.cache/relu-studio``) when the package is installed);
 ``RELU_STUDIO_DATA`` names one more read-only data directory (for example ``../shared/data``).
 """
 
@@ -14,13 +15,22 @@ DATA_ENV = "RELU_STUDIO_DATA"
 
 
 def repo_root() -> Path:
-    """The directory that holds ``relu_core/``."""
+    """The directory that holds ``relu_core/``: a source checkout, or ``site-packages`` when installed."""
     return Path(__file__).resolve().parent.parent
+
+
+def default_cache_dir() -> Path:
+    """``data_cache/`` beside the code in a source checkout (git-ignored); the user's cache directory when the
+    package is installed (never inside ``site-packages``)."""
+    root = repo_root()
+    if (root / "pyproject.toml").is_file():
+        return root / "data_cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "relu-studio"
 
 
 def cache_dir(sub: str | None = None) -> Path:
     """The writable cache directory (or its subdirectory ``sub``), created on demand."""
-    root = Path(os.environ.get(CACHE_ENV) or repo_root() / "data_cache")
+    root = Path(os.environ.get(CACHE_ENV) or default_cache_dir())
     path = root / sub if sub else root
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -87,6 +87,15 @@ def split_indices(
     InputError
         When a part would be empty, the fraction is not in (0, 1), or, with ``stratify``, there is a
         single group or a group has fewer than two samples (a one-class split).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> correct = np.array([True] * 8 + [False] * 4)
+    >>> tune, held_out = rc.split_indices(12, 0.5, seed=0, stratify=correct)
+    >>> len(tune), len(held_out), int(correct[tune].sum()), int(correct[held_out].sum())
+    (6, 6, 4, 4)
     """
     if not validation.is_integer(n) or n < 2:
         raise InputError(f"need at least 2 samples to split, got {n!r}")
@@ -617,6 +626,20 @@ def evaluate(
     ------
     InputError
         For bad logits, labels, methods, settings, or a split without errors or correct samples.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 3, 400)
+    >>> logits = rng.normal(size=(400, 3)) + 2.0 * np.eye(3)[labels]
+    >>> result = rc.evaluate(logits, labels, ["relu", "doctor"], seeds=3, n_resamples=200)
+    >>> result.methods, result.seeds, (result.n_tune, result.n_eval)
+    (('relu', 'doctor'), (0, 1, 2), (200, 200))
+    >>> row = result.to_dict()["relu"]
+    >>> row["lambda"], 0.5 < row["auroc"] <= 1.0, row["minus_doctor"]["auroc"]["n_resamples"]
+    (0.5, True, 200)
     """
 
     def fitting(methods: tuple[str, ...]) -> _Fit:

@@ -57,6 +57,14 @@ class Run:
     ``run_id`` is a content hash (of the engine's cache key, or of the uploaded arrays) that keys caches and
     widgets; ``images`` (uint8 NHWC) and ``model`` are present for engine runs and enable galleries and input
     pre-processing; ``mean``/``std`` are the model's normalisation; ``source`` describes the run in words.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> run = rc.Run.from_logits(np.array([[2.0, 0.0], [0.0, 1.0]], dtype=np.float32), np.array([0, 0]), ("a", "b"))
+    >>> len(run), run.n_classes, run.class_names
+    (2, 2, ('a', 'b'))
     """
 
     run_id: str
@@ -226,6 +234,48 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
         dataset_name=Path(filename).stem,
         source=f"{Path(filename).name} (uploaded logits)",  # the name first: the run picker cuts long labels
     )
+
+
+def load_logits(path: str | Path) -> Run:
+    """A :class:`Run` from a logits file on disk, read like an upload (:func:`load_logits_upload`).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.npz`` with ``logits`` (N, C), ``labels`` (N,) and optionally ``class_names`` (C,); or a ``.csv`` /
+        ``.parquet`` table with one column per class and a ``label`` column.
+
+    Returns
+    -------
+    Run
+        ``run.logits`` float32 (N, C), ``run.labels`` int64 (N,), ``run.class_names`` (``"0"``, ``"1"`` ... when
+        the file names none).
+
+    Raises
+    ------
+    InputError
+        For a folder, a device, or a malformed file (one line saying what is wrong).
+    FileNotFoundError
+        When nothing is at ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, numpy as np
+    >>> import relu_core as rc
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.npz"
+    >>> np.savez(path, logits=np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5]]), labels=np.array([0, 1, 1]))
+    >>> run = rc.load_logits(path)
+    >>> run.logits.shape, run.labels.tolist(), run.class_names
+    ((3, 2), [0, 1, 1], ('0', '1'))
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a logits file")
+    if not path.is_file():
+        if path.exists():
+            raise InputError(f"{path} is not a regular file (a device or a pipe), not a logits file")
+        raise FileNotFoundError(f"no such file: {path}")
+    return load_logits_upload(path.read_bytes(), path.name)
 
 
 # --------------------------------------------------------------------------- runs computed by the engine
@@ -470,6 +520,17 @@ def logits_for(
     ``weights`` None): ``model_name`` trained here with an objective (:func:`trained_model`). The cache key is (weights hash, data set fingerprint, mean, std, input size,
     precision), so the same model on the same pixels is computed once whatever the file or set is called.
     ``dataset_spec`` may also be a loaded set (e.g. an upload, ``datasets.load_uploaded_dataset``).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile, torch
+    >>> import relu_core as rc
+    >>> from relu_core import models
+    >>> weights = pathlib.Path(tempfile.mkdtemp()) / "cnn8.pt"
+    >>> torch.save(models.build_model("cnn8", 10).state_dict(), weights)  # your trained weights go here
+    >>> run = rc.logits_for("cnn8", weights, "digits", device="cpu")  # scikit-learn's digits, test split
+    >>> run.logits.shape, run.class_names[:3], run.model_name
+    ((899, 10), ('0', '1', '2'), 'cnn8')
     """
     spec = models.get_spec(model_name)
     registered = isinstance(dataset_spec, str) and dataset_spec in datasets.DATASETS

@@ -325,6 +325,21 @@ def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[s
     -------
     dict
         ``{metric: PairedDifference}`` with the difference A - B on the samples and its interval.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import relu_core as rc
+    >>> rng = np.random.default_rng(0)
+    >>> correct = rng.random(500) < 0.8
+    >>> doctor = rng.normal(size=500) - correct         # errors somewhat more uncertain
+    >>> relu = doctor - 0.5 * correct                   # a sharper ranking of the same samples
+    >>> paired = rc.paired_bootstrap(relu, doctor, correct, n_resamples=300, seed=0)
+    >>> auroc = paired["auroc"]
+    >>> auroc.n_resamples, auroc.significant, auroc.low < auroc.estimate < auroc.high
+    (300, True, True)
+    >>> auroc.outcome()
+    'Rel-U better'
     """
     return pooled_bootstrap([(uncertainty_a, uncertainty_b, correct)], **options)
 
