@@ -6,8 +6,9 @@ data set fingerprint, transform, perturbation settings, ...). Its SHA-256 names 
 file in the same directory, then ``os.replace``) and carry a SHA-256 checksum of their arrays *and* their
 key; a file that is truncated, corrupted, rewritten with other arrays or copied from another key fails its
 checksum, is deleted and treated as a miss, so the caller recomputes instead of using stale data. Anything
-that is not a regular file where an entry should be (a directory, say) is moved aside (:func:`move_aside`)
-and the entry recomputed. Arrays are stored without pickle (strings as numpy unicode arrays) and read with
+that is not a regular file where an entry should be (a directory, say) is moved aside (:func:`move_aside`;
+at most :data:`MOVED_ASIDE_KEPT` per folder are kept, none older than :data:`MOVED_ASIDE_MAX_AGE_S`) and the
+entry recomputed. Arrays are stored without pickle (strings as numpy unicode arrays) and read with
 ``allow_pickle=False``. Extracted folders (zips) are verified against a manifest of their files' sizes and
 SHA-256 written at extraction (:func:`write_manifest`, :func:`manifest_matches`).
 """
@@ -19,8 +20,10 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -81,9 +84,16 @@ def path_for(namespace: str, key: Any) -> Path:
     return paths.cache_dir(namespace) / f"{key_digest(key)}.npz"
 
 
+MOVED_ASIDE_KEPT = 2
+"""Most moved-aside entries kept per cache folder, for inspection: the newest; older ones are deleted."""
+MOVED_ASIDE_MAX_AGE_S = 24 * 3600
+"""Moved-aside entries older than this (counted from the move) are deleted."""
+
+
 def move_aside(path: Path) -> Path:
     """Rename whatever is at ``path`` (a directory where a file belongs, a damaged folder) to a sibling
-    ``<name>.broken-<random>`` so it can be recomputed; InputError in one line when even that fails."""
+    ``<name>.broken-<random>`` so it can be recomputed; InputError in one line when even that fails. Then the
+    folder's moved-aside entries are pruned (:func:`prune_moved_aside`)."""
     aside = path.with_name(f"{path.name}.broken-{secrets.token_hex(4)}")
     try:
         path.rename(aside)
@@ -92,7 +102,27 @@ def move_aside(path: Path) -> Path:
             f"the cache entry {path} is damaged and cannot be moved aside "
             f"({error.strerror or error}): remove it and try again"
         ) from None
+    with contextlib.suppress(OSError):  # its age counts from now
+        os.utime(aside, follow_symlinks=False)
+    prune_moved_aside(path.parent)
     return aside
+
+
+def prune_moved_aside(folder: Path) -> None:
+    """Delete the moved-aside entries of ``folder`` beyond the newest :data:`MOVED_ASIDE_KEPT` and those older
+    than :data:`MOVED_ASIDE_MAX_AGE_S` (best effort: one another process removes meanwhile is skipped)."""
+    moved = []
+    for entry in folder.glob("*.broken-*"):
+        with contextlib.suppress(OSError):
+            moved.append((entry.lstat().st_mtime, entry))
+    moved.sort(reverse=True)
+    now = time.time()
+    for rank, (when, entry) in enumerate(moved):
+        if rank >= MOVED_ASIDE_KEPT or now - when > MOVED_ASIDE_MAX_AGE_S:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
 
 
 DOCUMENT_MODE = 0o644

@@ -109,10 +109,21 @@ def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, .
 
 
 def _read_npz(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Logits, labels and class names (or None) of an uploaded .npz. Their declared shapes are checked against
+    each other from the headers, before any array is inflated (a small file whose labels inflate to gigabytes
+    is refused without reading them)."""
     headers = npz.headers(data, label="the .npz file", max_bytes=limits.MEMORY_BUDGET_BYTES)
     shape = headers.get("logits", ((),))[0]
     if len(shape) == 2:
         limits.check_logits_shape(*shape)
+        labels = headers.get("labels", ((shape[0],),))[0]
+        if labels and labels[0] != shape[0]:
+            raise InputError(f"labels and logits disagree on the number of samples: {labels[0]:,} vs {shape[0]:,}")
+        names = headers.get("class_names", ((shape[1],),))[0]
+        if len(names) == 1 and names[0] != shape[1]:
+            raise InputError(
+                f"class_names holds {names[0]:,} name{'' if names[0] == 1 else 's'} for {shape[1]:,} logit columns"
+            )
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             files = set(archive.files)
@@ -213,11 +224,6 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
         names = np.asarray(names)
         if names.ndim != 1 or names.dtype.kind not in "US":
             raise InputError("class_names must be a list of strings, one per logit column")
-        if names.shape[0] != logits.shape[1]:
-            found = names.shape[0]
-            raise InputError(
-                f"class_names holds {found:,} name{'' if found == 1 else 's'} for {logits.shape[1]:,} logit columns"
-            )
         class_names = tuple(str(name) for name in names.tolist())
     return Run.from_logits(
         logits,
