@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -247,15 +248,32 @@ def _key_lock(digest: str) -> Iterator[None]:
                 _KEY_LOCKS[digest] = (lock, users - 1)
 
 
-def cached(namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def cached(
+    namespace: str,
+    key: Any,
+    compute: Callable[[], Mapping[str, np.ndarray]],
+    check: Callable[[Mapping[str, np.ndarray]], None] | None = None,
+) -> dict[str, np.ndarray]:
     """The arrays for ``key`` from the cache, or ``compute()``-d, stored and returned on a miss.
 
+    ``check`` (given) raises InputError for arrays that must not be used. It is asked of the arrays read from
+    the cache too, since a checksum only proves that an entry was not changed by accident: an entry that
+    fails it is deleted and computed again, with a warning saying why; computed arrays that fail it raise.
     Threads of one process (the app's sessions) asking for the same key wait for one computation instead of
     each running it (a lock per key; nested computations of other keys take their own locks).
     """
     with _key_lock(f"{namespace}/{key_digest(key)}"):
         arrays = load(namespace, key)
+        if arrays is not None and check is not None:
+            try:
+                check(arrays)
+            except InputError as error:
+                path_for(namespace, key).unlink(missing_ok=True)
+                warnings.warn(f"a cached entry ({namespace}) was dropped and computed again: {error}", stacklevel=2)
+                arrays = None
         if arrays is None:
             arrays = {name: np.asarray(value) for name, value in compute().items()}
+            if check is not None:
+                check(arrays)
             save(namespace, key, arrays)
     return arrays

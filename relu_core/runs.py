@@ -13,6 +13,7 @@ import io
 import json
 import os
 import zipfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -541,7 +542,8 @@ def logits_for(
             raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")
         return {"logits": logits}
 
-    logits = cache.cached("logits", key, compute)["logits"]
+    check = check_logits(len(data), n_classes, f"the logits of {data.name}")
+    logits = cache.cached("logits", key, compute, check)["logits"]
     return Run(
         run_id=cache.key_digest(key)[:16],
         logits=logits,
@@ -566,6 +568,24 @@ def logits_for(
         if (weights is None or (isinstance(weights, str) and weights.startswith(HUB_PREFIX))) and registered
         else (),
     )
+
+
+def check_logits(rows: int, classes: int, what: str) -> Callable[[Mapping[str, np.ndarray]], None]:
+    """The check of cached logits (:func:`cache.cached`'s ``check``): InputError unless the entry's ``logits``
+    are finite real numbers of shape (``rows``, ``classes``); ``what`` names them."""
+
+    def check(arrays: Mapping[str, np.ndarray]) -> None:
+        logits = arrays.get("logits")
+        if logits is None:
+            raise InputError(f"{what} are missing")
+        try:
+            detectors.validate_logits(logits)
+        except InputError as error:
+            raise InputError(f"{what}: {error}") from None
+        if logits.shape != (rows, classes):
+            raise InputError(f"{what} have shape {logits.shape}, not ({rows}, {classes})")
+
+    return check
 
 
 # --------------------------------------------------------------------------- the offline default
