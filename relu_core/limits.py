@@ -19,8 +19,8 @@ MEMORY_BUDGET_BYTES = 2 << 30
 """Most bytes one array read from an uploaded .npz/.npy may need once loaded (checked from its header)."""
 MAX_COMPRESSION_RATIO = 100
 """Most a compressed file (an .npz, an image zip) may inflate: the uncompressed size its headers declare, over
-its size. Checked before anything is inflated. Real files stay far below (logits about 1.1x, labels and images
-2-30x); a crafted file of zeros reaches 1000x."""
+its size. Checked before anything is inflated. Real files stay far below (logits about 1.1x, images a few
+times); a crafted file of zeros reaches 1000x."""
 SMALL_INFLATION_BYTES = 64 << 20
 """A compressed file may inflate to this much whatever its ratio (a small file of zeros is harmless)."""
 MAX_INFLATED_BYTES = 8 << 30

@@ -16,7 +16,7 @@ import hostile_files as hf
 import numpy as np
 import pytest
 
-from relu_core import limits
+from relu_core import limits, runs
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -158,16 +158,17 @@ def test_the_budget_scales_with_the_file_and_has_a_floor_and_a_cap():
     assert limits.inflation_budget(10 * MIB, cap=MIB) == MIB
 
 
-def test_a_well_compressed_real_file_is_still_read(tmp_path):
-    """Labels of one class compress about 100x; the floor lets a small file like this through."""
-    labels = np.zeros(200_000, np.int64)
-    logits = np.random.default_rng(0).normal(size=(200_000, 2)).astype(np.float32)
+@pytest.mark.parametrize("fill", ["random", "zeros"])
+def test_files_within_the_budget_are_read(fill, tmp_path):
+    """Real logits compress about 2x; a small file of zeros inflates 1000x but stays under the budget's floor."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(200_000, 2)) if fill == "random" else np.zeros((200_000, 2))
     path = tmp_path / "real.npz"
-    np.savez_compressed(path, logits=logits, labels=labels)
-    from relu_core import runs
-
-    run = runs.load_logits_upload(path.read_bytes(), "real.npz")
-    assert run.logits.shape == (200_000, 2)
+    np.savez_compressed(path, logits=logits.astype(np.float32), labels=np.zeros(200_000, np.int64))
+    with zipfile.ZipFile(path) as archive:
+        ratio = sum(info.file_size for info in archive.infolist()) / path.stat().st_size
+    assert (ratio < 3) if fill == "random" else (ratio > limits.MAX_COMPRESSION_RATIO)
+    assert runs.load_logits_upload(path.read_bytes(), "real.npz").logits.shape == (200_000, 2)
 
 
 def _zip_with_a_zero_image(path: Path, image_bytes: int) -> int:
