@@ -6,8 +6,9 @@ data set fingerprint, transform, perturbation settings, ...). Its SHA-256 names 
 file in the same directory, then ``os.replace``) and carry a SHA-256 checksum of their arrays *and* their
 key; a file that is truncated, corrupted, rewritten with other arrays or copied from another key fails its
 checksum, is deleted and treated as a miss, so the caller recomputes instead of using stale data. Anything
-that is not a regular file where an entry should be (a directory, say) is moved aside (:func:`move_aside`)
-and the entry recomputed. Arrays are stored without pickle (strings as numpy unicode arrays) and read with
+that is not a regular file where an entry should be (a directory, say) is moved aside (:func:`move_aside`;
+at most :data:`MOVED_ASIDE_KEPT` per folder are kept, none older than :data:`MOVED_ASIDE_MAX_AGE_S`) and the
+entry recomputed. Arrays are stored without pickle (strings as numpy unicode arrays) and read with
 ``allow_pickle=False``. Extracted folders (zips) are verified against a manifest of their files' sizes and
 SHA-256 written at extraction (:func:`write_manifest`, :func:`manifest_matches`).
 """
@@ -19,8 +20,11 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import threading
+import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -81,9 +85,16 @@ def path_for(namespace: str, key: Any) -> Path:
     return paths.cache_dir(namespace) / f"{key_digest(key)}.npz"
 
 
+MOVED_ASIDE_KEPT = 2
+"""Most moved-aside entries kept per cache folder, for inspection: the newest; older ones are deleted."""
+MOVED_ASIDE_MAX_AGE_S = 24 * 3600
+"""Moved-aside entries older than this (counted from the move) are deleted."""
+
+
 def move_aside(path: Path) -> Path:
     """Rename whatever is at ``path`` (a directory where a file belongs, a damaged folder) to a sibling
-    ``<name>.broken-<random>`` so it can be recomputed; InputError in one line when even that fails."""
+    ``<name>.broken-<random>`` so it can be recomputed; InputError in one line when even that fails. Then the
+    folder's moved-aside entries are pruned (:func:`prune_moved_aside`)."""
     aside = path.with_name(f"{path.name}.broken-{secrets.token_hex(4)}")
     try:
         path.rename(aside)
@@ -92,7 +103,27 @@ def move_aside(path: Path) -> Path:
             f"the cache entry {path} is damaged and cannot be moved aside "
             f"({error.strerror or error}): remove it and try again"
         ) from None
+    with contextlib.suppress(OSError):  # its age counts from now
+        os.utime(aside, follow_symlinks=False)
+    prune_moved_aside(path.parent)
     return aside
+
+
+def prune_moved_aside(folder: Path) -> None:
+    """Delete the moved-aside entries of ``folder`` beyond the newest :data:`MOVED_ASIDE_KEPT` and those older
+    than :data:`MOVED_ASIDE_MAX_AGE_S` (best effort: one another process removes meanwhile is skipped)."""
+    moved = []
+    for entry in folder.glob("*.broken-*"):
+        with contextlib.suppress(OSError):
+            moved.append((entry.lstat().st_mtime, entry))
+    moved.sort(reverse=True)
+    now = time.time()
+    for rank, (when, entry) in enumerate(moved):
+        if rank >= MOVED_ASIDE_KEPT or now - when > MOVED_ASIDE_MAX_AGE_S:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
 
 
 DOCUMENT_MODE = 0o644
@@ -217,15 +248,32 @@ def _key_lock(digest: str) -> Iterator[None]:
                 _KEY_LOCKS[digest] = (lock, users - 1)
 
 
-def cached(namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def cached(
+    namespace: str,
+    key: Any,
+    compute: Callable[[], Mapping[str, np.ndarray]],
+    check: Callable[[Mapping[str, np.ndarray]], None] | None = None,
+) -> dict[str, np.ndarray]:
     """The arrays for ``key`` from the cache, or ``compute()``-d, stored and returned on a miss.
 
+    ``check`` (given) raises InputError for arrays that must not be used. It is asked of the arrays read from
+    the cache too, since a checksum only proves that an entry was not changed by accident: an entry that
+    fails it is deleted and computed again, with a warning saying why; computed arrays that fail it raise.
     Threads of one process (the app's sessions) asking for the same key wait for one computation instead of
     each running it (a lock per key; nested computations of other keys take their own locks).
     """
     with _key_lock(f"{namespace}/{key_digest(key)}"):
         arrays = load(namespace, key)
+        if arrays is not None and check is not None:
+            try:
+                check(arrays)
+            except InputError as error:
+                path_for(namespace, key).unlink(missing_ok=True)
+                warnings.warn(f"a cached entry ({namespace}) was dropped and computed again: {error}", stacklevel=2)
+                arrays = None
         if arrays is None:
             arrays = {name: np.asarray(value) for name, value in compute().items()}
+            if check is not None:
+                check(arrays)
             save(namespace, key, arrays)
     return arrays

@@ -290,7 +290,8 @@ def batched_outputs(
 
     The one batched loop of the engine (plain logits, perturbed logits): ``cancel()`` is asked before every
     batch (True raises ``Cancelled``), ``progress(done, total, "<task> done/total")`` is called after it,
-    and the outputs stay on the device until one final copy back.
+    and the outputs stay on the device until one final copy back. Every batch must give as many columns as
+    the first (InputError otherwise).
     """
     if batch_size < 1:
         raise InputError(f"batch size must be positive, got {batch_size}")
@@ -302,6 +303,12 @@ def batched_outputs(
         out = step(batch)
         if outputs is None:
             outputs = torch.empty((total, out.shape[1]), dtype=torch.float32, device=device)
+        elif out.shape[1:] != outputs.shape[1:]:  # a model whose width depends on its batch
+            raise InputError(
+                f"the model returned {outputs.shape[1]} outputs per image for the first batch but "
+                f"{out.shape[1]} for images {start + 1}-{start + out.shape[0]}: it must return the same "
+                "number (one per class) for every batch"
+            )
         outputs[start : start + out.shape[0]] = out
         if progress is not None:
             done = start + out.shape[0]

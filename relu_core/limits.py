@@ -17,6 +17,14 @@ MAX_LOGITS_VALUES = 50_000 * MAX_CLASSES
 """Most logits (samples x classes) in one run: 50,000 samples at 1000 classes."""
 MEMORY_BUDGET_BYTES = 2 << 30
 """Most bytes one array read from an uploaded .npz/.npy may need once loaded (checked from its header)."""
+MAX_COMPRESSION_RATIO = 100
+"""Most a compressed file (an .npz, an image zip) may inflate: the uncompressed size its headers declare, over
+its size. Checked before anything is inflated. Real files stay far below (logits about 1.1x, images a few
+times); a crafted file of zeros reaches 1000x."""
+SMALL_INFLATION_BYTES = 64 << 20
+"""A compressed file may inflate to this much whatever its ratio (a small file of zeros is harmless)."""
+MAX_INFLATED_BYTES = 8 << 30
+"""Most bytes one compressed file may inflate to, whatever its size (the absolute cap of :func:`inflation_budget`)."""
 FIGURE_MAX_CLASSES = 50
 """Matrix figures (D*, confusion matrix) beyond this many classes show the top classes only, with a note."""
 MAX_RUNS = 16
@@ -36,6 +44,25 @@ def size_in_words(n_bytes: int) -> str:
             break
         size, unit = size / 1024, next_unit
     return f"{n_bytes:,} bytes" if unit == "bytes" else f"{size:.1f}".removesuffix(".0") + f" {unit}"
+
+
+def inflation_budget(compressed_bytes: int, cap: int = MAX_INFLATED_BYTES) -> int:
+    """Most bytes a compressed file of ``compressed_bytes`` may inflate to: ``MAX_COMPRESSION_RATIO`` times its
+    size, at least ``SMALL_INFLATION_BYTES``, never more than ``cap``."""
+    return min(cap, max(SMALL_INFLATION_BYTES, MAX_COMPRESSION_RATIO * compressed_bytes))
+
+
+def check_inflation(declared_bytes: int, compressed_bytes: int, label: str, cap: int = MAX_INFLATED_BYTES) -> None:
+    """InputError naming the limit when a file of ``compressed_bytes`` declares more uncompressed bytes than
+    :func:`inflation_budget` allows (a "zip bomb"), before anything is inflated."""
+    budget = inflation_budget(compressed_bytes, cap)
+    if declared_bytes > budget:
+        ratio = declared_bytes / max(compressed_bytes, 1)
+        raise InputError(
+            f"{label} would inflate {compressed_bytes:,} bytes to {declared_bytes:,} ({ratio:,.0f}x), more than "
+            f"its budget of {size_in_words(budget)} ({MAX_COMPRESSION_RATIO}x its size, at least "
+            f"{size_in_words(SMALL_INFLATION_BYTES)}, at most {size_in_words(cap)}: relu_core.limits.inflation_budget)"
+        )
 
 
 def check_logits_shape(n_samples: int, n_classes: int, what: str = "the logits") -> None:

@@ -15,7 +15,7 @@ from typing import IO
 import numpy as np
 
 from relu_core.errors import InputError
-from relu_core.limits import size_in_words
+from relu_core.limits import check_inflation, size_in_words
 
 MAX_ARRAY_BYTES = 8 << 30
 """Largest uncompressed array read from an npz file (guards against allocation bombs in crafted headers)."""
@@ -40,8 +40,10 @@ def headers(
     """The (shape, dtype) of every array of an npz file, read from the headers before anything is allocated.
 
     Refused with one line (``InputError``): a single .npy array saved under an .npz name, a file that is not
-    a zip of .npy members, object (pickled) arrays, and any array whose header announces more bytes than
-    its member holds (a crafted "allocation bomb") or more than ``max_bytes``.
+    a zip of .npy members, members that would inflate beyond :func:`relu_core.limits.inflation_budget` of the
+    file's size together (a "zip bomb", checked on the zip's declared sizes before any member is opened),
+    object (pickled) arrays, and any array whose header announces more bytes than its member holds (a crafted
+    "allocation bomb") or more than ``max_bytes``.
     """
     head = source[: len(NPY_MAGIC)] if isinstance(source, bytes) else _read_head(source, label)
     if head == NPY_MAGIC:
@@ -55,6 +57,8 @@ def headers(
         raise InputError(f"{label} is not a valid npz archive ({error})") from None
     found = {}
     with archive:
+        compressed = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
+        check_inflation(sum(info.file_size for info in archive.infolist()), compressed, label)
         for info in archive.infolist():
             name = info.filename.removesuffix(".npy")
             try:

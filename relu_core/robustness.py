@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, corruptions, detectors, engine, metric_info, metrics, models, protocol, stats
+from relu_core import cache, corruptions, detectors, engine, metric_info, metrics, models, protocol, runs, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
@@ -272,7 +272,8 @@ def _corrupted_logits(run, identity, name, severity, subsample, corruption_seed,
             ).images
         return {"logits": run.model_logits(images, device=device, batch_size=batch_size, cancel=cancel)}
 
-    return cache.cached(LOGITS_NAMESPACE, key, compute)["logits"], source
+    check = runs.check_logits(len(sample), run.n_classes, f"the logits under {name} at severity {severity}")
+    return cache.cached(LOGITS_NAMESPACE, key, compute, check)["logits"], source
 
 
 def _published_images(run, name: str, severity: int) -> np.ndarray | None:

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import zipfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,10 +118,21 @@ def content_id(logits: np.ndarray, labels: np.ndarray, class_names: tuple[str, .
 
 
 def _read_npz(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Logits, labels and class names (or None) of an uploaded .npz. Their declared shapes are checked against
+    each other from the headers, before any array is inflated (a small file whose labels inflate to gigabytes
+    is refused without reading them)."""
     headers = npz.headers(data, label="the .npz file", max_bytes=limits.MEMORY_BUDGET_BYTES)
     shape = headers.get("logits", ((),))[0]
     if len(shape) == 2:
         limits.check_logits_shape(*shape)
+        labels = headers.get("labels", ((shape[0],),))[0]
+        if labels and labels[0] != shape[0]:
+            raise InputError(f"labels and logits disagree on the number of samples: {labels[0]:,} vs {shape[0]:,}")
+        names = headers.get("class_names", ((shape[1],),))[0]
+        if len(names) == 1 and names[0] != shape[1]:
+            raise InputError(
+                f"class_names holds {names[0]:,} name{'' if names[0] == 1 else 's'} for {shape[1]:,} logit columns"
+            )
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             files = set(archive.files)
@@ -221,11 +233,6 @@ def load_logits_upload(data: bytes, filename: str) -> Run:
         names = np.asarray(names)
         if names.ndim != 1 or names.dtype.kind not in "US":
             raise InputError("class_names must be a list of strings, one per logit column")
-        if names.shape[0] != logits.shape[1]:
-            found = names.shape[0]
-            raise InputError(
-                f"class_names holds {found:,} name{'' if found == 1 else 's'} for {logits.shape[1]:,} logit columns"
-            )
         class_names = tuple(str(name) for name in names.tolist())
     return Run.from_logits(
         logits,
@@ -596,7 +603,8 @@ def logits_for(
             raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")
         return {"logits": logits}
 
-    logits = cache.cached("logits", key, compute)["logits"]
+    check = check_logits(len(data), n_classes, f"the logits of {data.name}")
+    logits = cache.cached("logits", key, compute, check)["logits"]
     return Run(
         run_id=cache.key_digest(key)[:16],
         logits=logits,
@@ -621,6 +629,24 @@ def logits_for(
         if (weights is None or (isinstance(weights, str) and weights.startswith(HUB_PREFIX))) and registered
         else (),
     )
+
+
+def check_logits(rows: int, classes: int, what: str) -> Callable[[Mapping[str, np.ndarray]], None]:
+    """The check of cached logits (:func:`cache.cached`'s ``check``): InputError unless the entry's ``logits``
+    are finite real numbers of shape (``rows``, ``classes``); ``what`` names them."""
+
+    def check(arrays: Mapping[str, np.ndarray]) -> None:
+        logits = arrays.get("logits")
+        if logits is None:
+            raise InputError(f"{what} are missing")
+        try:
+            detectors.validate_logits(logits)
+        except InputError as error:
+            raise InputError(f"{what}: {error}") from None
+        if logits.shape != (rows, classes):
+            raise InputError(f"{what} have shape {logits.shape}, not ({rows}, {classes})")
+
+    return check
 
 
 # --------------------------------------------------------------------------- the offline default

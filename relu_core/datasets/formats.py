@@ -9,6 +9,7 @@ import io
 import pickle
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -91,18 +92,23 @@ def load_npz_arrays(
     *,
     label: str,
     max_bytes: int = npz.MAX_ARRAY_BYTES,
+    check_declared: Callable[[dict[str, tuple[tuple[int, ...], np.dtype]]], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """Read the arrays ``keys`` (required) and ``optional`` from an npz file or its bytes.
 
     ``allow_pickle=False``: object arrays (pickles) are refused. Every header is checked first
-    (:func:`relu_core.npz.headers`, its refusals raised as DatasetError): arrays larger than their member or
-    than ``max_bytes`` are refused before anything is allocated. ``label`` names the file in messages.
+    (:func:`relu_core.npz.headers`, its refusals raised as DatasetError): a file that would inflate beyond its
+    budget, arrays larger than their member or than ``max_bytes`` are refused before anything is allocated,
+    and ``check_declared`` (given) is called with the declared (shape, dtype) of every array, to compare them
+    before any is read. ``label`` names the file in messages.
     """
     stream: IO[bytes] | Path = io.BytesIO(source) if isinstance(source, bytes) else source
     try:
-        npz.headers(source, label=label, max_bytes=max_bytes)
+        declared = npz.headers(source, label=label, max_bytes=max_bytes)
     except InputError as error:  # the same one line, as the data sets' error
         raise DatasetError(str(error)) from None
+    if check_declared is not None:
+        check_declared(declared)
     try:
         with np.load(stream, allow_pickle=False) as archive:
             missing = [key for key in keys if key not in archive.files]

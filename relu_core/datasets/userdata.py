@@ -19,7 +19,8 @@ from PIL import Image
 from relu_core import cache, paths
 from relu_core.datasets.base import DatasetError, ImageSet
 from relu_core.datasets.formats import load_npz_arrays
-from relu_core.limits import size_in_words
+from relu_core.errors import InputError
+from relu_core.limits import check_inflation, size_in_words
 from relu_core.npz import MAX_ARRAY_BYTES
 from relu_core.progress import Progress, report
 
@@ -156,16 +157,21 @@ def load_image_folder(
 
 
 def _checked_entries(
-    archive: zipfile.ZipFile, label: str, max_bytes: int, max_entries: int
+    archive: zipfile.ZipFile, label: str, compressed_bytes: int, max_bytes: int, max_entries: int
 ) -> list[tuple[zipfile.ZipInfo, list[str]]]:
     """The entries with their path parts, after refusing anything unsafe: too many entries, a total
-    uncompressed size over ``max_bytes``, absolute paths, ``..`` parts, symlinks and special files."""
+    uncompressed size over ``max_bytes`` or over the inflation budget of the archive's ``compressed_bytes``
+    (:func:`relu_core.limits.inflation_budget`), absolute paths, ``..`` parts, symlinks and special files."""
     infos = archive.infolist()
     if len(infos) > max_entries:
         raise DatasetError(f"{label} has {len(infos)} entries, more than the limit of {max_entries}")
     total = sum(info.file_size for info in infos)
     if total > max_bytes:
         raise DatasetError(f"{label} expands to {total:,} bytes, more than the limit of {size_in_words(max_bytes)}")
+    try:
+        check_inflation(total, compressed_bytes, label, cap=max_bytes)
+    except InputError as error:  # the same one line, as the data sets' error
+        raise DatasetError(str(error)) from None
     entries = []
     for info in infos:
         name = info.filename.replace("\\", "/")
@@ -221,12 +227,12 @@ def _extract(
             if not target.is_dir():  # not a concurrent extraction of the same archive that won the race
                 raise
             shutil.rmtree(staging)
-    except DatasetError:
+    except BaseException as error:  # refused, failed or cancelled: nothing stays behind
         shutil.rmtree(staging, ignore_errors=True)
+        damaged = (OSError, ValueError, RuntimeError, NotImplementedError, EOFError, zlib.error, zipfile.BadZipFile)
+        if isinstance(error, damaged) and not isinstance(error, DatasetError):
+            raise DatasetError(f"cannot extract {label}: {error}") from None
         raise
-    except (OSError, ValueError, RuntimeError, NotImplementedError, EOFError, zlib.error, zipfile.BadZipFile) as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise DatasetError(f"cannot extract {label}: {error}") from None
 
 
 def _dataset_root(folder: Path) -> Path:
@@ -254,7 +260,9 @@ def load_image_zip(
     The archive is checked before anything is written (``_checked_entries``) and extracted once into
     ``cache_dir("datasets")/zip/<sha256 of the archive>`` with a manifest of every file's size and SHA-256;
     a later load verifies the folder against it and extracts again on any difference. The class folders may
-    sit at the top level or inside a single wrapping folder. Then it loads as ``load_image_folder``.
+    sit at the top level or inside a single wrapping folder. Then it loads as ``load_image_folder``. Refused
+    work leaves nothing in the cache: an archive refused before extraction writes nothing, and an extracted
+    folder whose images cannot be loaded is removed.
     """
     if isinstance(source, bytes):
         label, data = f"zip archive {name or ''}".strip(), source
@@ -277,9 +285,13 @@ def load_image_zip(
         except (zipfile.BadZipFile, OSError, ValueError) as error:
             raise DatasetError(f"{label} is not a valid zip file ({error})") from None
         with archive:
-            entries = _checked_entries(archive, label, max_bytes, max_entries)
+            entries = _checked_entries(archive, label, len(data), max_bytes, max_entries)
             _extract(archive, entries, target, label, max_bytes, progress)
-    return load_image_folder(_dataset_root(target), name=name or "upload", progress=progress)
+    try:
+        return load_image_folder(_dataset_root(target), name=name or "upload", progress=progress)
+    except DatasetError:  # the same archive would be refused again: keep none of it
+        shutil.rmtree(target, ignore_errors=True)
+        raise
 
 
 # -------------------------------------------------------------------------------------------------------- npz
@@ -319,13 +331,18 @@ def load_npz_dataset(source: str | os.PathLike | bytes, *, name: str | None = No
     else:
         source = Path(source).expanduser()
         label, name = f"npz file {source}", name or source.stem
-    arrays = load_npz_arrays(source, ("x", "y"), ("class_names",), label=label)
+
+    def same_rows(declared: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+        """y's rows against x's, from the headers: a small file whose y or x inflates alone is never read."""
+        x_shape, y_shape = (declared.get(key, ((),))[0] for key in ("x", "y"))
+        if x_shape and y_shape and x_shape[0] != y_shape[0]:
+            raise DatasetError(f"{label}: y has {y_shape[0]} labels but x has {x_shape[0]} images")
+
+    arrays = load_npz_arrays(source, ("x", "y"), ("class_names",), label=label, check_declared=same_rows)
     images = _as_uint8_images(arrays["x"], label)
     labels = arrays["y"]
     if labels.dtype.kind not in "iu" or labels.ndim != 1:
         raise DatasetError(f"{label}: y must be a 1-D integer array, got {labels.dtype} {labels.shape}")
-    if labels.shape[0] != images.shape[0]:
-        raise DatasetError(f"{label}: y has {labels.shape[0]} labels but x has {images.shape[0]} images")
     if labels.size and labels.min() < 0:
         raise DatasetError(f"{label}: labels must be non-negative, found {labels.min()}")
     if "class_names" in arrays:

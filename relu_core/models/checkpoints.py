@@ -212,7 +212,7 @@ def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
             + "; ".join(problems)
             + (")" if hint else "")
         )
-    check_finite(state.items(), source)
+    check_weights(state.items(), source)
     try:
         model.load_state_dict(dict(state), strict=True)
     except RuntimeError as exc:
@@ -220,13 +220,20 @@ def _apply_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], sourc
     return model
 
 
-def check_finite(named_tensors, source: str) -> None:
-    """CheckpointError naming the tensors that hold NaN or infinite values (a model that cannot predict)."""
-    bad = [
-        name for name, tensor in named_tensors if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
-    ]
-    if bad:
-        raise CheckpointError(f"{source} holds NaN or infinite weights in {_preview(bad)}")
+def check_weights(named_tensors, source: str) -> None:
+    """CheckpointError naming the tensors a model cannot compute with: on no real device (meta), in a sparse or
+    other non-dense layout, complex (loading would silently drop the imaginary part), or holding NaN or
+    infinite values. The storage is checked first: finiteness cannot even be asked of a meta or sparse tensor."""
+    named_tensors = list(named_tensors)
+    for problem, is_bad in (
+        ("tensors without data (meta tensors)", lambda t: t.is_meta),
+        ("sparse or other non-dense tensors", lambda t: t.layout != torch.strided),
+        ("complex tensors", lambda t: t.is_complex()),
+        ("NaN or infinite weights", lambda t: t.is_floating_point() and not bool(torch.isfinite(t).all())),
+    ):
+        bad = [name for name, tensor in named_tensors if is_bad(tensor)]
+        if bad:
+            raise CheckpointError(f"{source} holds {problem} in {_preview(bad)}")
 
 
 def load_state_dict_file(model: nn.Module, path: str | Path) -> nn.Module:
@@ -281,7 +288,9 @@ def load_model_bytes(
             scripted = torch.jit.load(io.BytesIO(data), map_location="cpu").eval()
         except Exception as exc:  # a damaged archive surfaces as several error types
             raise CheckpointError(f"{name} is not a valid TorchScript model: {one_line(exc)}") from None
-        check_finite([*scripted.named_parameters(), *scripted.named_buffers()], name)
+        if not hasattr(scripted, "forward"):  # a module scripted for its other methods only
+            raise CheckpointError(f"{name} is a TorchScript module without a forward method: it cannot predict")
+        check_weights([*scripted.named_parameters(), *scripted.named_buffers()], name)
         return scripted
     if arch is None:
         raise CheckpointError(

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from relu_core import cache, datasets, engine, models, protocol
+from relu_core import cache, datasets, engine, models, protocol, runs
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress, report
 from relu_core.studies import base, tuning_split
@@ -144,7 +144,8 @@ def other_logits(
             )
         }
 
-    return cache.cached("logits", key, compute)["logits"]
+    check = runs.check_logits(len(other), run.n_classes, f"the logits of {other.name}")
+    return cache.cached("logits", key, compute, check)["logits"]
 
 
 def run_study(
