@@ -30,10 +30,10 @@ def html(markup: str, name: str, follow: Follow | None, poll_s: float | None = N
     live_html(st, markup, key=session.item_key(session.EX_CHART, name), follow=follow, poll_s=poll_s)
 
 
-def controls(has_model: bool):
+def controls(has_model: bool, no_eps: str = "ε needs the model and the images; this run has logits only."):
     """The control bar; returns the setting it sets, the λ column (for the value "auto" gives) and a full-width
     slot under the controls (for the ε pass's note and progress: in the narrow ε column they wrapped to ten
-    lines and pushed the page down and back)."""
+    lines and pushed the page down and back). ``no_eps`` says why ε is off when the run has no model."""
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
         with c_lam:  # the slider first, level with T's and ε's; the checkbox (read from the session) under it
@@ -71,7 +71,7 @@ def controls(has_model: bool):
                 disabled=not has_model,
             )
             if not has_model:
-                st.caption("ε needs the model and the images; this run has logits only.")
+                st.caption(no_eps)
         with c_split:
             page.fraction_slider(st, "tuning split fraction", key=session.EX_TUNE_FRACTION)
             st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
