@@ -110,6 +110,20 @@ def fit_deployable(
     )
 
 
+def from_setting(run, setting: Setting, key: str = "relu") -> DeployedDetector:
+    """:func:`fit_deployable` at an Explore ``setting`` (its T, λ, split and operating point; Rel-U by default)."""
+    return fit_deployable(
+        run,
+        key,
+        temperature=setting.temperature,
+        lam=setting.lam,
+        tune_fraction=setting.tune_fraction,
+        seed=setting.seed,
+        op_kind=setting.op_kind,
+        op_target=setting.op_target,
+    )
+
+
 # --------------------------------------------------------------------------------------------- modules
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import detectors, explore, jobs, protocol
+from relu_core import detector_export, detectors, explore, jobs, protocol
 from studio import page, session
 from studio.live_chart import Follow, live_html, value_key
 
@@ -207,7 +207,8 @@ def gallery(
 
 
 def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:
-    """One row: the view's data as a ZIP (built when clicked) and "Download report", the view as one
+    """One row: the view's data as a ZIP (built when clicked), its detector for deployment (ZIP, built when
+    clicked: ``detector_export``) and "Download report", the view as one
     self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
     slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
     row = st.container(horizontal=True)
@@ -220,6 +221,18 @@ def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: 
         key=session.EX_DL_DATA,
         help="D* (CSV, .npy), the data of every chart, the metrics, Rel-U − Doctor with its intervals and the "
         "operating point (CSV), and the settings with the run's provenance (JSON).",
+    )
+    row.download_button(
+        "Export this detector",
+        lambda: detector_export.export_zip(run, detector_export.from_setting(run, setting)),
+        file_name=page.run_tagged("relu_detector.zip"),
+        mime="application/zip",
+        on_click="ignore",
+        key=session.EX_DL_DETECTOR,
+        help="Rel-U at this T, λ, split and operating point, fitted on the tuning split, as a TorchScript module "
+        "and an ONNX graph (logits in; images in too when the run has a PyTorch model) returning (prediction, "
+        "uncertainty, accept), with a JSON card: settings, provenance, TPR/FPR on the evaluation split with "
+        "intervals. Input pre-processing (ε) is not part of it.",
     )
     wanted = (view.run_id, setting, eps_note)
     if row.button(

@@ -4,8 +4,10 @@ app's upload; hostile ONNX files are refused in one line (exit 2); ε is refused
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -224,3 +226,10 @@ def test_onnx_upload_becomes_a_run_that_explore_shows(onnx_file, digits_run):
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("not available for ONNX models" in c.value for c in at.caption)
     assert at.session_state["run_id"] == run.run_id
+    assert "Export this detector" in [b.proto.label for b in at.get("download_button")]
+    from relu_core import detector_export, explore
+
+    exported = zipfile.ZipFile(
+        io.BytesIO(detector_export.export_zip(run, detector_export.from_setting(run, explore.Setting())))
+    )
+    assert sorted(exported.namelist()) == ["detector.json", "detector.onnx", "detector.pt"]  # logits in: no torch model
