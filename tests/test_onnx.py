@@ -233,3 +233,16 @@ def test_onnx_upload_becomes_a_run_that_explore_shows(onnx_file, digits_run):
         io.BytesIO(detector_export.export_zip(run, detector_export.from_setting(run, explore.Setting())))
     )
     assert sorted(exported.namelist()) == ["detector.json", "detector.onnx", "detector.pt"]  # logits in: no torch model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "page", ["Start.py", "Explore.py", "Corruptions.py", "Studies.py", "Baselines.py", "Compare.py"]
+)
+def test_every_page_opens_on_an_onnx_run(page, onnx_file, pages):
+    """An ONNX run has images and no PyTorch model (a pair no other run has): every page draws, and those that
+    run the model say in one line that they need one."""
+    run = runs.onnx_run(onnx_file, "digits", device="cpu")
+    at = pages.open(page, run)
+    pages.no_exceptions(at)
+    assert all("\n" not in e.value for e in at.error)
