@@ -710,11 +710,12 @@ def _record_key(run_id: str) -> dict[str, str]:
 
 def remember(run: Run) -> None:
     """Record on disk (``cache_dir("runs")``) what reopens ``run`` from its id alone: its recipe (engine runs on
-    registered sets), or its arrays (uploaded logits). Runs with neither (an uploaded model) are not recorded."""
+    registered sets), or its arrays (uploaded logits). Runs with neither (an uploaded model, PyTorch or ONNX) are
+    not recorded."""
     record = {"source": run.source, "recipe": dict(run.recipe)}
     arrays: dict[str, np.ndarray] = {}
     if not run.recipe:
-        if run.model is not None:
+        if run.model is not None or run.onnx_file:
             return
         arrays = {"logits": run.logits, "labels": run.labels, "class_names": np.asarray(run.class_names, dtype=str)}
         record["dataset_name"] = run.dataset_name

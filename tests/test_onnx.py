@@ -63,6 +63,8 @@ def test_onnx_logits_equal_the_pytorch_model_and_are_cached(onnx_file, digits_ru
     np.testing.assert_array_equal(run.labels, digits_run.labels)
     assert run.model is None and run.images is not None and run.onnx_file == "tiny_cnn.onnx"
     assert (run.mean, run.std) == ((0.5,), (0.5,)) and "metadata" in run.source
+    runs.remember(run)  # like an uploaded PyTorch model, not recorded: its id is not its logits' content id
+    assert runs.describe(run.run_id) is None
 
     def recomputed(*args, **kwargs):
         raise AssertionError("the cached logits were computed again")
