@@ -248,3 +248,16 @@ def test_every_page_opens_on_an_onnx_run(page, onnx_file, pages):
     at = pages.open(page, run)
     pages.no_exceptions(at)
     assert all("\n" not in e.value for e in at.error)
+
+
+def test_the_upload_path_reads_onnx_bytes_and_refuses_a_hostile_file(onnx_file, digits_run):
+    from studio import sidebar
+
+    def upload(content: bytes):
+        return sidebar.load_upload("model", b"", "", model_data=content, model_filename="m.onnx", dataset_spec="digits")
+
+    run = upload(onnx_file.read_bytes())  # no architecture needed
+    assert run.onnx_file == "m.onnx" and run.model is None
+    np.testing.assert_allclose(run.logits, digits_run.logits, rtol=1e-5, atol=1e-5)
+    with pytest.raises(InputError, match="truncated or not ONNX"):
+        upload(HOSTILE["truncated"][0])
