@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from relu_core import comparison, detectors, explore, figures, protocol
+from relu_core import comparison, detectors, explore, figures, onnx_model, protocol
 from relu_core.errors import Cancelled, InputError
 from relu_core.runs import get_run
 from studio import explore_ui, frame, jobbox, page, query, runs, session
@@ -173,7 +173,11 @@ def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
 @st.fragment
 def explore_panel(run_id: str) -> None:
     run_ = get_run(run_id)
-    s, c_lam, eps_slot = explore_ui.controls(has_model=run_.model is not None and run_.images is not None)
+    has_model = run_.model is not None and run_.images is not None
+    if run_.onnx_file:
+        s, c_lam, eps_slot = explore_ui.controls(has_model, no_eps=f"{onnx_model.NO_EPS}.")
+    else:
+        s, c_lam, eps_slot = explore_ui.controls(has_model)
     query.write_query_params(s, run_)
     shown = explore_ui.eps_section(run_, s, eps_slot)
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from relu_core import datasets, figures, protocol
+from relu_core import datasets, figures, onnx_model, protocol
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
 from studio import jobbox, page, session
@@ -73,7 +73,9 @@ def _controls() -> dict:
             if st.session_state[session.STUDY_AXES] and not set(st.session_state[session.STUDY_AXES]) <= set(axes):
                 st.session_state[session.STUDY_AXES] = [a for a in st.session_state[session.STUDY_AXES] if a in axes]
             options["axes"] = st.multiselect("axes", axes, key=session.STUDY_AXES, format_func=AXIS_LABELS.get)
-            if not has_model:
+            if run.onnx_file:
+                st.caption(f"{onnx_model.NO_EPS}.")
+            elif not has_model:
                 st.caption("The ε axis perturbs the inputs: it needs a run with its model and images.")
             if "eps" in options["axes"]:
                 subsample = st.number_input(

@@ -114,18 +114,29 @@ def parse_lambda(text: str) -> float | str:
         raise InputError(f"--lambda must be a number in [0, 1] or 'auto', got {text!r}") from None
 
 
+WEIGHTS_HELP = (
+    "checkpoint for --model (default: its known weights), or hf:REPO for one of the authors' Hugging Face Hub "
+    "checkpoints (e.g. hf:edadaltocg/resnet34_cifar10; downloaded once), or an ONNX classifier FILE.onnx "
+    "(without --model; run by onnxruntime; no ε: it needs gradients)"
+)
+
+
+def onnx_weights(args: argparse.Namespace) -> bool:
+    """Whether ``--weights`` names an ONNX classifier (by its suffix)."""
+    from relu_core.onnx_model import is_onnx
+
+    return args.weights is not None and is_onnx(args.weights)
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, logits_help: str, *, required: bool) -> None:
     """The flags naming a run, shared by ``evaluate``, ``baselines`` and ``study``: ``--logits FILE`` or
-    ``--model NAME`` (one of them, or neither unless ``required``), with ``--weights`` and ``--dataset``."""
-    source = parser.add_mutually_exclusive_group(required=required)
+    ``--model NAME`` (one of them, or neither unless ``required``; with ``required``, ``--weights FILE.onnx``
+    alone names a model too: :func:`run_from_args` checks it), with ``--weights`` and ``--dataset``."""
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--logits", metavar="FILE", help=logits_help)
     source.add_argument("--model", metavar="NAME", help="a registered model (see `models`); needs --dataset")
-    parser.add_argument(
-        "--weights",
-        metavar="FILE",
-        help="checkpoint for --model (default: its known weights), or hf:REPO for one of the authors' "
-        "Hugging Face Hub checkpoints (e.g. hf:edadaltocg/resnet34_cifar10; downloaded once)",
-    )
+    parser.add_argument("--weights", metavar="FILE", help=WEIGHTS_HELP)
+    parser.set_defaults(run_required=required)
     parser.add_argument(
         "--dataset", metavar="SPEC", help="a registered data set, imagefolder:PATH, npz:PATH or zip:PATH"
     )
@@ -154,17 +165,34 @@ def run_from_args(args: argparse.Namespace, bar: ProgressBar, batch_size: int | 
             if value is not None:
                 raise InputError(f"{flag} goes with --model, not with --logits")
         return load_logits_file(args.logits), f"Logits: {args.logits}"
-    if args.dataset is None:
-        raise InputError("--model needs --dataset")
+    if args.model is None and not onnx_weights(args):
+        if args.run_required:
+            raise InputError("one of the arguments --logits --model (or --weights FILE.onnx) is required")
     run = model_run(args, batch_size, bar)
     bar.close()
-    return run, f"Model {args.model} on {args.dataset}: {run.source}"
+    return run, f"Model {args.model or args.weights} on {args.dataset}: {run.source}"
 
 
 def model_run(args: argparse.Namespace, batch_size: int | None, progress: ProgressBar | None) -> Run:
-    """``runs.logits_for`` of ``--model``, ``--weights`` and ``--dataset`` with the engine flags."""
+    """``runs.logits_for`` of ``--model``, ``--weights`` and ``--dataset`` with the engine flags, or
+    ``runs.onnx_run`` of ``--weights FILE.onnx`` (which carries its architecture: no ``--model``)."""
     from relu_core import runs
 
+    if args.dataset is None:
+        raise InputError(f"{'--weights FILE.onnx' if onnx_weights(args) else '--model'} needs --dataset")
+    if onnx_weights(args):
+        if args.model is not None:
+            raise InputError("an ONNX model carries its own architecture: give --weights FILE.onnx without --model")
+        return runs.onnx_run(
+            args.weights,
+            args.dataset,
+            device=args.device,
+            batch_size=batch_size,
+            progress=progress,
+            download=args.download,
+        )
+    if args.model is None:
+        raise InputError("--model is required (or --weights FILE.onnx)")
     return runs.logits_for(
         args.model,
         args.weights,

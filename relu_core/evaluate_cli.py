@@ -67,7 +67,8 @@ def add_parser(sub) -> None:
         "--eps",
         type=float,
         default=0.0,
-        help="input pre-processing magnitude (needs --model); D* is fitted on clean tuning logits",
+        help="input pre-processing magnitude (needs --model; not for ONNX models: it needs gradients); D* is "
+        "fitted on clean tuning logits",
     )
     cli_shared.add_engine_arguments(ev)
     ev.add_argument(
@@ -189,6 +190,10 @@ def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
+    if args.eps > 0 and cli_shared.onnx_weights(args):
+        from relu_core.onnx_model import NO_EPS
+
+        raise InputError(NO_EPS)
     if args.eps > 0:  # checked before the model runs
         from relu_core import detectors, preprocessing
 

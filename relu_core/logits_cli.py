@@ -16,8 +16,8 @@ from relu_core.validation import parse_int
 def add_parser(sub) -> None:
     """Register ``logits``, ``models`` and ``datasets`` on the CLI's subparsers."""
     lg = sub.add_parser("logits", help="compute a model's logits on a data set and write them to an npz")
-    lg.add_argument("--model", required=True, metavar="NAME")
-    lg.add_argument("--weights", metavar="FILE", help="checkpoint, or hf:REPO (see evaluate --help)")
+    lg.add_argument("--model", metavar="NAME", help="a registered model (see `models`); not with an ONNX --weights")
+    lg.add_argument("--weights", metavar="FILE", help=cli_shared.WEIGHTS_HELP)
     lg.add_argument("--dataset", required=True, metavar="SPEC")
     lg.add_argument("--out", required=True, metavar="FILE.npz")
     cli_shared.add_engine_arguments(lg)

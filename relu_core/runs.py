@@ -21,7 +21,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, datasets, detectors, distributed, engine, limits, models, npz, paths, training, validation
+from relu_core import (
+    cache,
+    datasets,
+    detectors,
+    distributed,
+    engine,
+    limits,
+    models,
+    npz,
+    onnx_model,
+    paths,
+    training,
+    validation,
+)
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.registry import LRURegistry
@@ -58,6 +71,7 @@ class Run:
     ``run_id`` is a content hash (of the engine's cache key, or of the uploaded arrays) that keys caches and
     widgets; ``images`` (uint8 NHWC) and ``model`` are present for engine runs and enable galleries and input
     pre-processing; ``mean``/``std`` are the model's normalisation; ``source`` describes the run in words.
+    ``onnx_file`` names the ONNX model of an :func:`onnx_run` (images, no PyTorch model: no ε).
 
     Examples
     --------
@@ -79,6 +93,7 @@ class Run:
     std: tuple[float, ...] = ()
     dataset_name: str = ""
     source: str = ""
+    onnx_file: str = ""
     #: How to compute this run again on this machine (:func:`logits_for` arguments), empty when it cannot be
     #: (uploaded files); :func:`remember` stores it so that a shared URL naming the run reopens it.
     recipe: tuple[tuple[str, object], ...] = ()
@@ -631,6 +646,75 @@ def logits_for(
     )
 
 
+def onnx_normalization(classifier: onnx_model.OnnxClassifier, dataset_spec: object, channels: int):
+    """The normalisation an ONNX model's inputs get, and where it comes from in words: the model's metadata
+    (``mean``, ``std``), else that of the models registered for the data set, else ``(x/255 − 0.5)/0.5``."""
+    if classifier.normalization is not None:
+        return classifier.normalization, "the model's metadata"
+    registered = models.DATASET_MODELS.get(dataset_spec) if isinstance(dataset_spec, str) else None
+    if registered:
+        return models.get_spec(registered[0]).normalization, f"{dataset_spec}'s registered models"
+    return models.Normalization((0.5,) * channels, (0.5,) * channels), "the default (x/255 − 0.5)/0.5"
+
+
+def onnx_run(
+    weights: str | Path | bytes,
+    dataset_spec: str | datasets.ImageSet,
+    *,
+    weights_name: str = "model.onnx",
+    device: str = "auto",
+    batch_size: int | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    download: bool = False,
+) -> Run:
+    """The :class:`Run` of the ONNX classifier ``weights`` (a file, or its bytes named ``weights_name``) on the
+    test split of ``dataset_spec`` (:mod:`relu_core.onnx_model`), logits cached by the file's content hash, the
+    data set's fingerprint and the normalisation (:func:`onnx_normalization`). The run keeps the images but no
+    PyTorch model, so ε (which needs gradients) is not available for it."""
+    if not isinstance(weights, bytes):
+        weights_name = Path(weights).name
+        weights = models.checkpoints.file_bytes(Path(weights))
+    classifier = onnx_model.load_onnx(weights, weights_name, device)
+    data = (
+        dataset_spec
+        if isinstance(dataset_spec, datasets.ImageSet)
+        else datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
+    )
+    n_classes = len(data.class_names)
+    limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
+    normalization, origin = onnx_normalization(classifier, dataset_spec, data.images.shape[-1])
+    key = {
+        "kind": "onnx-logits",
+        "model": cache.bytes_digest(weights),
+        "data": data.fingerprint,
+        "mean": normalization.mean,
+        "std": normalization.std,
+    }
+
+    def compute() -> dict[str, np.ndarray]:
+        logits = onnx_model.compute_logits(
+            classifier, data.images, normalization, batch_size=batch_size, progress=progress, cancel=cancel
+        )
+        if logits.shape[1] != n_classes:
+            raise InputError(f"the ONNX model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")
+        return {"logits": logits}
+
+    check = check_logits(len(data.labels), n_classes, f"the cached logits of {weights_name}")
+    logits = cache.cached("logits", key, compute, check=check)["logits"]
+    return Run(
+        run_id=cache.key_digest(key)[:16],
+        logits=logits,
+        labels=data.labels,
+        class_names=tuple(data.class_names),
+        images=data.images,
+        model_name="onnx",
+        mean=tuple(normalization.mean),
+        std=tuple(normalization.std),
+        dataset_name=data.name,
+        source=f"{weights_name} (ONNX, normalisation from {origin}) on {data.name}",
+        onnx_file=weights_name,
+    )
 def check_logits(rows: int, classes: int, what: str) -> Callable[[Mapping[str, np.ndarray]], None]:
     """The check of cached logits (:func:`cache.cached`'s ``check``): InputError unless the entry's ``logits``
     are finite real numbers of shape (``rows``, ``classes``); ``what`` names them."""
@@ -712,11 +796,12 @@ def _record_key(run_id: str) -> dict[str, str]:
 
 def remember(run: Run) -> None:
     """Record on disk (``cache_dir("runs")``) what reopens ``run`` from its id alone: its recipe (engine runs on
-    registered sets), or its arrays (uploaded logits). Runs with neither (an uploaded model) are not recorded."""
+    registered sets), or its arrays (uploaded logits). Runs with neither (an uploaded model, PyTorch or ONNX) are
+    not recorded."""
     record = {"source": run.source, "recipe": dict(run.recipe)}
     arrays: dict[str, np.ndarray] = {}
     if not run.recipe:
-        if run.model is not None:
+        if run.model is not None or run.onnx_file:
             return
         arrays = {"logits": run.logits, "labels": run.labels, "class_names": np.asarray(run.class_names, dtype=str)}
         record["dataset_name"] = run.dataset_name

@@ -344,6 +344,61 @@ def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[s
     return pooled_bootstrap([(uncertainty_a, uncertainty_b, correct)], **options)
 
 
+@dataclass(frozen=True)
+class RateInterval:
+    """A rate on the samples (``estimate``) with its percentile bootstrap interval (``low``, ``high``) over the
+    ``n_resamples`` resamples where it is defined."""
+
+    estimate: float
+    low: float
+    high: float
+    n_resamples: int
+    confidence: float = 0.95
+
+
+def acceptance_rates(
+    accepted, correct, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, confidence: float = 0.95
+) -> dict[str, RateInterval]:
+    """TPR (correct predictions accepted), FPR (errors accepted), coverage and risk (errors among the accepted)
+    of fixed accept decisions, each with its percentile bootstrap interval.
+
+    A resample of the N samples with replacement only changes how many fall in each of the four cells
+    (accepted or not x correct or not), so its cell counts are drawn at once as ``multinomial(N, cell shares)``
+    (seeded); a rate is skipped in the resamples where its denominator is 0 (NaN where it always is).
+    """
+    accepted = np.asarray(accepted, dtype=bool)
+    correct = np.asarray(correct, dtype=bool)
+    if accepted.ndim != 1 or accepted.shape != correct.shape or accepted.size == 0:
+        raise InputError("accepted and correct must be non-empty 1-D arrays of the same length")
+    validation.integer(n_resamples, "n_resamples", minimum=1, maximum=100_000)
+    validation.fraction(confidence, "confidence")
+    cells = np.array(
+        [
+            np.sum(accepted & correct),
+            np.sum(~accepted & correct),
+            np.sum(accepted & ~correct),
+            np.sum(~accepted & ~correct),
+        ]
+    )
+    drawn = np.random.default_rng(seed).multinomial(cells.sum(), cells / cells.sum(), size=n_resamples)
+    counts = np.vstack([cells, drawn]).astype(np.float64)  # row 0: the samples themselves
+    tp, fn, fp, tn = counts.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = {
+            "tpr": tp / (tp + fn),
+            "fpr": fp / (fp + tn),
+            "coverage": (tp + fp) / counts.sum(1),
+            "risk": fp / (tp + fp),
+        }
+    tail = 100 * (1 - confidence) / 2
+    out = {}
+    for name, values in rates.items():
+        defined = values[1:][np.isfinite(values[1:])]
+        low, high = np.percentile(defined, [tail, 100 - tail]) if defined.size else (np.nan, np.nan)
+        out[name] = RateInterval(float(values[0]), float(low), float(high), int(defined.size), confidence)
+    return out
+
+
 def pooled_bootstrap(
     pairs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     *,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import detectors, explore, jobs, protocol
+from relu_core import detector_export, detectors, explore, jobs, protocol
 from studio import page, session
 from studio.live_chart import Follow, live_html, value_key
 
@@ -30,10 +30,10 @@ def html(markup: str, name: str, follow: Follow | None, poll_s: float | None = N
     live_html(st, markup, key=session.item_key(session.EX_CHART, name), follow=follow, poll_s=poll_s)
 
 
-def controls(has_model: bool):
+def controls(has_model: bool, no_eps: str = "ε needs the model and the images; this run has logits only."):
     """The control bar; returns the setting it sets, the λ column (for the value "auto" gives) and a full-width
     slot under the controls (for the ε pass's note and progress: in the narrow ε column they wrapped to ten
-    lines and pushed the page down and back)."""
+    lines and pushed the page down and back). ``no_eps`` says why ε is off when the run has no model."""
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
         with c_lam:  # the slider first, level with T's and ε's; the checkbox (read from the session) under it
@@ -71,7 +71,7 @@ def controls(has_model: bool):
                 disabled=not has_model,
             )
             if not has_model:
-                st.caption("ε needs the model and the images; this run has logits only.")
+                st.caption(no_eps)
         with c_split:
             page.fraction_slider(st, "tuning split fraction", key=session.EX_TUNE_FRACTION)
             st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
@@ -207,7 +207,8 @@ def gallery(
 
 
 def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:
-    """One row: the view's data as a ZIP (built when clicked) and "Download report", the view as one
+    """One row: the view's data as a ZIP (built when clicked), its detector for deployment (ZIP, built when
+    clicked: ``detector_export``) and "Download report", the view as one
     self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
     slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
     row = st.container(horizontal=True)
@@ -220,6 +221,18 @@ def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: 
         key=session.EX_DL_DATA,
         help="D* (CSV, .npy), the data of every chart, the metrics, Rel-U − Doctor with its intervals and the "
         "operating point (CSV), and the settings with the run's provenance (JSON).",
+    )
+    row.download_button(
+        "Export this detector",
+        lambda: detector_export.export_zip(run, detector_export.from_setting(run, setting)),
+        file_name=page.run_tagged("relu_detector.zip"),
+        mime="application/zip",
+        on_click="ignore",
+        key=session.EX_DL_DETECTOR,
+        help="Rel-U at this T, λ, split and operating point, fitted on the tuning split, as a TorchScript module "
+        "and an ONNX graph (logits in; images in too when the run has a PyTorch model) returning (prediction, "
+        "uncertainty, accept), with a JSON card: settings, provenance, TPR/FPR on the evaluation split with "
+        "intervals. Input pre-processing (ε) is not part of it.",
     )
     wanted = (view.run_id, setting, eps_note)
     if row.button(

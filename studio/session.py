@@ -348,3 +348,5 @@ EX_REPORT_HTML = "ex_report_html"
 EX_DL_REPORT = "ex_dl_report"
 #: The view's data as a ZIP (D*, every chart's data, the metrics, the settings).
 EX_DL_DATA = "ex_dl_data"
+#: Explore's "Export this detector" download (Rel-U at the view's setting, TorchScript + ONNX + card, built when clicked).
+EX_DL_DETECTOR = "ex_dl_detector"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from relu_core import cache, jobs, limits, models, protocol, runs
+from relu_core import cache, jobs, limits, models, onnx_model, protocol, runs
 from relu_core.errors import InputError
 from studio import session
 from studio.jobbox import jobs_panel, show_error, start_job, wait_for
@@ -80,7 +80,8 @@ def load_upload(
 
     ``kind="logits"``: ``data`` is an npz / csv / parquet of precomputed logits (``runs.load_logits_upload``).
     ``kind="model"``: ``model_data`` is a TorchScript file or a state dict for the architecture ``arch``
-    (which also gives the input size and normalisation); the images come from ``data`` (an image-folder
+    (which also gives the input size and normalisation), or an ONNX classifier (``*.onnx``, run by onnxruntime:
+    ``runs.onnx_run``, ``arch`` unused, no ε); the images come from ``data`` (an image-folder
     zip or an npz with ``x``/``y``, read from its bytes by ``datasets.load_uploaded_dataset``), or from the
     registered data set ``dataset_spec`` when ``data`` is empty.
     The class count is the data set's; the engine reports a model whose output size differs.
@@ -93,7 +94,9 @@ def load_upload(
         raise InputError(f"unknown upload kind {kind!r}")
     if not model_data:
         raise InputError("upload a model checkpoint (TorchScript or state dict) first")
-    if not arch:
+    name = model_filename or "model.pt"
+    onnx = onnx_model.is_onnx(name)
+    if not arch and not onnx:
         raise InputError("choose the model's architecture")
     from relu_core import datasets
 
@@ -103,9 +106,10 @@ def load_upload(
         images = dataset_spec
     else:
         raise InputError("choose a data set for the model: upload one or pick a registered one")
+    if onnx:
+        return _evaluable(runs.onnx_run(model_data, images, weights_name=name, progress=progress, cancel=cancel))
     # the checkpoint is read from its bytes too: TorchScript or a state dict, told apart by its content and by
     # the suffix of its name (none: a torch.save file)
-    name = model_filename or "model.pt"
     return _evaluable(
         runs.logits_for(
             arch,
@@ -268,16 +272,25 @@ def _guess_architecture(model_file) -> list[str]:
 def _sidebar_upload_model() -> None:
     with st.expander("Upload model + data set", key=session.EXPAND_UPLOAD_MODEL):
         model_file = st.file_uploader(
-            "Checkpoint (TorchScript or state dict)", type=["pt", "pth", "th", "safetensors"], key=session.UPLOAD_MODEL
+            "Checkpoint (TorchScript, state dict or ONNX)",
+            type=["pt", "pth", "th", "safetensors", "onnx"],
+            key=session.UPLOAD_MODEL,
         )
-        fitting = _guess_architecture(model_file)
+        onnx = model_file is not None and onnx_model.is_onnx(model_file.name)
+        fitting = [] if onnx else _guess_architecture(model_file)
         arch = st.selectbox(
             "Architecture (for state dicts; gives the input normalisation)",
             list(models.MODELS),
             key=session.UPLOAD_ARCH,
+            disabled=onnx,
         )
         if fitting:
             st.caption(f"The weights fit {' or '.join(fitting)}.")
+        if onnx:
+            st.caption(
+                "ONNX: run by onnxruntime, its input shape from the file, its normalisation from the file's "
+                f"`mean`/`std` metadata, else the data set's. {onnx_model.NO_EPS}."
+            )
         data_file = st.file_uploader(
             "Data set (image-folder zip or npz with x, y)", type=["zip", "npz"], key=session.UPLOAD_DATA
         )

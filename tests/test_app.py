@@ -591,8 +591,9 @@ def test_download_report_builds_a_self_contained_file(explore):
     assert explore.session_state["run_id"] in html_text and "version: numpy" in html_text
     assert "<h2>Operating point</h2>" in html_text and "lowest reaching TPR ≥ 95%" in html_text
     labels = [b.label for b in explore.get("download_button")]
-    # one button for the view's data (explore.view_zip), one for the report: few elements per slider move
-    assert labels == ["Data of this view (ZIP)", "Save report (HTML)"]
+    # one button for the view's data (explore.view_zip), one for its detector (detector_export.export_zip), one
+    # for the report: few elements per slider move
+    assert labels == ["Data of this view (ZIP)", "Export this detector", "Save report (HTML)"]
 
 
 def test_shared_url_names_the_run_and_reopens_it():

@@ -219,6 +219,7 @@ CLI_COMMANDS = {
     "relu_core.baselines_cli",
     "relu_core.studies.cli",
     "relu_core.train_cli",
+    "relu_core.export_cli",
 }
 
 

@@ -77,7 +77,7 @@ def _checked_suffix(name: str) -> str:
     return suffix
 
 
-def _file_bytes(path: Path) -> bytes:
+def file_bytes(path: Path) -> bytes:
     """The bytes of a checkpoint file (the loaders read checkpoints from memory, uploads and files alike)."""
     if not path.is_file():
         what = (
@@ -246,7 +246,7 @@ def load_state_dict_file(model: nn.Module, path: str | Path) -> nn.Module:
     """
     path = Path(path)
     _checked_suffix(path.name)  # a file of another kind is named as such, whether it exists or not
-    return _apply_state_dict(model, _read_state_dict(_file_bytes(path), path.name), path.name)
+    return _apply_state_dict(model, _read_state_dict(file_bytes(path), path.name), path.name)
 
 
 def _is_torchscript(data: bytes) -> bool:
@@ -269,7 +269,7 @@ def load_model_file(path: str | Path, arch: str | None = None, num_classes: int 
     """A model in eval mode from a TorchScript file, or from a state dict for architecture ``arch``
     (:func:`load_model_bytes` on the file's bytes)."""
     path = Path(path)
-    return load_model_bytes(_file_bytes(path), path.name, arch, num_classes)
+    return load_model_bytes(file_bytes(path), path.name, arch, num_classes)
 
 
 def load_model_bytes(
