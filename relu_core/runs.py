@@ -715,6 +715,8 @@ def onnx_run(
         source=f"{weights_name} (ONNX, normalisation from {origin}) on {data.name}",
         onnx_file=weights_name,
     )
+
+
 def check_logits(rows: int, classes: int, what: str) -> Callable[[Mapping[str, np.ndarray]], None]:
     """The check of cached logits (:func:`cache.cached`'s ``check``): InputError unless the entry's ``logits``
     are finite real numbers of shape (``rows``, ``classes``); ``what`` names them."""
