@@ -12,7 +12,7 @@ more likely misclassified; on ROC curves the positives are the correctly classif
 from __future__ import annotations
 
 import io
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -99,18 +99,30 @@ def top_classes(matrix: np.ndarray, k: int = FIGURE_MAX_CLASSES) -> np.ndarray:
 
 
 def _top_note(title: str, shown: int, n: int, what: str) -> str:
-    return title if shown == n else f"{title} · top {shown} of {n} classes ({what})"
+    """The title, with a second, smaller line when only the top ``shown`` of ``n`` classes are drawn (on one
+    line it ran past half a 1280 px page and was cut)."""
+    return title if shown == n else f"{title}<br><sup>top {shown} of {n} classes ({what})</sup>"
 
 
+#: A matrix figure's height in pixels: two of them side by side under Explore's control bar fit in 1280 x 720.
+MATRIX_HEIGHT = 390
 #: A matrix figure labels at most this many classes per axis: every k-th class beyond that, the same on both.
 MAX_CLASS_TICKS = 25
+#: A class tick label longer than this is cut with "…" (the hover text names the class in full): long names
+#: took the matrix's room in its margins.
+MAX_TICK_CHARS = 12
+
+
+def short_label(name: str, limit: int = MAX_TICK_CHARS) -> str:
+    """``name`` cut to ``limit`` characters, its end replaced by "…" when it was longer."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
 def _class_ticks(names: Sequence[str]) -> dict:
     """The same class names on both axes of a matrix (left to plotly, the x axis of a 50-class matrix would
     label every other class and the y axis every one, so a row's label would not meet its column's)."""
     shown = list(names)[:: -(-len(names) // MAX_CLASS_TICKS) or 1]
-    return {"tickmode": "array", "tickvals": shown, "ticktext": shown}
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [short_label(name) for name in shown]}
 
 
 def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str]) -> dict:
@@ -131,7 +143,8 @@ def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str])
             "scaleanchor": "x",
             **_class_ticks(names),
         },
-        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+        "margin": {"l": 10, "r": 10, "t": 65 if "<br>" in title else 50, "b": 10},
+        "height": MATRIX_HEIGHT,
         "plot_bgcolor": "white",
     }
 
@@ -473,19 +486,42 @@ def runs_curves_figure(
     return _unvalidated_figure(traces, layout)
 
 
+#: A radar's height in pixels: 19 spokes' labels need a circle about 450 px across.
+RADAR_HEIGHT = 640
+
+
+#: The mark of a radar spoke where one detector is significantly better, beside its name and on its polygon.
+BETTER_MARK = "★"
+
+
+def radar_label(axis: str) -> str:
+    """A radar spoke's name on at most two short lines ("elastic_transform" -> "elastic<br>transform"): one
+    line per word made the 19 corruption names collide at the top and bottom of the circle."""
+    head, _, tail = axis.replace("_", " ").partition(" ")
+    return f"{head}<br>{tail}" if tail else head
+
+
 def radar_figure(
     axes: Sequence[str],
     series: Mapping[str, Sequence[float]],
     title: str = "",
     *,
     radial_range: tuple[float, float] | None = None,
-    marked: Collection[str] = (),
+    better: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Radar plot, one vertex per axis (e.g. per corruption), one closed polygon per series (detector); the
-    ``marked`` axes' labels end with " *" (e.g. where a paired difference is significant: say so beside it)."""
+    """Radar plot, one vertex per axis (e.g. per corruption), one closed polygon per series (detector).
+
+    ``better`` maps an axis to the series that is significantly better there (e.g. where a paired difference's
+    interval excludes 0; say so beside the figure): its label names that series under the axis's name, in its
+    colour, after :data:`BETTER_MARK`, and a marker of that shape sits on that series' vertex (one legend entry
+    per series that wins somewhere)."""
     axes = [str(a) for a in axes]
+    better = dict(better or {})
     if len(axes) < 3:
         raise ValueError(f"A radar plot needs at least 3 axes, got {len(axes)}")
+    unknown = set(better.values()) - set(series)
+    if unknown or not set(better) <= set(axes):
+        raise ValueError(f"better names axes or series the radar does not have: {better}")
     fig = new_figure()
     for name, values in series.items():
         values = np.asarray(values, dtype=np.float64)
@@ -503,6 +539,31 @@ def radar_figure(
                 hovertemplate=f"{name}<br>%{{theta}}: %{{customdata}}<extra></extra>",
             )
         )
+    for name, values in series.items():  # the winners' marks, above every polygon
+        won = [k for k, axis in enumerate(axes) if better.get(axis) == name]
+        if won:
+            fig.add_trace(
+                go.Scatterpolar(
+                    r=np.asarray(values, dtype=np.float64)[won],
+                    theta=[axes[k] for k in won],
+                    mode="markers",
+                    name=f"{BETTER_MARK} {name} significantly better",
+                    marker={
+                        "color": detector_color(name),
+                        "symbol": "star",
+                        "size": 15,
+                        "line": {"color": "black", "width": 1},
+                    },
+                    hovertemplate=f"%{{theta}}: {name} significantly better<extra></extra>",
+                )
+            )
+
+    def label(axis: str) -> str:
+        winner = better.get(axis)
+        if winner is None:
+            return radar_label(axis)
+        return f"{radar_label(axis)}<br><b style='color:{detector_color(winner)}'>{BETTER_MARK} {winner}</b>"
+
     # the radial tick labels half-way between the first two spokes, not on the first spoke's label, and grey:
     # they cross the polygons
     polar = {
@@ -510,16 +571,18 @@ def radar_figure(
         "angularaxis": {
             "tickmode": "array",
             "tickvals": axes,
-            "ticktext": [f"{a} *" if a in marked else a for a in axes],
+            "ticktext": [label(a) for a in axes],
+            "tickfont": {"size": 11},
         },
     }
     if radial_range:
         polar["radialaxis"]["range"] = list(radial_range)
-    # room for the longest corruption names beside the circle, the legend under it
+    # room for the labels beside the circle, the legend under it
     fig.update_layout(
         title=title,
         polar=polar,
-        margin={"l": 90, "r": 90, "t": 70, "b": 40},
+        height=RADAR_HEIGHT,
+        margin={"l": 70, "r": 70, "t": 90, "b": 40},
         legend={"orientation": "h", "x": 0.5, "xanchor": "center", "y": -0.05, "yanchor": "top"},
     )
     return fig

@@ -121,10 +121,16 @@ def test_radar_one_vertex_per_axis_closed_polygon():
         np.testing.assert_array_equal(trace.r, expected + expected[:1])
     assert fig.layout.polar.radialaxis.angle == pytest.approx(36)  # tick labels between the first two spokes
     assert list(figures.radar_figure(axes, values, radial_range=(0.5, 1)).layout.polar.radialaxis.range) == [0.5, 1]
-    labels = figures.radar_figure(axes, values, marked={axes[1]}).layout.polar.angularaxis
-    assert list(labels.tickvals) == axes and list(labels.ticktext) == [axes[0], f"{axes[1]} *", *axes[2:]]
+    marked = figures.radar_figure(axes, values, better={axes[1]: "Doctor"})
+    labels = marked.layout.polar.angularaxis
+    assert list(labels.tickvals) == axes
+    assert list(labels.ticktext) == [axes[0], f"{axes[1]}<br><b style='color:#1f77b4'>★ Doctor</b>", *axes[2:]]
+    (star,) = _traces(marked, "★ Doctor significantly better")  # on the winner's polygon, at that spoke
+    assert list(star.theta) == [axes[1]] and list(star.r) == [0.6] and star.marker.symbol == "star"
     with pytest.raises(ValueError):
         figures.radar_figure(axes, {"x": [1, 2]})
+    with pytest.raises(ValueError, match="better"):
+        figures.radar_figure(axes, values, better={"fog": "MSP"})
 
 
 def test_accuracy_bars_reference_line():
