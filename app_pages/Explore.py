@@ -14,7 +14,8 @@ from studio.explore_ui import Neighbours, chart, html
 run = frame.current_run()
 query.init_from_query_params()
 
-st.title("Explore: Rel-U vs Doctor")
+# a subheader, not a title: with the one-row control bar, D* and the confusion matrix fit in 1280 x 720
+st.subheader("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
 query.query_params_notice()
 
@@ -31,6 +32,7 @@ def _dstar_and_confusion(run_, view: explore.View, neighbours: Neighbours, s: ex
     gallery's pair and opens its tab."""
     left, right = st.columns(2)
     with left:
+        chart_slot = st.container()  # the toggle under the chart: the charts' tops level, in the first viewport
         doctor_matrix = st.toggle(
             "Show Doctor's implicit matrix instead (ones off the diagonal)", key=session.EX_SHOW_DOCTOR
         )
@@ -41,7 +43,7 @@ def _dstar_and_confusion(run_, view: explore.View, neighbours: Neighbours, s: ex
                 view.class_names,
                 title="Doctor's implicit matrix (ones off the diagonal)",
             )
-        chart(st, heat, "dstar", follow=None if doctor_matrix else neighbours.follow(lambda v: v.heat))
+        chart(chart_slot, heat, "dstar", follow=None if doctor_matrix else neighbours.follow(lambda v: v.heat))
         html(view.dstar_caption, "dstar_caption", neighbours.follow(lambda v: v.dstar_caption))
     with right:
         cm, cm_fig = explore.confusion_figure(run_, s.tune_fraction, s.seed)
