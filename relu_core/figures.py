@@ -101,13 +101,14 @@ def top_classes(matrix: np.ndarray, k: int = FIGURE_MAX_CLASSES) -> np.ndarray:
 def _top_note(title: str, shown: int, n: int, what: str) -> str:
     """The title, with a second, smaller line when only the top ``shown`` of ``n`` classes are drawn (on one
     line it ran past half a 1280 px page and was cut)."""
-    return title if shown == n else f"{title}<br><sup>top {shown} of {n} classes ({what})</sup>"
+    return title if shown == n else f"{title}<br><sup>top {shown} of {n} classes {what}</sup>"
 
 
 #: A matrix figure's height in pixels: two of them side by side under Explore's control bar fit in 1280 x 720.
 MATRIX_HEIGHT = 390
-#: A matrix figure labels at most this many classes per axis: every k-th class beyond that, the same on both.
-MAX_CLASS_TICKS = 25
+#: A matrix figure labels at most this many classes per axis: every k-th class beyond that, the same on both
+#: (at :data:`MATRIX_HEIGHT` in half a 1280 px page, about 20 px per label).
+MAX_CLASS_TICKS = 13
 #: A class tick label longer than this is cut with "…" (the hover text names the class in full): long names
 #: took the matrix's room in its margins.
 MAX_TICK_CHARS = 12
@@ -132,7 +133,7 @@ def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str])
         "xaxis": {
             "title": {"text": x_title},
             "type": "category",
-            "tickangle": -45 if len(names) > 5 else 0,
+            "tickangle": -90 if len(names) > 5 else 0,  # upright labels: slanted ones overlapped at 100 classes
             "constrain": "domain",
             **_class_ticks(names),
         },
@@ -179,7 +180,7 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     """
     matrix = _check_square(matrix, class_names, "D*").astype(np.float64)
     keep = top_classes(matrix)
-    title = _top_note(title, keep.size, matrix.shape[0], "largest D* row + column sums")
+    title = _top_note(title, keep.size, matrix.shape[0], "by D* weight")
     matrix = matrix[np.ix_(keep, keep)]
     names = [str(class_names[k]) for k in keep]
     heatmap = {
@@ -208,7 +209,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     """
     cm = _check_square(cm, class_names, "The confusion matrix").astype(np.int64)
     keep = top_classes(cm)
-    title = _top_note(title, keep.size, cm.shape[0], "most errors")
+    title = _top_note(title, keep.size, cm.shape[0], "by errors")
     cm = cm[np.ix_(keep, keep)]
     names = [str(class_names[k]) for k in keep]
     n = len(names)
@@ -513,8 +514,8 @@ def radar_figure(
 
     ``better`` maps an axis to the series that is significantly better there (e.g. where a paired difference's
     interval excludes 0; say so beside the figure): its label names that series under the axis's name, in its
-    colour, after :data:`BETTER_MARK`, and a marker of that shape sits on that series' vertex (one legend entry
-    per series that wins somewhere)."""
+    colour, after :data:`BETTER_MARK`, and a star sits on that series' vertex (one legend entry, "<series>
+    significantly better", per series that wins somewhere)."""
     axes = [str(a) for a in axes]
     better = dict(better or {})
     if len(axes) < 3:
@@ -547,7 +548,7 @@ def radar_figure(
                     r=np.asarray(values, dtype=np.float64)[won],
                     theta=[axes[k] for k in won],
                     mode="markers",
-                    name=f"{BETTER_MARK} {name} significantly better",
+                    name=f"{name} significantly better",
                     marker={
                         "color": detector_color(name),
                         "symbol": "star",
@@ -582,8 +583,8 @@ def radar_figure(
         title=title,
         polar=polar,
         height=RADAR_HEIGHT,
-        margin={"l": 70, "r": 70, "t": 90, "b": 40},
-        legend={"orientation": "h", "x": 0.5, "xanchor": "center", "y": -0.05, "yanchor": "top"},
+        margin={"l": 70, "r": 70, "t": 90, "b": 100},
+        legend={"orientation": "h", "x": 0.5, "xanchor": "center", "y": -0.1, "yanchor": "top"},
     )
     return fig
 
