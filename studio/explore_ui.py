@@ -209,9 +209,10 @@ def gallery(
 
 
 def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:
-    """One row: the view's data as a ZIP (built when clicked) and "Download report", the view as one
-    self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
-    slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
+    """One row: the view's data as a ZIP and "Download report", the view as one self-contained HTML file; each
+    built when its button is clicked (one click: the report holds plotly.js, about 5 MB, so it is not rebuilt
+    on every slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on
+    each move."""
     row = st.container(horizontal=True)
     row.download_button(
         "Data of this view (ZIP)",
@@ -223,22 +224,13 @@ def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: 
         help="D* (CSV, .npy), the data of every chart, the metrics, Rel-U − Doctor with its intervals and the "
         "operating point (CSV), and the settings with the run's provenance (JSON).",
     )
-    wanted = (view.run_id, setting, eps_note)
-    if row.button(
+    row.download_button(
         "Download report",
-        key=session.EX_BUILD_REPORT,
-        help="One HTML file of this view (interactive figures, "
-        "metrics with intervals, settings, provenance) that opens offline.",
-    ):
-        st.session_state[session.EX_REPORT_HTML] = (wanted, explore.report_html(run, view, setting, eps_note=eps_note))
-    built = st.session_state.get(session.EX_REPORT_HTML)
-    if built is not None and built[0] == wanted:
-        row.download_button(
-            "Save report (HTML)",
-            built[1],
-            file_name=page.run_tagged("relu_studio_report.html"),
-            mime="text/html",
-            on_click="ignore",
-            key=session.EX_DL_REPORT,
-            type="primary",
-        )
+        lambda: explore.report_html(run, view, setting, eps_note=eps_note),
+        file_name=page.run_tagged("relu_studio_report.html"),
+        mime="text/html",
+        on_click="ignore",
+        key=session.EX_DL_REPORT,
+        help="One HTML file of this view (interactive figures, metrics with intervals, settings, provenance) "
+        "that opens offline.",
+    )
