@@ -86,7 +86,7 @@ _MEASURE = """() => [...document.querySelectorAll('.js-plotly-plot')].map(plot =
     const rect = e => { const r = e.getBoundingClientRect();
                         return [r.left - box.left, r.top - box.top, r.right - box.left, r.bottom - box.top]; };
     const texts = selector => [...plot.querySelectorAll(selector)].filter(e => e.textContent.trim()).map(rect);
-    return {width: box.width, height: box.height, title: texts('.gtitle'),
+    return {name: (plot.layout.title || {}).text || '', width: box.width, height: box.height, title: texts('.gtitle'),
             x: texts('.xtick text'), y: texts('.ytick text'), angular: texts('.angularaxistick text'),
             legend: texts('.legend .legendtext')}; })"""
 
