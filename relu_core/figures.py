@@ -119,11 +119,18 @@ def short_label(name: str, limit: int = MAX_TICK_CHARS) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
-def _class_ticks(names: Sequence[str]) -> dict:
+def _class_ticks(names: Sequence[str], max_ticks: int = MAX_CLASS_TICKS, max_chars: int = MAX_TICK_CHARS) -> dict:
     """The same class names on both axes of a matrix (left to plotly, the x axis of a 50-class matrix would
     label every other class and the y axis every one, so a row's label would not meet its column's)."""
-    shown = list(names)[:: -(-len(names) // MAX_CLASS_TICKS) or 1]
-    return {"tickmode": "array", "tickvals": shown, "ticktext": [short_label(name) for name in shown]}
+    shown = list(names)[:: -(-len(names) // max_ticks) or 1]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [short_label(name, max_chars) for name in shown]}
+
+
+def matrix_ticks(fig: go.Figure, max_ticks: int, max_chars: int = MAX_TICK_CHARS) -> dict:
+    """A layout update labelling at most ``max_ticks`` classes, each cut to ``max_chars``, on both axes of a
+    matrix figure (for a smaller copy of it: ``fig.update_layout(**matrix_ticks(fig, 10, 10))``)."""
+    ticks = _class_ticks(list(fig.data[0].x), max_ticks, max_chars)
+    return {"xaxis": ticks, "yaxis": ticks}
 
 
 def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str]) -> dict:

@@ -51,6 +51,9 @@ def test_matrix_titles_fit_and_ticks_are_thinned_and_short(n):
             assert all(len(text) <= figures.MAX_TICK_CHARS for text in axis.ticktext)
             assert all(v in names for v in axis.tickvals)  # the ticks name the real classes, cut only when shown
         assert list(fig.layout.xaxis.ticktext) == list(fig.layout.yaxis.ticktext)
+        fewer = fig.update_layout(**figures.matrix_ticks(fig, 10, 10)).layout  # a smaller copy's (the Start page's)
+        assert list(fewer.xaxis.tickvals) == list(fewer.yaxis.tickvals) and 0 < len(fewer.xaxis.tickvals) <= 10
+        assert all(len(text) <= 10 for text in fewer.xaxis.ticktext)
 
 
 def _radar(better: dict[str, str]):
