@@ -122,32 +122,37 @@ if result is not None:
     low = min(0.5, float(np.floor(np.nanmin(auroc.to_numpy(), initial=1.0) * 10) / 10))
     # two title lines: one line was cut at half a 1280 px page
     over = f"<br><sup>severity {result.severity}, mean over {page.count(n_seeds, 'seed')}</sup>"
-    differs = result.paired[result.paired["significant"]] if not result.paired.empty else result.paired
-    marked = {m: set(differs.loc[differs["metric"] == m, "corruption"]) for m in ("auroc", "fpr95")}
-    left, right = st.columns(2)
-    with left:
+
+    def significantly_better(metric: str) -> dict[str, str]:
+        """Corruption -> the detector significantly better there on ``metric`` (none where no interval)."""
+        if result.paired.empty:
+            return {}
+        rows = result.paired[(result.paired["metric"] == metric) & (result.paired["corruption"] != robustness.CLEAN)]
+        outcomes = zip(rows["corruption"], comparison.outcome_column(rows), strict=True)
+        return {
+            corruption: outcome.removesuffix(" better")
+            for corruption, outcome in outcomes
+            if outcome.endswith(" better")
+        }
+
+    # one radar per row: side by side, 19 corruption names collided on circles of half the page's width
+    for metric, values, radial_range, key in (
+        (metric_info.AUROC, auroc, (low, 1.0), session.ROB_RADAR_AUROC),
+        (metric_info.FPR95, fpr, (0.0, 1.0), session.ROB_RADAR_FPR),
+    ):
         fig = figures.radar_figure(
             axes,
-            {d: auroc[d].to_numpy() for d in drawn},
-            title=f"{metric_info.AUROC.title}{over}",
-            radial_range=(low, 1.0),
-            marked=marked["auroc"],
+            {d: values[d].to_numpy() for d in drawn},
+            title=f"{metric.title}{over}",
+            radial_range=radial_range,
+            better=significantly_better(metric.key),
         )
-        page.chart(st, fig, "radar_auroc", key=session.ROB_RADAR_AUROC)
-    with right:
-        fig = figures.radar_figure(
-            axes,
-            {d: fpr[d].to_numpy() for d in drawn},
-            title=f"{metric_info.FPR95.title}{over}",
-            radial_range=(0.0, 1.0),
-            marked=marked["fpr95"],
-        )
-        page.chart(st, fig, "radar_fpr95", key=session.ROB_RADAR_FPR)
+        page.chart(st, fig, f"radar_{metric.key}", key=key)
     if not result.paired.empty:
         st.caption(
-            "\\* after a corruption's name: the paired 95 % interval of Rel-U − Doctor on that metric excludes 0 "
-            "(a significant difference, either way: the table below says which); elsewhere there is no "
-            "significant difference, however far apart the polygons look."
+            f"{figures.BETTER_MARK} and a detector's name under a corruption's: that detector is significantly better "
+            "there (the paired 95 % interval of Rel-U − Doctor on that metric excludes 0; the star sits on its "
+            "polygon). Elsewhere there is no significant difference, however far apart the polygons look."
         )
 
     # ------------------------------------------------------------------ paired statistics

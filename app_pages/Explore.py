@@ -14,7 +14,8 @@ from studio.explore_ui import Neighbours, chart, html
 run = frame.current_run()
 query.init_from_query_params()
 
-st.title("Explore: Rel-U vs Doctor")
+# a subheader, not a title: with the one-row control bar, D* and the confusion matrix fit in 1280 x 720
+st.subheader("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
 query.query_params_notice()
 
@@ -31,6 +32,7 @@ def _dstar_and_confusion(run_, view: explore.View, neighbours: Neighbours, s: ex
     gallery's pair and opens its tab."""
     left, right = st.columns(2)
     with left:
+        chart_slot = st.container()  # the toggle under the chart: the charts' tops level, in the first viewport
         doctor_matrix = st.toggle(
             "Show Doctor's implicit matrix instead (ones off the diagonal)", key=session.EX_SHOW_DOCTOR
         )
@@ -41,7 +43,7 @@ def _dstar_and_confusion(run_, view: explore.View, neighbours: Neighbours, s: ex
                 view.class_names,
                 title="Doctor's implicit matrix (ones off the diagonal)",
             )
-        chart(st, heat, "dstar", follow=None if doctor_matrix else neighbours.follow(lambda v: v.heat))
+        chart(chart_slot, heat, "dstar", follow=None if doctor_matrix else neighbours.follow(lambda v: v.heat))
         html(view.dstar_caption, "dstar_caption", neighbours.follow(lambda v: v.dstar_caption))
     with right:
         cm, cm_fig = explore.confusion_figure(run_, s.tune_fraction, s.seed)
@@ -174,8 +176,9 @@ def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
 def explore_panel(run_id: str) -> None:
     run_ = get_run(run_id)
     has_model = run_.model is not None and run_.images is not None
-    if run_.onnx_file:
+    if run_.onnx_file:  # said on the page, not only in the ε slider's help: ONNX users come looking for ε
         s, c_lam, eps_slot = explore_ui.controls(has_model, no_eps=f"{onnx_model.NO_EPS}.")
+        eps_slot.caption(f"{onnx_model.NO_EPS}.")
     else:
         s, c_lam, eps_slot = explore_ui.controls(has_model)
     query.write_query_params(s, run_)

@@ -11,11 +11,13 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from relu_core import explore, metrics
+from relu_core import explore, figures, metrics
 from relu_core.errors import InputError
 from studio import frame, jobbox, page, session
 
 START_HEIGHT = 400  # pixels per matrix figure
+# class labels per axis and their length: the matrices are about 150 px across at 100 classes
+START_TICKS, START_TICK_CHARS = 10, 10
 NO_MODEBAR = {"displayModeBar": False}
 
 run = frame.current_run()
@@ -37,10 +39,12 @@ cm, cm_fig = explore.confusion_figure(run, setting.tune_fraction, setting.seed)
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
     small_dstar = go.Figure(view.heat).update_layout(**compact).update_traces(colorbar_thickness=12)
+    small_dstar.update_layout(**figures.matrix_ticks(small_dstar, START_TICKS, START_TICK_CHARS))
     page.chart(st, small_dstar, "dstar", key=session.START_DSTAR, config=NO_MODEBAR)
 with right:
     # no colour bar: the counts are written in the cells, and the matrix gets its width (about 110 px wide with it)
     small_cm = go.Figure(cm_fig).update_layout(**compact).update_traces(showscale=False, selector={"type": "heatmap"})
+    small_cm.update_layout(**figures.matrix_ticks(small_cm, START_TICKS, START_TICK_CHARS))
     page.chart(st, small_cm, "confusion", key=session.START_CONFUSION, config=NO_MODEBAR)
 with side:
     n, c = run.logits.shape

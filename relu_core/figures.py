@@ -12,7 +12,7 @@ more likely misclassified; on ROC curves the positives are the correctly classif
 from __future__ import annotations
 
 import io
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -99,18 +99,38 @@ def top_classes(matrix: np.ndarray, k: int = FIGURE_MAX_CLASSES) -> np.ndarray:
 
 
 def _top_note(title: str, shown: int, n: int, what: str) -> str:
-    return title if shown == n else f"{title} · top {shown} of {n} classes ({what})"
+    """The title, with a second, smaller line when only the top ``shown`` of ``n`` classes are drawn (on one
+    line it ran past half a 1280 px page and was cut)."""
+    return title if shown == n else f"{title}<br><sup>top {shown} of {n} classes {what}</sup>"
 
 
-#: A matrix figure labels at most this many classes per axis: every k-th class beyond that, the same on both.
-MAX_CLASS_TICKS = 25
+#: A matrix figure's height in pixels: two of them side by side under Explore's control bar fit in 1280 x 720.
+MATRIX_HEIGHT = 390
+#: A matrix figure labels at most this many classes per axis: every k-th class beyond that, the same on both
+#: (at :data:`MATRIX_HEIGHT` in half a 1280 px page, about 20 px per label).
+MAX_CLASS_TICKS = 13
+#: A class tick label longer than this is cut with "…" (the hover text names the class in full): long names
+#: took the matrix's room in its margins.
+MAX_TICK_CHARS = 12
 
 
-def _class_ticks(names: Sequence[str]) -> dict:
+def short_label(name: str, limit: int = MAX_TICK_CHARS) -> str:
+    """``name`` cut to ``limit`` characters, its end replaced by "…" when it was longer."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def _class_ticks(names: Sequence[str], max_ticks: int = MAX_CLASS_TICKS, max_chars: int = MAX_TICK_CHARS) -> dict:
     """The same class names on both axes of a matrix (left to plotly, the x axis of a 50-class matrix would
     label every other class and the y axis every one, so a row's label would not meet its column's)."""
-    shown = list(names)[:: -(-len(names) // MAX_CLASS_TICKS) or 1]
-    return {"tickmode": "array", "tickvals": shown, "ticktext": shown}
+    shown = list(names)[:: -(-len(names) // max_ticks) or 1]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [short_label(name, max_chars) for name in shown]}
+
+
+def matrix_ticks(fig: go.Figure, max_ticks: int, max_chars: int = MAX_TICK_CHARS) -> dict:
+    """A layout update labelling at most ``max_ticks`` classes, each cut to ``max_chars``, on both axes of a
+    matrix figure (for a smaller copy of it: ``fig.update_layout(**matrix_ticks(fig, 10, 10))``)."""
+    ticks = _class_ticks(list(fig.data[0].x), max_ticks, max_chars)
+    return {"xaxis": ticks, "yaxis": ticks}
 
 
 def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str]) -> dict:
@@ -120,7 +140,7 @@ def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str])
         "xaxis": {
             "title": {"text": x_title},
             "type": "category",
-            "tickangle": -45 if len(names) > 5 else 0,
+            "tickangle": -90 if len(names) > 5 else 0,  # upright labels: slanted ones overlapped at 100 classes
             "constrain": "domain",
             **_class_ticks(names),
         },
@@ -131,7 +151,8 @@ def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str])
             "scaleanchor": "x",
             **_class_ticks(names),
         },
-        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+        "margin": {"l": 10, "r": 10, "t": 65 if "<br>" in title else 50, "b": 10},
+        "height": MATRIX_HEIGHT,
         "plot_bgcolor": "white",
     }
 
@@ -175,7 +196,7 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     """
     matrix = _check_square(matrix, class_names, "D*").astype(np.float64)
     keep = top_classes(matrix)
-    title = _top_note(title, keep.size, matrix.shape[0], "largest D* row + column sums")
+    title = _top_note(title, keep.size, matrix.shape[0], "by D* weight")
     matrix = matrix[np.ix_(keep, keep)]
     names = [str(class_names[k]) for k in keep]
     heatmap = {
@@ -212,7 +233,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     """
     cm = _check_square(cm, class_names, "The confusion matrix").astype(np.int64)
     keep = top_classes(cm)
-    title = _top_note(title, keep.size, cm.shape[0], "most errors")
+    title = _top_note(title, keep.size, cm.shape[0], "by errors")
     cm = cm[np.ix_(keep, keep)]
     names = [str(class_names[k]) for k in keep]
     n = len(names)
@@ -511,19 +532,42 @@ def runs_curves_figure(
     return _unvalidated_figure(traces, layout)
 
 
+#: A radar's height in pixels: 19 spokes' labels need a circle about 450 px across.
+RADAR_HEIGHT = 640
+
+
+#: The mark of a radar spoke where one detector is significantly better, beside its name and on its polygon.
+BETTER_MARK = "★"
+
+
+def radar_label(axis: str) -> str:
+    """A radar spoke's name on at most two short lines ("elastic_transform" -> "elastic<br>transform"): one
+    line per word made the 19 corruption names collide at the top and bottom of the circle."""
+    head, _, tail = axis.replace("_", " ").partition(" ")
+    return f"{head}<br>{tail}" if tail else head
+
+
 def radar_figure(
     axes: Sequence[str],
     series: Mapping[str, Sequence[float]],
     title: str = "",
     *,
     radial_range: tuple[float, float] | None = None,
-    marked: Collection[str] = (),
+    better: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Radar plot, one vertex per axis (e.g. per corruption), one closed polygon per series (detector); the
-    ``marked`` axes' labels end with " *" (e.g. where a paired difference is significant: say so beside it)."""
+    """Radar plot, one vertex per axis (e.g. per corruption), one closed polygon per series (detector).
+
+    ``better`` maps an axis to the series that is significantly better there (e.g. where a paired difference's
+    interval excludes 0; say so beside the figure): its label names that series under the axis's name, in its
+    colour, after :data:`BETTER_MARK`, and a star sits on that series' vertex (one legend entry, "<series>
+    significantly better", per series that wins somewhere)."""
     axes = [str(a) for a in axes]
+    better = dict(better or {})
     if len(axes) < 3:
         raise ValueError(f"A radar plot needs at least 3 axes, got {len(axes)}")
+    unknown = set(better.values()) - set(series)
+    if unknown or not set(better) <= set(axes):
+        raise ValueError(f"better names axes or series the radar does not have: {better}")
     fig = new_figure()
     for name, values in series.items():
         values = np.asarray(values, dtype=np.float64)
@@ -541,6 +585,31 @@ def radar_figure(
                 hovertemplate=f"{name}<br>%{{theta}}: %{{customdata}}<extra></extra>",
             )
         )
+    for name, values in series.items():  # the winners' marks, above every polygon
+        won = [k for k, axis in enumerate(axes) if better.get(axis) == name]
+        if won:
+            fig.add_trace(
+                go.Scatterpolar(
+                    r=np.asarray(values, dtype=np.float64)[won],
+                    theta=[axes[k] for k in won],
+                    mode="markers",
+                    name=f"{name} significantly better",
+                    marker={
+                        "color": detector_color(name),
+                        "symbol": "star",
+                        "size": 15,
+                        "line": {"color": "black", "width": 1},
+                    },
+                    hovertemplate=f"%{{theta}}: {name} significantly better<extra></extra>",
+                )
+            )
+
+    def label(axis: str) -> str:
+        winner = better.get(axis)
+        if winner is None:
+            return radar_label(axis)
+        return f"{radar_label(axis)}<br><b style='color:{detector_color(winner)}'>{BETTER_MARK} {winner}</b>"
+
     # the radial tick labels half-way between the first two spokes, not on the first spoke's label, and grey:
     # they cross the polygons
     polar = {
@@ -548,17 +617,19 @@ def radar_figure(
         "angularaxis": {
             "tickmode": "array",
             "tickvals": axes,
-            "ticktext": [f"{a} *" if a in marked else a for a in axes],
+            "ticktext": [label(a) for a in axes],
+            "tickfont": {"size": 11},
         },
     }
     if radial_range:
         polar["radialaxis"]["range"] = list(radial_range)
-    # room for the longest corruption names beside the circle, the legend under it
+    # room for the labels beside the circle, the legend under it
     fig.update_layout(
         title=title,
         polar=polar,
-        margin={"l": 90, "r": 90, "t": 70, "b": 40},
-        legend={"orientation": "h", "x": 0.5, "xanchor": "center", "y": -0.05, "yanchor": "top"},
+        height=RADAR_HEIGHT,
+        margin={"l": 70, "r": 70, "t": 90, "b": 100},
+        legend={"orientation": "h", "x": 0.5, "xanchor": "center", "y": -0.1, "yanchor": "top"},
     )
     return fig
 

@@ -42,3 +42,16 @@ def data_dirs() -> list[Path]:
     if os.environ.get(DATA_ENV):
         candidates.append(Path(os.environ[DATA_ENV]).expanduser())
     return [p for p in candidates if p.is_dir()]
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a report may name it: relative to the data root (``$RELU_STUDIO_DATA/...``) or the cache
+    (``$RELU_STUDIO_CACHE/...``), never the server's absolute path; an absolute path outside both by its name alone, a relative one as given."""
+    if not Path(path).expanduser().is_absolute():  # a name, or a place in words ("scikit-learn (bundled)")
+        return str(path)
+    path = Path(path).expanduser().resolve()
+    roots = [(DATA_ENV, os.environ.get(DATA_ENV)), (CACHE_ENV, cache_dir())]
+    for name, root in roots:
+        if root and path.is_relative_to(Path(root).expanduser().resolve()):
+            return f"${name}/{path.relative_to(Path(root).expanduser().resolve()).as_posix()}"
+    return path.name

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from relu_core import comparison, figures, protocol, stats
+from relu_core import comparison, figures, paths, protocol, stats
 
 if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
     import pandas as pd
@@ -53,8 +53,9 @@ def package_versions() -> dict[str, str]:
 
 
 def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
-    """Where a run comes from: its id and source, the model and the SHA-256 of its weights, the data set, the
-    logits file's SHA-256 (when given), the package versions, the platform and the time of the report."""
+    """Where a run comes from: its id and source, the model and the SHA-256 of its weights, the data set (its
+    folder relative to the data root or the cache, ``paths.shown_path``), the logits file's name and SHA-256
+    (when given), the package versions, the platform and the time of the report. No absolute server path."""
     from relu_core import datasets, models  # torch: only needed for a run with a model
 
     info = {
@@ -68,9 +69,10 @@ def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
     spec = dict(run.recipe).get("dataset_spec")
     registered = {info.name: info for info in datasets.list_datasets()}.get(spec)
     if registered is not None:  # where its images came from: "cifar10" may be the JPEG (shifted) test set
-        info["data set source"] = f"{registered.description}; read from {registered.location or '—'}"
-    if logits_file is not None:
-        info["logits file"] = str(logits_file)
+        where = paths.shown_path(registered.location) if registered.location else "—"
+        info["data set source"] = f"{registered.description}; read from {where}"
+    if logits_file is not None:  # by its name and content hash: the server's folders are no one else's business
+        info["logits file"] = Path(logits_file).name
         info["logits file SHA-256"] = hashlib.sha256(Path(logits_file).read_bytes()).hexdigest()
     info.update({f"version: {name}": version for name, version in package_versions().items()})
     info["platform"] = platform.platform()

@@ -31,60 +31,61 @@ def html(markup: str, name: str, follow: Follow | None, poll_s: float | None = N
 
 
 def controls(has_model: bool, no_eps: str = "ε needs the model and the images; this run has logits only."):
-    """The control bar; returns the setting it sets, the λ column (for the value "auto" gives) and a full-width
-    slot under the controls (for the ε pass's note and progress: in the narrow ε column they wrapped to ten
-    lines and pushed the page down and back). ``no_eps`` says why ε is off when the run has no model."""
+    """The control bar, one row (at 1280 x 720 the charts it drives stay in the first viewport): λ, T, ε and the
+    split on it, λ auto, the detectors, split seed and operating point under "More settings". Returns the setting it
+    sets, the λ column (for the value "auto" gives) and a full-width slot under the controls (for the ε pass's
+    note and progress: in the narrow ε column they wrapped to ten lines and pushed the page down and back).
+    ``no_eps`` says why ε is off when the run has no model (the ε slider's help)."""
+    state = st.session_state
     with st.container(border=True):
-        c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
-        with c_lam:  # the slider first, level with T's and ε's; the checkbox (read from the session) under it
-            st.slider(
-                "λ (weight of the errors in D*)",
-                0.0,
-                1.0,
-                step=explore.LAM_STEP,
-                key=session.EX_LAM,
-                disabled=st.session_state[session.EX_LAM_AUTO],
-            )
+        c_lam, c_t, c_eps, c_split, c_more = st.columns([2.6, 2.5, 1.9, 1.6, 1.8], vertical_alignment="bottom")
+        c_lam.slider(
+            "λ (weight of the errors)",
+            0.0,
+            1.0,
+            step=explore.LAM_STEP,
+            key=session.EX_LAM,
+            disabled=state[session.EX_LAM_AUTO],
+            help="The weight of the errors' soft predictions in D* (1 − λ: the correct ones'); "
+            '"λ auto" under "More settings" sets it from the data.',
+        )
+        c_t.select_slider(
+            "T (softmax temperature)",
+            options=explore.TEMPERATURES,
+            key=session.EX_TEMPERATURE,
+            format_func=lambda t: f"{t:g}",
+            help="Steps on a log scale. Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
+            "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
+            "2, 5, 10, 100, 1000 are all steps.",
+        )
+        if not has_model:  # the slider shows the ε actually used
+            state[session.EX_EPS] = 0.0
+        c_eps.select_slider(
+            "ε (pre-processing)",
+            options=explore.EPSILONS,
+            key=session.EX_EPS,
+            format_func=lambda e: f"{e:g}",
+            disabled=not has_model,
+            help="The magnitude of the input pre-processing of Rel-U and Doctor." if has_model else no_eps,
+        )
+        page.fraction_slider(c_split, "tuning split", key=session.EX_TUNE_FRACTION)
+        with c_more.popover(
+            "More settings", help="λ auto, detectors shown, split seed, operating point", width="stretch"
+        ):
             lam_auto = st.checkbox(
                 "λ auto",
                 key=session.EX_LAM_AUTO,
                 help="λ = N+ / (N+ + N−), the share of correct predictions in the tuning split (the paper's choice).",
             )
-        with c_t:
-            st.select_slider(
-                "T (softmax temperature)",
-                options=explore.TEMPERATURES,
-                key=session.EX_TEMPERATURE,
-                format_func=lambda t: f"{t:g}",
-                help="Steps on a log scale. Applies to Rel-U and Doctor; MSP (T=1), ODIN (T=1000), Entropy and Energy "
-                "(T=1) keep their standard settings. The paper's values 0.5, 1, 1.1, 1.2, 1.5, "
-                "2, 5, 10, 100, 1000 are all steps.",
-            )
-        with c_eps:
-            if not has_model:  # the slider shows the ε actually used
-                st.session_state[session.EX_EPS] = 0.0
-            st.select_slider(
-                "ε (input pre-processing)",
-                options=explore.EPSILONS,
-                key=session.EX_EPS,
-                format_func=lambda e: f"{e:g}",
-                disabled=not has_model,
-            )
-            if not has_model:
-                st.caption(no_eps)
-        with c_split:
-            page.fraction_slider(st, "tuning split fraction", key=session.EX_TUNE_FRACTION)
-            st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
-        with c_det:
             st.multiselect(
                 "detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label, key=session.EX_DETECTORS
             )
+            st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
             o1, o2 = st.columns(2)
             o1.radio("operating point", list(session.OP_KINDS.values()), key=session.EX_OP_KIND)
             o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET)
         eps_slot = st.container()
     session.keep(session.explore_defaults(), session.EX_KEPT)
-    state = st.session_state
     setting = explore.Setting(
         temperature=state[session.EX_TEMPERATURE],
         lam="auto" if lam_auto else round(float(state[session.EX_LAM]), explore.LAM_DECIMALS),  # the slider's step
@@ -207,10 +208,10 @@ def gallery(
 
 
 def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:
-    """One row: the view's data as a ZIP (built when clicked), its detector for deployment (ZIP, built when
-    clicked: ``detector_export``) and "Download report", the view as one
-    self-contained HTML file (built on demand: it holds plotly.js, about 5 MB, so it is not rebuilt on every
-    slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on each move."""
+    """One row: the view's data as a ZIP, its detector for deployment (a ZIP: ``detector_export``) and "Download
+    report", the view as one self-contained HTML file; each built when its button is clicked (one click: the report holds plotly.js, about 5 MB, so it is not rebuilt
+    on every slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on
+    each move."""
     row = st.container(horizontal=True)
     row.download_button(
         "Data of this view (ZIP)",
@@ -234,22 +235,13 @@ def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: 
         "uncertainty, accept), with a JSON card: settings, provenance, TPR/FPR on the evaluation split with "
         "intervals. Input pre-processing (ε) is not part of it.",
     )
-    wanted = (view.run_id, setting, eps_note)
-    if row.button(
+    row.download_button(
         "Download report",
-        key=session.EX_BUILD_REPORT,
-        help="One HTML file of this view (interactive figures, "
-        "metrics with intervals, settings, provenance) that opens offline.",
-    ):
-        st.session_state[session.EX_REPORT_HTML] = (wanted, explore.report_html(run, view, setting, eps_note=eps_note))
-    built = st.session_state.get(session.EX_REPORT_HTML)
-    if built is not None and built[0] == wanted:
-        row.download_button(
-            "Save report (HTML)",
-            built[1],
-            file_name=page.run_tagged("relu_studio_report.html"),
-            mime="text/html",
-            on_click="ignore",
-            key=session.EX_DL_REPORT,
-            type="primary",
-        )
+        lambda: explore.report_html(run, view, setting, eps_note=eps_note),
+        file_name=page.run_tagged("relu_studio_report.html"),
+        mime="text/html",
+        on_click="ignore",
+        key=session.EX_DL_REPORT,
+        help="One HTML file of this view (interactive figures, metrics with intervals, settings, provenance) "
+        "that opens offline.",
+    )

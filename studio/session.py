@@ -342,9 +342,6 @@ EX_EPS_MEMORY = "ex_eps_memory"
 EX_EPS_RETRY = "ex_eps_retry"
 #: Explore's panel runs in this session, counted (the browser's following of λ tells its runs apart by it).
 EX_FOLLOW_RUN = "ex_follow_run"
-EX_BUILD_REPORT = "ex_build_report"
-#: ``(what it shows, html)`` of the report built on demand.
-EX_REPORT_HTML = "ex_report_html"
 EX_DL_REPORT = "ex_dl_report"
 #: The view's data as a ZIP (D*, every chart's data, the metrics, the settings).
 EX_DL_DATA = "ex_dl_data"

@@ -583,17 +583,33 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
     assert _figure(start, "Confusion matrix")["data"][0]["x"] == names
 
 
-def test_download_report_builds_a_self_contained_file(explore):
-    explore.button(key="ex_build_report").click().run()
+def test_download_report_is_one_click_and_self_contained(monkeypatch):
+    """ "Download report" is the download itself (no second "Save" button), its file made when it is clicked
+    (a deferred download: not rebuilt on every rerun). AppTest's runtime keeps no deferred file, so the test
+    takes each one's maker as the page registers it."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    makers = {}
+    register = MediaFileManager.add_deferred
+
+    def spy(self, make, *args, **kwargs):
+        makers[kwargs.get("file_name")] = make
+        return register(self, make, *args, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", spy)
+    explore = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(explore)
-    html_text = explore.session_state["ex_report_html"][1]
-    assert html_text.startswith("<!DOCTYPE html>") and "Is Rel-U better than Doctor here?" in html_text
-    assert explore.session_state["run_id"] in html_text and "version: numpy" in html_text
-    assert "<h2>Operating point</h2>" in html_text and "lowest reaching TPR ≥ 95%" in html_text
-    labels = [b.label for b in explore.get("download_button")]
+    buttons = explore.get("download_button")
     # one button for the view's data (explore.view_zip), one for its detector (detector_export.export_zip), one
     # for the report: few elements per slider move
-    assert labels == ["Data of this view (ZIP)", "Export this detector", "Save report (HTML)"]
+    assert [b.label for b in buttons] == ["Data of this view (ZIP)", "Export this detector", "Download report"]
+    assert all(b.proto.deferred_file_id for b in buttons)  # each file made on its click, in that one click
+    run_id = explore.session_state["run_id"]
+    (make,) = (m for name, m in makers.items() if name == f"relu_studio_report_run-{run_id[:8]}.html")
+    html_text = make()
+    assert html_text.startswith("<!DOCTYPE html>") and "Is Rel-U better than Doctor here?" in html_text
+    assert run_id in html_text and "version: numpy" in html_text
+    assert "<h2>Operating point</h2>" in html_text and "lowest reaching TPR ≥ 95%" in html_text
 
 
 def test_shared_url_names_the_run_and_reopens_it():

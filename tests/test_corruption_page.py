@@ -35,9 +35,10 @@ def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> N
     figures = _figures(at)
     for start in ("AUROC", "FPR at 95 % TPR"):
         radar = _one(figures, start)
-        assert {trace["name"] for trace in radar["data"]} == {"Rel-U", "Doctor"}
-        for trace in radar["data"]:
-            assert trace["type"] == "scatterpolar"
+        polygons = [t for t in radar["data"] if not t["name"].endswith(" significantly better")]  # not the stars
+        assert {trace["name"] for trace in polygons} == {"Rel-U", "Doctor"}
+        assert all(trace["type"] == "scatterpolar" for trace in radar["data"])
+        for trace in polygons:
             assert trace["theta"] == [*corruptions.CORRUPTIONS, corruptions.CORRUPTIONS[0]]  # closed polygon
     bars = _one(figures, "Accuracy per corruption")
     assert bars["data"][0]["x"] == list(corruptions.CORRUPTIONS)
@@ -50,10 +51,16 @@ def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> N
     assert set(paired["verdict"]) <= {"no significant difference", "Rel-U better", "Doctor better"}  # numbers: before
     assert any("of 19 corruptions (95 % paired bootstrap" in m.value for m in at.markdown)
     assert any("without a correction for the 19 comparisons" in c.value for c in at.caption)  # multiplicity said
-    for start, label in (("AUROC", "AUROC"), ("FPR at 95 % TPR", "FPR95")):  # the radars mark where it is
-        ticks = _one(figures, start)["layout"]["polar"]["angularaxis"]["ticktext"]
+    for start, label in (("AUROC", "AUROC"), ("FPR at 95 % TPR", "FPR95")):  # the radars mark where, and who wins
+        angular = _one(figures, start)["layout"]["polar"]["angularaxis"]
         rows = paired[(paired["metric"] == label) & (paired["verdict"] != "no significant difference")]
-        assert {t.removesuffix(" *") for t in ticks if t.endswith(" *")} == set(rows["corruption"]) - {"clean"}
+        winners = {(c, v.removesuffix(" better")) for c, v in zip(rows["corruption"], rows["verdict"]) if c != "clean"}
+        shown = {
+            (axis, text.rsplit("★ ", 1)[1].removesuffix("</b>"))
+            for axis, text in zip(angular["tickvals"], angular["ticktext"])
+            if "★" in text
+        }
+        assert shown == winners
     assert any("Settings searched" in c.value and "Rel-U 50" in c.value for c in at.caption)
     assert {b.proto.label.split(" (")[0] for b in at.get("download_button")} >= {"Table", "Per-seed values"}
     # the gallery: one row of 6 images (clean + 5 severities) per corruption

@@ -41,7 +41,8 @@ def test_matrix_figures_label_the_same_classes_on_both_axes():
     for fig in (figures.dstar_heatmap(matrix, names), figures.confusion_heatmap((matrix * 10).astype(int), names)):
         x, y = fig.layout.xaxis, fig.layout.yaxis
         assert list(x.tickvals) == list(y.tickvals) == list(x.ticktext) == list(y.ticktext)
-        assert list(x.tickvals) == names[::2] and len(x.tickvals) <= figures.MAX_CLASS_TICKS
+        step = -(-50 // figures.MAX_CLASS_TICKS)  # every step-th class, the fewest steps that fit
+        assert list(x.tickvals) == names[::step] and len(names[:: step - 1]) > figures.MAX_CLASS_TICKS >= step > 1
     small = figures.dstar_heatmap(np.eye(3), NAMES)
     assert list(small.layout.xaxis.tickvals) == list(small.layout.yaxis.tickvals) == list(NAMES)
 
@@ -121,10 +122,16 @@ def test_radar_one_vertex_per_axis_closed_polygon():
         np.testing.assert_array_equal(trace.r, expected + expected[:1])
     assert fig.layout.polar.radialaxis.angle == pytest.approx(36)  # tick labels between the first two spokes
     assert list(figures.radar_figure(axes, values, radial_range=(0.5, 1)).layout.polar.radialaxis.range) == [0.5, 1]
-    labels = figures.radar_figure(axes, values, marked={axes[1]}).layout.polar.angularaxis
-    assert list(labels.tickvals) == axes and list(labels.ticktext) == [axes[0], f"{axes[1]} *", *axes[2:]]
+    marked = figures.radar_figure(axes, values, better={axes[1]: "Doctor"})
+    labels = marked.layout.polar.angularaxis
+    assert list(labels.tickvals) == axes
+    assert list(labels.ticktext) == [axes[0], f"{axes[1]}<br><b style='color:#1f77b4'>★ Doctor</b>", *axes[2:]]
+    (star,) = _traces(marked, "Doctor significantly better")  # on the winner's polygon, at that spoke
+    assert list(star.theta) == [axes[1]] and list(star.r) == [0.6] and star.marker.symbol == "star"
     with pytest.raises(ValueError):
         figures.radar_figure(axes, {"x": [1, 2]})
+    with pytest.raises(ValueError, match="better"):
+        figures.radar_figure(axes, values, better={"fog": "MSP"})
 
 
 def test_accuracy_bars_reference_line():

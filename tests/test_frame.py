@@ -62,7 +62,7 @@ def test_start_switches_to_explore_by_page_object(digits_run):
     at.run()
     at.button(key="start_explore").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.title[0].value == "Explore: Rel-U vs Doctor"
+    assert at.subheader[0].value == "Explore: Rel-U vs Doctor"
     assert _sidebar_is_drawn(at)
 
 

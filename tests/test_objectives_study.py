@@ -102,7 +102,7 @@ def test_page_trains_what_is_missing_and_opens_a_row_in_explore():
     assert list(table["objective"]) == list(CHOSEN) and "Rel-U FPR95" in table.columns
     at.button(key="obj_open_logitnorm").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.title[0].value == "Explore: Rel-U vs Doctor"
+    assert at.subheader[0].value == "Explore: Rel-U vs Doctor"
     assert "logitnorm" in at.caption[0].value
 
 

@@ -1,0 +1,133 @@
+"""The dashboard at 1280 x 720 in Chromium, as a stakeholder audience sees it: Explore's controls, D* and the
+confusion matrix in the first viewport; "Download report" downloads in one click a report that names no
+absolute server path; every page drawn without an error (screenshots in test-artifacts/), and a 100-class run's
+matrices with their titles whole and their tick labels apart on Start and Explore."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_readable_figures import _MEASURE, _overlaps
+
+from relu_core import paths
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+VIEWPORT = {"width": 1280, "height": 720}
+#: Every page by its navigation link and URL path (app.py).
+PAGES = {
+    "Start": "",
+    "Explore": "Explore",
+    "Corruptions": "Corruptions",
+    "Studies": "Studies",
+    "Baselines": "Baselines",
+    "Training objectives": "Objectives",
+    "Compare runs": "Compare",
+}
+_IDLE = """() => !document.querySelector('[data-stale="true"]')
+    && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')"""
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _matrices(page) -> list[dict]:
+    """The page's D* and confusion matrix: title and bounding box."""
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.layout && p.querySelector('.main-svg')
+                 && /^(D\\*|Confusion matrix)/.test(p.layout.title.text)).length >= 2""",
+        timeout=150_000,
+    )
+    return page.evaluate(
+        """() => [...document.querySelectorAll('.js-plotly-plot')]
+                 .filter(p => /^(D\\*|Confusion matrix)/.test(p.layout.title.text)).map(p => {
+                   const b = p.getBoundingClientRect();
+                   return {title: p.layout.title.text, left: b.left, top: b.top, right: b.right, bottom: b.bottom}; })"""
+    )
+
+
+def _in_first_viewport(box: dict) -> bool:
+    return box["top"] >= 0 and box["left"] >= 0 and box["bottom"] <= VIEWPORT["height"] and box["right"] <= 1280
+
+
+def test_explore_first_viewport_and_one_click_report(app_url, chromium):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = chromium.new_context(viewport=VIEWPORT, accept_downloads=True).new_page()
+    page.goto(f"{app_url}/Explore")
+    boxes = _matrices(page)
+    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(ARTIFACTS / "explore_1280x720.png"))
+    boxes = _matrices(page)
+    assert [b["title"].split(" (")[0] for b in boxes] == ["D*", "Confusion matrix"]
+    assert all(_in_first_viewport(b) for b in boxes), boxes
+    assert abs(boxes[0]["top"] - boxes[1]["top"]) < 40 and boxes[0]["right"] <= boxes[1]["left"]  # side by side
+    for label in ("weight of the errors", "softmax temperature", "pre-processing", "tuning split"):  # the bar
+        slider = page.locator('[data-testid="stSlider"]').filter(has_text=label).bounding_box()
+        assert slider and slider["y"] + slider["height"] <= boxes[0]["top"], label
+    more = page.get_by_role("button", name="More settings").bounding_box()
+    assert more and more["y"] + more["height"] <= boxes[0]["top"]
+
+    # "Download report": one click, the file itself
+    with page.expect_download(timeout=120_000) as download:
+        page.get_by_role("button", name="Download report").click()
+    assert download.value.suggested_filename.startswith("relu_studio_report")
+    text = Path(download.value.path()).read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "Provenance" in text
+    places = {os.environ[paths.DATA_ENV], os.environ[paths.CACHE_ENV], tempfile.gettempdir(), str(Path.home())}
+    assert not [p for p in places if p in text]
+    assert not page.get_by_test_id("stException").count()
+
+
+def _upload_logits(page, tmp_path: Path, n_classes: int) -> None:
+    """A run of ``n_classes`` classes with long names, loaded through the sidebar's logits upload."""
+    rng = np.random.default_rng(n_classes)
+    labels = rng.integers(0, n_classes, 3000)
+    logits = rng.normal(size=(3000, n_classes)) + 3.0 * np.eye(n_classes)[labels]
+    names = np.array([f"class {k:03d} with a long name" for k in range(n_classes)])
+    file = tmp_path / f"classes{n_classes}.npz"
+    np.savez(file, logits=logits.astype(np.float32), labels=labels, class_names=names)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text("Upload logits").click()
+    sidebar.locator('input[type="file"]').first.set_input_files(str(file))
+    sidebar.get_by_role("button", name="Load logits").click()
+    page.wait_for_function(f"document.body.innerText.includes('× {n_classes} classes')", timeout=150_000)
+
+
+def test_every_page_at_1280x720_and_100_classes(app_url, chromium, tmp_path):
+    """Each page opens without an error (screenshot of its first viewport); then a 100-class run on Start and
+    Explore: the matrices' titles inside their figures, their tick labels apart."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = chromium.new_context(viewport=VIEWPORT).new_page()
+    page.goto(app_url)
+    page.get_by_text("Explore this run").wait_for(timeout=150_000)
+    for link, path in PAGES.items():
+        if path:
+            page.get_by_role("link", name=link).first.click()
+            page.wait_for_url(f"**/{path}**", timeout=60_000)
+        page.wait_for_function(_IDLE, timeout=150_000)
+        page.wait_for_timeout(1000)
+        page.wait_for_function(_IDLE, timeout=150_000)
+        page.screenshot(path=str(ARTIFACTS / f"page_{path or 'Start'}_1280x720.png"))
+        assert not page.get_by_test_id("stException").count(), link
+
+    page.get_by_role("link", name="Start").first.click()
+    _upload_logits(page, tmp_path, 100)
+    for link, path in (("Start", ""), ("Explore", "Explore")):
+        if path:
+            page.get_by_role("link", name=link).first.click()
+            page.wait_for_url(f"**/{path}**", timeout=60_000)
+        _matrices(page)
+        page.wait_for_function(_IDLE, timeout=150_000)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(ARTIFACTS / f"page_{path or 'Start'}_100_classes.png"))
+        drawn = page.evaluate(_MEASURE)
+        matrices = [d for d in drawn if d["name"].startswith(("D*", "Confusion matrix"))]
+        assert len(matrices) == 2, link
+        for found in matrices:
+            (title,) = found["title"]
+            assert title[0] >= 0 and title[1] >= 0 and title[2] <= found["width"], (link, found["title"])
+            assert not _overlaps(found["x"]) and not _overlaps(found["y"]), link
+        assert not page.get_by_test_id("stException").count(), link
