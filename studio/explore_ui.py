@@ -34,6 +34,7 @@ def controls(has_model: bool):
     """The control bar; returns the setting it sets, the λ column (for the value "auto" gives) and a full-width
     slot under the controls (for the ε pass's note and progress: in the narrow ε column they wrapped to ten
     lines and pushed the page down and back)."""
+    session.share(session.explore_shared(has_model))  # a fragment run: a change here reaches every page
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_det = st.columns([1.9, 2.2, 1.9, 1.9, 3.1])  # the chips fit at 1280 px
         with c_lam:  # the slider first, level with T's and ε's; the checkbox (read from the session) under it
