@@ -1,6 +1,7 @@
 """The frame every page is drawn in, by ``app.py`` before the page runs: the browser tab's title, the run a
-shared link names (``run=``, on any page), the sidebar (run picker, jobs panel, data set + model, uploads) and
-the link's notice. Pages read the run it picked (:func:`current_run`) and switch pages by page object
+shared link names (``run=``, on any page, written back for the run shown), the sidebar (run picker, jobs panel,
+data set + model, uploads, the shared settings), the link's notice and the running work's progress at the top of
+the page. Pages read the run it picked (:func:`current_run`) and switch pages by page object
 (:func:`switch_to`)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from relu_core import runs
-from studio import query, session, sidebar
+from studio import jobbox, query, session, sidebar
 
 #: The pages' names, for :func:`switch_to` (app.py declares each page under one of them).
 START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES, COMPARE = (
@@ -32,7 +33,14 @@ def draw(page, pages: Mapping[str, object]) -> None:
     st.session_state[session.PAGES] = dict(pages)
     query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
     sidebar.sidebar_run_picker()
+    query.write_run_param(current_run())  # a link copied from any page names the run it shows
+    with st.sidebar:
+        st.caption(
+            f"**Shared settings**: {session.shared().words()}. Every page uses them by default: changing one on "
+            "any page changes it on all; a result computed otherwise says so beside it."
+        )
     query.query_run_notice()
+    jobbox.status_bar()  # running work, at the top of every page
 
 
 def current_run():

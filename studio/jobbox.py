@@ -8,6 +8,7 @@ sidebar, and a cancellation also where its Cancel button was pressed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import streamlit as st
@@ -126,6 +127,33 @@ def _running_jobs_panel() -> None:
             on_click=job.cancel,
             kwargs={"by": session.session_id()},
         )
+
+
+#: A job shows in the status bar once it has run this long (a slider's short jobs do not flash there).
+STATUS_AFTER_S = 1.0
+#: The most jobs the status bar lists (the jobs panel in the sidebar lists every one).
+STATUS_MAX = 3
+
+
+def _long_running() -> list[jobs.Job]:
+    now = time.monotonic()
+    return [job for job in jobs.MANAGER.jobs() if job.running and now - job.started >= STATUS_AFTER_S]
+
+
+@st.fragment(run_every=1.0)
+def _status_rows() -> None:
+    running = _long_running()
+    for job in running[:STATUS_MAX]:
+        st.progress(job.fraction, text=f"Running: {job.label} ({job.message})")
+    if len(running) > STATUS_MAX:
+        st.caption(f"and {len(running) - STATUS_MAX} more running: see the jobs panel in the sidebar")
+
+
+def status_bar() -> None:
+    """The progress of the work running in the background, at the top of every page (a job that started less
+    than :data:`STATUS_AFTER_S` ago waits for the next second), refreshed every second while there is any."""
+    if any(job.running for job in jobs.MANAGER.jobs()):
+        _status_rows()
 
 
 def jobs_panel() -> None:
