@@ -129,7 +129,10 @@ with side:
     st.metric("errors, evaluation split", f"{int((~view.correct_eval).sum()):,}")
     if st.button("Explore this run", type="primary", key=session.START_EXPLORE):
         frame.switch_to(frame.EXPLORE)
-st.info(f"On this one split (the matrices above; Explore opens on it): {explore.start_verdict(view)}")
+st.info(
+    f"{explore.start_verdict(view)} That is one split, the matrices' above and the one Explore opens on; the "
+    f"scorecard's first row averages {page.count(shared.seeds, 'split seed')}."
+)
 
 st.caption(
     f"Run: {run.source or 'uploaded logits'} · {n:,} samples × {c} classes · run id `{run.run_id}`. "

@@ -156,14 +156,15 @@ def job_key(run, key: str, shared: Shared) -> str:
 
 
 def start(run, shared: Shared) -> None:
-    """Submit the card's missing computations on ``run`` as background jobs (a running or finished one is kept;
-    a failed one is retried). The training objectives are never started here."""
+    """Submit the card's missing computations on ``run`` as background jobs (a running, finished or failed one is
+    kept: its row shows it; a cancelled one starts again). The training objectives are never started here."""
     work = {"in_distribution": lambda: _in_distribution(run, shared), "corruptions": lambda: _corruptions(run, shared)}
     if _supported(run, "mismatch") is None:
         other = other_datasets(run)[0]
         work["mismatch"] = lambda: _mismatch(run, shared, other)
     for key, title, _ in SETTINGS:
-        if key in work and _supported(run, key) is None and jobs.MANAGER.get(job_key(run, key, shared)) is None:
+        job = jobs.MANAGER.get(job_key(run, key, shared))
+        if key in work and _supported(run, key) is None and (job is None or job.state == jobs.CANCELLED):
             jobs.MANAGER.submit(job_key(run, key, shared), f"Scorecard: {title.lower()}", work[key]())
 
 
