@@ -67,7 +67,7 @@ def test_start_switches_to_explore_by_page_object(digits_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [START, CORRUPTIONS, STUDIES, BASELINES, COMPARE])
+@pytest.mark.parametrize("page", [START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES_PAGE, COMPARE])
 def test_a_shared_link_opens_its_run_on_any_page(page, digits_run):
     from relu_core import runs
 
@@ -79,8 +79,17 @@ def test_a_shared_link_opens_its_run_on_any_page(page, digits_run):
     runs.register_run(digits_run)
     at = app(page, TIMEOUT)
     at.session_state["run_id"] = digits_run.run_id  # the session was on another run
+    at.session_state["run_ids"] = [digits_run.run_id]
     at.query_params["run"] = linked.run_id
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["run_id"] == linked.run_id
-    assert any(linked.source in c.value for c in at.caption) or page == START
+    assert any(linked.source in c.value for c in at.caption) or page in (START, OBJECTIVES_PAGE)
+    # the page's own URL names the run it shows, so that a link copied from it opens that run
+    assert at.query_params["run"] == linked.run_id and at.query_params["run_name"] == linked.source
+    # the session moves to another run: the URL follows it, and the page shows that run's results only
+    at.selectbox(key="run_picker").set_value(digits_run.run_id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["run"] == digits_run.run_id and at.session_state["run_id"] == digits_run.run_id
+    assert any(digits_run.source in c.value for c in at.caption) or page in (START, OBJECTIVES_PAGE)
+    assert not any(linked.source in c.value for c in at.caption)
