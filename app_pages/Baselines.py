@@ -74,7 +74,7 @@ if result is None:
     st.stop()
 st.caption(
     f"Tuning split {result.tune_fraction:.0%} · {page.count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / "
-    f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}"
+    f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}." + page.fixed_note()
 )
 
 # ------------------------------------------------------------------------------------------- table

@@ -149,7 +149,8 @@ st.caption(
         if "seeds_eps" in result.settings
         else ""
     )
-    + f"; settings: {study_figures.settings_text(result.settings)}"
+    + f"; settings: {study_figures.settings_text(result.settings)}."
+    + page.fixed_note()  # every study holds T = 1 and λ = 0.5 but on the axis it sweeps
 )
 for note in result.notes:
     st.caption(f"Note: {note}")
