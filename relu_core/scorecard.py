@@ -32,6 +32,8 @@ SETTINGS = (
     ("corruptions", "Corruptions", "corruptions"),
     ("objectives", "Training objectives", "objectives"),
 )
+#: The start of every scorecard job's key.
+JOB_PREFIX = "scorecard:"
 #: A row's states.
 READY, COMPUTING, FAILED, UNSUPPORTED, NOT_RUN = "ready", "computing", "failed", "unsupported", "not run"
 
@@ -152,7 +154,7 @@ def _supported(run, key: str) -> str | None:
 
 def job_key(run, key: str, shared: Shared) -> str:
     """The background job of setting ``key`` on ``run`` at ``shared`` (jobs asking for the same work share it)."""
-    return f"scorecard:{key}:{run.run_id}:{shared}"
+    return f"{JOB_PREFIX}{key}:{run.run_id}:{shared}"
 
 
 def start(run, shared: Shared) -> None:

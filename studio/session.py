@@ -56,6 +56,8 @@ JOB_MESSAGES = "job_messages"
 CANCELLED_HERE = "cancelled_here"
 #: A random id of this session (groups its ε passes so that a new one cancels the previous ones).
 SESSION_ID = "_session_key"
+#: The slot at the top of the page where a page waiting on a job shows its progress (``jobbox.status_area``).
+STATUS_SLOT = "_status_slot"
 #: Prefixes of the Cancel buttons of a job (:func:`item_key` with the job's key): in its progress box, in the
 #: sidebar's jobs panel.
 CANCEL, CANCEL_PANEL = "cancel", "cancel_panel"
