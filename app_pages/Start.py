@@ -132,6 +132,7 @@ with side:
 st.info(
     f"{explore.start_verdict(view)} That is one split, the matrices' above and the one Explore opens on; the "
     f"scorecard's first row averages {page.count(shared.seeds, 'split seed')}."
+    + (f" Clean scores (ε = 0) here; Explore shows the shared ε = {shared.eps:g}." if shared.eps else "")
 )
 
 st.caption(

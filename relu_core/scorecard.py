@@ -247,7 +247,9 @@ def _ready(key: str, result, shared: Shared) -> tuple[str, tuple[str, ...], str]
         if not result.paired:
             raise InputError("no paired interval")
         verdict, intervals = _from_differences(result.paired)
-        note = f"mean over {len(result.seeds)} seeds, {shared.tune_fraction:.0%} tuning split, T and λ fixed"
+        note = f"mean over {len(result.seeds)} seeds, {shared.tune_fraction:.0%} tuning split, T and λ fixed" + (
+            f", ε = 0 (not the shared ε = {shared.eps:g}: input pre-processing is Explore's)" if shared.eps else ""
+        )
         return verdict, intervals, note
     if key == "mismatch":
         paired = result.paired[np.isclose(result.paired["x"], shared.tune_fraction)]
