@@ -20,14 +20,6 @@ from studio import frame, jobbox, page, session
 
 START_HEIGHT = 400  # pixels per matrix figure
 NO_MODEBAR = {"displayModeBar": False}
-#: How each row's state reads at a glance.
-STATE_MARKS = {
-    scorecard.READY: "",
-    scorecard.COMPUTING: "⏳ ",
-    scorecard.FAILED: "⚠️ ",
-    scorecard.UNSUPPORTED: "",
-    scorecard.NOT_RUN: "",
-}
 PLAIN_WORDS = (
     "A classifier is sometimes wrong; a **detector** reads its predicted probabilities and **flags** the "
     "predictions it should not be trusted on. **Doctor** flags a prediction whose probability is spread over "
@@ -69,13 +61,13 @@ def _examples() -> None:
             continue
         i = int(caught[0])
         column.image(
-            explore.thumbnail(run.images[i], size=96),
+            explore.thumbnail(run.images[i], size=72),
             caption=f"A {names[run.labels[i]]} the model took for a {names[view.predictions[i]]}: {flagged} "
             f"({caught.size:,} such errors).",
         )
 
 
-words, picture = st.columns([3, 2], vertical_alignment="center")
+words, picture = st.columns([3, 2], vertical_alignment="top")
 words.markdown(PLAIN_WORDS)
 with picture:
     if run.images is not None:
@@ -87,17 +79,17 @@ with picture:
 @st.fragment(run_every=1.0)
 def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
     """The scorecard's rows, redrawn every second (its jobs run in the background: a row computing shows its
-    progress, then its verdict)."""
+    progress, then its verdict), one line each with the numbers under it; the details in its tooltip."""
     pages = st.session_state[session.PAGES]
-    for row in scorecard.rows(get_run(run_id), shared_):
-        with st.container(border=True):
-            title, verdict, link = st.columns([1.5, 6, 1.4], vertical_alignment="center")
+    with st.container(border=True):
+        for row in scorecard.rows(get_run(run_id), shared_):
+            title, verdict, link = st.columns([1.9, 6, 1.6], vertical_alignment="center")
             title.markdown(f"**{row.title}**")
-            verdict.markdown(f"{STATE_MARKS[row.state]}{row.verdict}")
+            verdict.markdown(row.verdict)
             if row.state == scorecard.COMPUTING:
                 verdict.progress(row.fraction)
-            if row.intervals or row.note:
-                verdict.caption(" · ".join([*row.intervals, *([row.note] if row.note else [])]))
+            if row.intervals:
+                verdict.caption(row.intervals, help="  \n".join([*row.details, row.note]))
             link.page_link(pages[row.page], label=f"Open {pages[row.page].title}")
 
 
@@ -105,8 +97,9 @@ st.markdown(f"**Rel-U vs Doctor on this run, in each setting** (shared settings:
 scorecard.start(run, shared)
 _scorecard(run.run_id, shared)
 st.caption(
-    "Each row: the 95 % paired bootstrap interval of Rel-U − Doctor, pooled over the split seeds; "
-    '"no clear difference" when it covers 0. The rows come in the same order and words whoever wins.'
+    "Each row: Rel-U − Doctor (lower FPR95 is better, higher AUROC is better) with its 95 % paired bootstrap "
+    'interval pooled over the split seeds, "no clear difference" when it covers 0; the help icon beside the numbers says how they were computed. '
+    "The rows come in the same order and words whoever wins."
 )
 
 left, right, side = st.columns([5, 5, 2.4])

@@ -58,15 +58,17 @@ class Shared:
 @dataclass(frozen=True)
 class Row:
     """One setting of the card: its ``title`` and ``page``, its ``state`` (:data:`READY` ...), the ``verdict`` in
-    plain words (or what is happening), the ``intervals`` (one line per metric, with the numbers), the job's
-    ``fraction`` done while computing, and a ``note`` (settings that differ from the shared ones, counts)."""
+    plain words (or what is happening), the ``intervals`` (one line: the numbers per metric), the ``details`` (each
+    metric's verdict in full), the job's ``fraction`` done while computing, and a ``note`` (how it was computed,
+    settings that differ from the shared ones)."""
 
     key: str
     title: str
     page: str
     state: str
     verdict: str
-    intervals: tuple[str, ...] = ()
+    intervals: str = ""
+    details: tuple[str, ...] = ()
     fraction: float = 0.0
     note: str = ""
 
@@ -184,43 +186,57 @@ def plain_verdict(outcomes: dict[str, str]) -> str:
     return f"Mixed: {found[0]} on false alarms (FPR95), {found[1]} on ranking (AUROC)"
 
 
-def _from_differences(differences: dict[str, stats.PairedDifference]) -> tuple[str, tuple[str, ...]]:
+def _interval(metric: str, estimate: float, low: float, high: float) -> str:
+    """ "FPR95 +0.278 [-0.037, +0.667]": Rel-U − Doctor and its interval."""
+    return f"{metric_info.get(metric).label} {estimate:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _from_differences(differences: dict[str, stats.PairedDifference]) -> tuple[str, str, tuple[str, ...]]:
     verdict = plain_verdict({m: differences[m].outcome() for m in METRICS})
-    return verdict, tuple(differences[m].verdict() for m in METRICS)
+    numbers = " · ".join(_interval(m, d.estimate, d.low, d.high) for m, d in ((m, differences[m]) for m in METRICS))
+    return verdict, f"Rel-U − Doctor, 95 % CI: {numbers}", tuple(differences[m].verdict() for m in METRICS)
 
 
-def _from_frame(paired: pd.DataFrame) -> tuple[str, tuple[str, ...]]:
+def _from_frame(paired: pd.DataFrame) -> tuple[str, str, tuple[str, ...]]:
     """A paired frame with one row per metric (``stats.PAIRED_ROW_COLUMNS``)."""
     by_metric = paired.set_index("metric")
     outcomes = dict(zip(paired["metric"], comparison.outcome_column(paired), strict=True))
-    return plain_verdict(outcomes), tuple(str(by_metric.loc[m, "verdict"]) for m in METRICS)
+    numbers = " · ".join(
+        _interval(m, *(float(by_metric.loc[m, c]) for c in ("estimate", "ci_low", "ci_high"))) for m in METRICS
+    )
+    details = tuple(str(by_metric.loc[m, "verdict"]) for m in METRICS)
+    return plain_verdict(outcomes), f"Rel-U − Doctor, 95 % CI: {numbers}", details
 
 
 def count_outcomes(outcomes: list[str], noun: str, metric: str) -> str:
-    """ "Rel-U significantly better on W, Doctor on L, no significant difference on N of K ``noun``\\ s (metric)"."""
+    """ "FPR95: Rel-U better on W, Doctor on L, neither on N of K ``noun``\\ s" (significant differences)."""
     wins, losses = outcomes.count("Rel-U better"), outcomes.count("Doctor better")
     rest = len(outcomes) - wins - losses
     label = metric_info.get(metric).label
     return (
-        f"{label}: Rel-U significantly better on {wins}, Doctor on {losses}, no significant difference on {rest} "
-        f"of {len(outcomes)} {noun}{'' if len(outcomes) == 1 else 's'}"
+        f"{label}: Rel-U better on {wins}, Doctor on {losses}, neither on {rest} of {len(outcomes)} "
+        f"{noun}{'' if len(outcomes) == 1 else 's'}"
     )
 
 
-def _counted(paired: pd.DataFrame, noun: str) -> tuple[str, tuple[str, ...]]:
-    """Wins and losses over the rows of ``paired`` (one per item and metric)."""
+def plain_count(wins: int, losses: int, noun: str) -> str:
+    """Who wins more often over the ``noun``\\ s in plain words, worded alike for either detector."""
+    if wins == losses == 0:
+        return f"No clear difference between Rel-U and Doctor on any {noun}"
+    if wins == losses:
+        return f"Rel-U and Doctor each better as often, over the {noun}s"
+    return f"{'Rel-U' if wins > losses else 'Doctor'} better on more {noun}s"
+
+
+def _counted(paired: pd.DataFrame, noun: str) -> tuple[str, str, tuple[str, ...]]:
+    """Significant wins and losses over the rows of ``paired`` (one per item and metric)."""
     lines, wins, losses = [], 0, 0
     for metric in METRICS:
         outcomes = comparison.outcome_column(paired[paired["metric"] == metric])
         lines.append(count_outcomes(outcomes, noun, metric))
         wins += outcomes.count("Rel-U better")
         losses += outcomes.count("Doctor better")
-    verdict = (
-        f"Rel-U significantly better {wins} times, Doctor {losses} times, over {noun}s and the two metrics"
-        if wins or losses
-        else f"No clear difference between Rel-U and Doctor on any {noun}"
-    )
-    return verdict, tuple(lines)
+    return plain_count(wins, losses, noun), " · ".join(lines), ()
 
 
 def _differs(shared: Shared, used: dict[str, object]) -> str:
@@ -241,33 +257,33 @@ def _differs(shared: Shared, used: dict[str, object]) -> str:
     return f"computed at {text} (not the shared settings)"
 
 
-def _ready(key: str, result, shared: Shared) -> tuple[str, tuple[str, ...], str]:
-    """(verdict, intervals, note) of a finished computation of setting ``key``."""
+def _ready(key: str, result, shared: Shared) -> tuple[str, str, tuple[str, ...], str]:
+    """(verdict, intervals, details, note) of a finished computation of setting ``key``."""
     if key == "in_distribution":
         if not result.paired:
             raise InputError("no paired interval")
-        verdict, intervals = _from_differences(result.paired)
+        verdict, intervals, details = _from_differences(result.paired)
         note = f"mean over {len(result.seeds)} seeds, {shared.tune_fraction:.0%} tuning split, T and λ fixed" + (
             f", ε = 0 (not the shared ε = {shared.eps:g}: input pre-processing is Explore's)" if shared.eps else ""
         )
-        return verdict, intervals, note
+        return verdict, intervals, details, note
     if key == "mismatch":
         paired = result.paired[np.isclose(result.paired["x"], shared.tune_fraction)]
-        verdict, intervals = _from_frame(paired)
+        verdict, intervals, details = _from_frame(paired)
         settings = result.settings
         note = f"{settings['in_distribution']} mixed with {settings['other']}, " + (
             _differs(shared, {"temperature": settings["T"], "lam": settings["lambda"]})
             or f"{len(settings['seeds'])} seeds"
         )
-        return verdict, intervals, note
+        return verdict, intervals, details, note
     if key == "corruptions":
         corrupted = result.paired[result.paired["corruption"] != robustness.CLEAN]
-        verdict, intervals = _counted(corrupted, "corruption")
+        verdict, intervals, details = _counted(corrupted, "corruption")
         note = (
             f"severity {result.severity}, {min(result.n_eval):,} images per corruption, T and λ chosen on the clean "
             "tuning split (not the shared T and λ)"
         )
-        return verdict, intervals, note
+        return verdict, intervals, details, note
     frames = []
     for row in result.rows:  # training objectives: an ObjectivesResult
         for metric in METRICS:
@@ -282,14 +298,19 @@ def _ready(key: str, result, shared: Shared) -> tuple[str, tuple[str, ...], str]
                         "verdict": diff.verdict(),
                     }
                 )
-    verdict, intervals = _counted(
+    verdict, intervals, details = _counted(
         pd.DataFrame(frames, columns=["metric", "estimate", "ci_low", "ci_high", "verdict"]), "objective"
     )
     note = f"{result.model} on {result.dataset}, " + (
         _differs(shared, {"tune_fraction": result.tune_fraction, "seeds": len(result.seeds)})
         or f"{len(result.seeds)} seeds"
     )
-    return verdict, intervals, note
+    return verdict, intervals, details, note
+
+
+def _ready_row(key: str, title: str, page: str, ready: tuple[str, str, tuple[str, ...], str]) -> Row:
+    verdict, intervals, details, note = ready
+    return Row(key, title, page, READY, verdict, intervals, details, note=note)
 
 
 def objectives_result(dataset: str, shared: Shared):
@@ -330,8 +351,7 @@ def rows(run, shared: Shared) -> list[Row]:
                     )
                 )
                 continue
-            verdict, intervals, note = _ready(key, result, shared)
-            out.append(Row(key, title, page, READY, verdict, intervals, note=note))
+            out.append(_ready_row(key, title, page, _ready(key, result, shared)))
             continue
         job = jobs.MANAGER.get(job_key(run, key, shared))
         if job is None or job.state == jobs.CANCELLED:
@@ -342,9 +362,9 @@ def rows(run, shared: Shared) -> list[Row]:
             out.append(Row(key, title, page, FAILED, f"Could not be computed: {job.error}"))
         else:
             try:
-                verdict, intervals, note = _ready(key, job.result, shared)
+                ready = _ready(key, job.result, shared)
             except InputError as exc:
                 out.append(Row(key, title, page, FAILED, f"Could not be computed: {exc}"))
                 continue
-            out.append(Row(key, title, page, READY, verdict, intervals, note=note))
+            out.append(_ready_row(key, title, page, ready))
     return out

@@ -40,9 +40,10 @@ def test_the_verdict_words_are_the_same_whoever_wins() -> None:
         "No clear difference between Rel-U and Doctor"
     )
     counted = scorecard.count_outcomes(["Rel-U better", "Doctor better", "Doctor better", "x"], "corruption", "fpr95")
-    assert counted == (
-        "FPR95: Rel-U significantly better on 1, Doctor on 2, no significant difference on 1 of 4 corruptions"
-    )
+    assert counted == "FPR95: Rel-U better on 1, Doctor on 2, neither on 1 of 4 corruptions"
+    assert scorecard.plain_count(3, 1, "corruption") == "Rel-U better on more corruptions"
+    assert scorecard.plain_count(1, 3, "corruption") == "Doctor better on more corruptions"
+    assert scorecard.plain_count(0, 0, "corruption") == "No clear difference between Rel-U and Doctor on any corruption"
 
 
 def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
@@ -73,7 +74,9 @@ def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
     expected = protocol.evaluate(run.logits, run.labels, protocol.PAIRED, tune_fraction=0.5, seeds=2).paired
     assert first.state == scorecard.READY
     assert first.verdict == scorecard.plain_verdict({m: expected[m].outcome() for m in scorecard.METRICS})
-    assert first.intervals == tuple(expected[m].verdict() for m in scorecard.METRICS)
+    assert first.details == tuple(expected[m].verdict() for m in scorecard.METRICS)
+    fpr = expected["fpr95"]
+    assert first.intervals.startswith(f"Rel-U − Doctor, 95 % CI: FPR95 {fpr.estimate:+.3f} [{fpr.low:+.3f}, ")
     assert "mean over 2 seeds" in first.note
 
 
@@ -91,7 +94,11 @@ def test_the_objectives_row_reads_a_finished_table_and_names_its_settings() -> N
     row = scorecard.rows(run, shared)[3]
     outcomes = {m: [r.result.paired[m].outcome() for r in rows] for m in scorecard.METRICS}
     assert row.state == scorecard.READY and row.page == "objectives"
-    assert row.intervals == tuple(scorecard.count_outcomes(outcomes[m], "objective", m) for m in scorecard.METRICS)
+    assert row.intervals == " · ".join(scorecard.count_outcomes(outcomes[m], "objective", m) for m in scorecard.METRICS)
+    wins = sum(o.count("Rel-U better") for o in outcomes.values())
+    assert row.verdict == scorecard.plain_count(
+        wins, sum(o.count("Doctor better") for o in outcomes.values()), "objective"
+    )
     assert row.note == "cnn8 on digits, 2 seeds"
     # a table computed with other settings than the shared ones says so
     assert "computed at 2 seeds (not the shared settings)" in scorecard.rows(run, scorecard.Shared(seeds=3))[3].note
@@ -120,7 +127,7 @@ def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
         texts = [m.value for m in at.markdown]
         for title in TITLES:
             assert f"**{title}**" in texts
-        assert "⏳ Computing: seed 2/5" in texts and at.get("progress")
+        assert "Computing: seed 2/5" in texts and at.get("progress")
         assert any(m.value.startswith("A classifier is sometimes wrong") for m in at.markdown)  # the plain words
         assert "This run has logits only: no images to show." in [c.value for c in at.caption]
     finally:
@@ -133,7 +140,7 @@ def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
     ready = scorecard.rows(run, shared)[0]
     texts = [m.value for m in at.markdown]
     assert ready.state == scorecard.READY and ready.verdict in texts
-    assert any(ready.intervals[0] in c.value for c in at.caption)
+    assert ready.intervals in [c.value for c in at.caption]
     links = [link.proto.label for link in at.get("page_link")]
     assert links == ["Open Explore", "Open Studies", "Open Corruptions", "Open Training objectives"]
 
