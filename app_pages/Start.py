@@ -31,6 +31,8 @@ PLAIN_WORDS = (
 run = frame.current_run()
 shared = session.shared()
 
+# the plain words and the whole scorecard in the first viewport at 1280 x 720: less of Streamlit's top padding
+st.html('<style>[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }</style>')
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
 # Start shows clean scores (ε = 0) at the shared T, λ and tuning fraction, on the split Explore opens on
 setting = explore.Setting(temperature=shared.temperature, lam=shared.lam, tune_fraction=shared.tune_fraction)
@@ -62,6 +64,7 @@ def _examples() -> None:
         i = int(caught[0])
         column.image(
             explore.thumbnail(run.images[i], size=72),
+            width=72,
             caption=f"A {names[run.labels[i]]} the model took for a {names[view.predictions[i]]}: {flagged} "
             f"({caught.size:,} such errors).",
         )
@@ -83,7 +86,7 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
     pages = st.session_state[session.PAGES]
     with st.container(border=True):
         for row in scorecard.rows(get_run(run_id), shared_):
-            title, verdict, link = st.columns([1.9, 6, 1.6], vertical_alignment="center")
+            title, verdict, link = st.columns([1.8, 6.4, 1.5], vertical_alignment="center")
             title.markdown(f"**{row.title}**")
             verdict.markdown(row.verdict)
             if row.state == scorecard.COMPUTING:
@@ -97,9 +100,10 @@ st.markdown(f"**Rel-U vs Doctor on this run, in each setting** (shared settings:
 scorecard.start(run, shared)
 _scorecard(run.run_id, shared)
 st.caption(
-    "Each row: Rel-U − Doctor (lower FPR95 is better, higher AUROC is better) with its 95 % paired bootstrap "
-    'interval pooled over the split seeds, "no clear difference" when it covers 0; the help icon beside the numbers says how they were computed. '
-    "The rows come in the same order and words whoever wins."
+    "Numbers: Rel-U − Doctor (lower FPR95 is better, higher AUROC is better) [its 95 % paired bootstrap interval, "
+    'pooled over the split seeds: "no clear difference" when it covers 0], or on how many items each detector is '
+    "significantly better; the help icon beside them says how they were computed. The rows come in the same "
+    "order and words whoever wins."
 )
 
 left, right, side = st.columns([5, 5, 2.4])

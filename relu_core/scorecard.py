@@ -194,7 +194,7 @@ def _interval(metric: str, estimate: float, low: float, high: float) -> str:
 def _from_differences(differences: dict[str, stats.PairedDifference]) -> tuple[str, str, tuple[str, ...]]:
     verdict = plain_verdict({m: differences[m].outcome() for m in METRICS})
     numbers = " · ".join(_interval(m, d.estimate, d.low, d.high) for m, d in ((m, differences[m]) for m in METRICS))
-    return verdict, f"Rel-U − Doctor, 95 % CI: {numbers}", tuple(differences[m].verdict() for m in METRICS)
+    return verdict, numbers, tuple(differences[m].verdict() for m in METRICS)
 
 
 def _from_frame(paired: pd.DataFrame) -> tuple[str, str, tuple[str, ...]]:
@@ -205,18 +205,13 @@ def _from_frame(paired: pd.DataFrame) -> tuple[str, str, tuple[str, ...]]:
         _interval(m, *(float(by_metric.loc[m, c]) for c in ("estimate", "ci_low", "ci_high"))) for m in METRICS
     )
     details = tuple(str(by_metric.loc[m, "verdict"]) for m in METRICS)
-    return plain_verdict(outcomes), f"Rel-U − Doctor, 95 % CI: {numbers}", details
+    return plain_verdict(outcomes), numbers, details
 
 
-def count_outcomes(outcomes: list[str], noun: str, metric: str) -> str:
-    """ "FPR95: Rel-U better on W, Doctor on L, neither on N of K ``noun``\\ s" (significant differences)."""
+def count_outcomes(outcomes: list[str], metric: str) -> str:
+    """ "FPR95: Rel-U W, Doctor L, neither N": on how many items each is significantly better."""
     wins, losses = outcomes.count("Rel-U better"), outcomes.count("Doctor better")
-    rest = len(outcomes) - wins - losses
-    label = metric_info.get(metric).label
-    return (
-        f"{label}: Rel-U better on {wins}, Doctor on {losses}, neither on {rest} of {len(outcomes)} "
-        f"{noun}{'' if len(outcomes) == 1 else 's'}"
-    )
+    return f"{metric_info.get(metric).label}: Rel-U {wins}, Doctor {losses}, neither {len(outcomes) - wins - losses}"
 
 
 def plain_count(wins: int, losses: int, noun: str) -> str:
@@ -230,13 +225,15 @@ def plain_count(wins: int, losses: int, noun: str) -> str:
 
 def _counted(paired: pd.DataFrame, noun: str) -> tuple[str, str, tuple[str, ...]]:
     """Significant wins and losses over the rows of ``paired`` (one per item and metric)."""
-    lines, wins, losses = [], 0, 0
+    lines, wins, losses, n = [], 0, 0, 0
     for metric in METRICS:
         outcomes = comparison.outcome_column(paired[paired["metric"] == metric])
-        lines.append(count_outcomes(outcomes, noun, metric))
+        lines.append(count_outcomes(outcomes, metric))
         wins += outcomes.count("Rel-U better")
         losses += outcomes.count("Doctor better")
-    return plain_count(wins, losses, noun), " · ".join(lines), ()
+        n = len(outcomes)
+    counts = " · ".join(lines) + f" (of {n} {noun}{'' if n == 1 else 's'})"
+    return plain_count(wins, losses, noun), counts, ()
 
 
 def _differs(shared: Shared, used: dict[str, object]) -> str:

@@ -39,8 +39,8 @@ def test_the_verdict_words_are_the_same_whoever_wins() -> None:
     assert scorecard.plain_verdict({"fpr95": "no significant difference", "auroc": "no significant difference"}) == (
         "No clear difference between Rel-U and Doctor"
     )
-    counted = scorecard.count_outcomes(["Rel-U better", "Doctor better", "Doctor better", "x"], "corruption", "fpr95")
-    assert counted == "FPR95: Rel-U better on 1, Doctor on 2, neither on 1 of 4 corruptions"
+    counted = scorecard.count_outcomes(["Rel-U better", "Doctor better", "Doctor better", "x"], "fpr95")
+    assert counted == "FPR95: Rel-U 1, Doctor 2, neither 1"
     assert scorecard.plain_count(3, 1, "corruption") == "Rel-U better on more corruptions"
     assert scorecard.plain_count(1, 3, "corruption") == "Doctor better on more corruptions"
     assert scorecard.plain_count(0, 0, "corruption") == "No clear difference between Rel-U and Doctor on any corruption"
@@ -76,7 +76,7 @@ def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
     assert first.verdict == scorecard.plain_verdict({m: expected[m].outcome() for m in scorecard.METRICS})
     assert first.details == tuple(expected[m].verdict() for m in scorecard.METRICS)
     fpr = expected["fpr95"]
-    assert first.intervals.startswith(f"Rel-U − Doctor, 95 % CI: FPR95 {fpr.estimate:+.3f} [{fpr.low:+.3f}, ")
+    assert first.intervals.startswith(f"FPR95 {fpr.estimate:+.3f} [{fpr.low:+.3f}, {fpr.high:+.3f}] · AUROC ")
     assert "mean over 2 seeds" in first.note
 
 
@@ -94,7 +94,8 @@ def test_the_objectives_row_reads_a_finished_table_and_names_its_settings() -> N
     row = scorecard.rows(run, shared)[3]
     outcomes = {m: [r.result.paired[m].outcome() for r in rows] for m in scorecard.METRICS}
     assert row.state == scorecard.READY and row.page == "objectives"
-    assert row.intervals == " · ".join(scorecard.count_outcomes(outcomes[m], "objective", m) for m in scorecard.METRICS)
+    counts = " · ".join(scorecard.count_outcomes(outcomes[m], m) for m in scorecard.METRICS)
+    assert row.intervals == f"{counts} (of 2 objectives)"
     wins = sum(o.count("Rel-U better") for o in outcomes.values())
     assert row.verdict == scorecard.plain_count(
         wins, sum(o.count("Doctor better") for o in outcomes.values()), "objective"
