@@ -57,16 +57,16 @@ def _examples() -> None:
         (only_relu, "Rel-U flags it, Doctor accepts it", "Rel-U flags and Doctor accepts"),
         (only_doctor, "Doctor flags it, Rel-U accepts it", "Doctor flags and Rel-U accepts"),
     )
-    for column, (caught, flagged, none_words) in zip(st.columns(2), shown, strict=True):
+    for caught, flagged, none_words in shown:
         if caught.size == 0:
-            column.caption(f"No error here that {none_words}.")
+            st.caption(f"No error here that {none_words}.")
             continue
         i = int(caught[0])
-        column.image(
-            explore.thumbnail(run.images[i], size=72),
-            width=72,
-            caption=f"A {names[run.labels[i]]} the model took for a {names[view.predictions[i]]}: {flagged} "
-            f"({caught.size:,} such errors).",
+        image, words_ = st.columns([1, 3.2], vertical_alignment="center")
+        image.image(explore.thumbnail(run.images[i], size=72), width=72)
+        words_.caption(
+            f"A {names[run.labels[i]]} the model took for a {names[view.predictions[i]]}: {flagged} "
+            f"({caught.size:,} such errors)."
         )
 
 
@@ -86,7 +86,7 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
     pages = st.session_state[session.PAGES]
     with st.container(border=True):
         for row in scorecard.rows(get_run(run_id), shared_):
-            title, verdict, link = st.columns([1.8, 6.4, 1.5], vertical_alignment="center")
+            title, verdict, link = st.columns([1.7, 5.6, 2.3], vertical_alignment="center")
             title.markdown(f"**{row.title}**")
             verdict.markdown(row.verdict)
             if row.state == scorecard.COMPUTING:
