@@ -28,6 +28,7 @@ available = baselines.available_keys(run)
 usable = [k for k in detectors.REGISTRY if available[k] is None]
 slow = {k: why for k, why in baselines.trains_on_first_use(run).items() if k in usable}
 defaults = session.bl_defaults(usable, slow)
+session.share(session.BL_SHARED)  # the tuning fraction and the seeds every page shares
 session.restore(defaults, session.BL_KEPT)  # the settings survive a visit to another page
 st.session_state[session.BL_DETECTORS] = [k for k in st.session_state[session.BL_DETECTORS] if k in usable]
 
@@ -39,7 +40,7 @@ with st.container(border=True):
         "seeds (splits averaged)",
         help="The paper averages 10 seeds; each seed trains one MLP.",
         min_value=1,
-        max_value=10,
+        max_value=session.SEEDS_MAX,
         step=1,
         key=session.BL_SEEDS,
     )
@@ -73,7 +74,7 @@ if result is None:
     st.stop()
 st.caption(
     f"Tuning split {result.tune_fraction:.0%} · {page.count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / "
-    f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}"
+    f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}." + page.fixed_note()
 )
 
 # ------------------------------------------------------------------------------------------- table

@@ -33,6 +33,7 @@ if len(loaded) < compare.MIN_RUNS:
     )
     st.stop()
 
+session.share(session.CMP_SHARED)  # T, λ, the tuning fraction and the seeds every page shares
 session.restore(session.cmp_defaults(loaded), session.CMP_KEPT)
 st.session_state[session.CMP_RUNS] = [rid for rid in st.session_state[session.CMP_RUNS] if rid in loaded]
 with st.container(border=True):
@@ -46,20 +47,10 @@ with st.container(border=True):
     c_det, c_t, c_lam, c_split, c_seeds = st.columns([5, 2, 2, 2, 1])
     c_det.multiselect("detectors", list(compare.DEFAULT_KEYS), format_func=detectors.label, key=session.CMP_DETECTORS)
     c_t.select_slider("T (Rel-U, Doctor)", options=explore.TEMPERATURES, key=session.CMP_TEMPERATURE)
-    c_lam.slider("λ (Rel-U)", 0.0, 1.0, step=0.05, key=session.CMP_LAM)
+    c_lam.slider("λ (Rel-U)", 0.0, 1.0, step=explore.LAM_STEP, key=session.CMP_LAM)
     page.fraction_slider(c_split, "tuning split", key=session.CMP_TUNE_FRACTION)
-    c_seeds.number_input("seeds", min_value=1, max_value=10, step=1, key=session.CMP_SEEDS)
-session.keep(
-    [
-        session.CMP_RUNS,
-        session.CMP_DETECTORS,
-        session.CMP_TEMPERATURE,
-        session.CMP_LAM,
-        session.CMP_TUNE_FRACTION,
-        session.CMP_SEEDS,
-    ],
-    session.CMP_KEPT,
-)
+    c_seeds.number_input("seeds", min_value=1, max_value=session.SEEDS_MAX, step=1, key=session.CMP_SEEDS)
+session.keep([session.CMP_RUNS, session.CMP_DETECTORS], session.CMP_KEPT)
 
 chosen = [runs.RUNS[rid] for rid in st.session_state[session.CMP_RUNS]]
 options = {  # the arguments of compare.compare_runs, and the settings its result is kept for

@@ -35,6 +35,7 @@ except robustness.RobustnessError as exc:
 
 N_IMAGES = len(run.labels)
 defaults = session.rob_defaults()
+session.share(session.ROB_SHARED)  # the tuning fraction and the seeds every page shares
 session.restore(defaults, session.ROB_KEPT)  # the settings survive a visit to another page
 
 # ------------------------------------------------------------------------------------------- controls
@@ -47,7 +48,9 @@ with st.container(border=True):
         help="The paper's radar plots use severity 5.",
     )
     page.fraction_slider(c_split, "clean tuning split", key=session.ROB_TUNE_FRACTION)
-    c_split.number_input("seeds (splits averaged)", min_value=1, max_value=10, step=1, key=session.ROB_SEEDS)
+    c_split.number_input(
+        "seeds (splits averaged)", min_value=1, max_value=session.SEEDS_MAX, step=1, key=session.ROB_SEEDS
+    )
     c_sev.selectbox(
         "selection criterion",
         list(metric_info.KEYS),

@@ -19,6 +19,7 @@ st.subheader("Explore: Rel-U vs Doctor")
 st.caption(f"Run: {runs.run_label(run)}")
 query.query_params_notice()
 
+session.share(session.explore_shared(run.model is not None and run.images is not None))  # every page's T, λ, ...
 session.restore(session.explore_defaults(), session.EX_KEPT)  # the controls survive a visit to another page
 
 

@@ -39,6 +39,7 @@ def _trainable(dataset: str) -> list[str]:
     return [o for o in objectives.OBJECTIVES if o != "openmix" or dataset in objectives.DEFAULT_OUTLIERS]
 
 
+session.share(session.OBJ_SHARED)  # the seeds every page shares
 session.restore(session.obj_defaults(default_dataset, _trainable(default_dataset)), session.OBJ_KEPT)
 with st.container(border=True):
     c_data, c_obj = st.columns([2, 5])
@@ -53,7 +54,7 @@ with st.container(border=True):
     c_obj.multiselect("objectives", choices, key=session.OBJ_OBJECTIVES)
     c_epochs, c_seeds, c_sel = st.columns([1, 1, 3])
     c_epochs.number_input("epoch cap", min_value=1, max_value=30, step=1, key=session.OBJ_EPOCHS)
-    c_seeds.number_input("split seeds", min_value=1, max_value=20, step=1, key=session.OBJ_SEEDS)
+    c_seeds.number_input("split seeds", min_value=1, max_value=session.SEEDS_MAX, step=1, key=session.OBJ_SEEDS)
     c_sel.radio(
         "T and λ",
         objectives.SELECTIONS,
@@ -78,6 +79,7 @@ options = {  # the arguments of objectives_study, and the settings its result is
     "objectives": tuple(st.session_state[session.OBJ_OBJECTIVES]),
     "epochs": int(st.session_state[session.OBJ_EPOCHS]),
     "seeds": int(st.session_state[session.OBJ_SEEDS]),
+    "tune_fraction": session.shared().tune_fraction,  # the shared tuning fraction (set on the other pages)
     "selection": st.session_state[session.OBJ_SELECTION],
 }
 result = jobbox.study_run(

@@ -1,5 +1,7 @@
-"""Rel-U Studio, start page ("Start" in the navigation): the current run at a glance, D* beside its confusion
-matrix and the Rel-U vs Doctor verdict at the default settings, then a button to explore.
+"""Rel-U Studio, start page ("Start" in the navigation): the current run at a glance. First, in plain words, what
+Rel-U and Doctor do and what "better" means, with an example from the run's own images; then the scorecard, Rel-U
+against Doctor in each of the paper's settings the run supports (``relu_core.scorecard``, computed in background
+jobs, each row linking to its page); then D* beside its confusion matrix and the verdict on that one split.
 
 Part of ``streamlit run app.py``; with no choice made the default run (Fashion-MNIST when it is on the
 machine, else digits, with a small CNN trained here on first use, then cached) is prepared in the background.
@@ -11,19 +13,31 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from relu_core import explore, figures, metrics
+from relu_core import comparison, explore, figures, metrics, scorecard
 from relu_core.errors import InputError
+from relu_core.runs import get_run
 from studio import frame, jobbox, page, session
 
 START_HEIGHT = 400  # pixels per matrix figure
 # class labels per axis and their length: the matrices are about 150 px across at 100 classes
 START_TICKS, START_TICK_CHARS = 10, 10
 NO_MODEBAR = {"displayModeBar": False}
+PLAIN_WORDS = (
+    "A classifier is sometimes wrong; a **detector** reads its predicted probabilities and **flags** the "
+    "predictions it should not be trusted on. **Doctor** flags a prediction whose probability is spread over "
+    "many classes. **Rel-U** first learns, from examples of this model's own mistakes, which classes it confuses "
+    "with which, and flags probability spread over those. **Better** here means: of the model's wrong "
+    "predictions, flags more, while flagging fewer of its right ones."
+)
 
 run = frame.current_run()
+shared = session.shared()
 
+# the plain words and the whole scorecard in the first viewport at 1280 x 720: less of Streamlit's top padding
+st.html('<style>[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }</style>')
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
-setting = explore.Setting()  # the defaults, fixed in advance (Explore opens on them too)
+# Start shows clean scores (ε = 0) at the shared T, λ and tuning fraction, on the split Explore opens on
+setting = explore.Setting(temperature=shared.temperature, lam=shared.lam, tune_fraction=shared.tune_fraction)
 try:
     view = explore.view(run, setting)
     explore.ensure_paired(view)
@@ -31,7 +45,68 @@ except InputError as exc:  # a run that cannot be evaluated (uploads are checked
     jobbox.show_error(exc)
     st.caption("Pick or load another run in the sidebar.")
     st.stop()
-st.info(explore.start_verdict(view))
+
+
+def _examples() -> None:
+    """One error each detector flags and the other accepts (at 95 % of the right predictions accepted), from
+    this run's evaluation split: the same two pictures whoever catches more."""
+    points = view.marked(setting).points
+    only_relu, only_doctor = comparison.caught_by_one(
+        view.eval_idx, view.correct_eval, points["relu"].accepted, points["doctor"].accepted
+    )
+    names = view.class_names
+    shown = (
+        (only_relu, "Rel-U flags it, Doctor accepts it", "Rel-U flags and Doctor accepts"),
+        (only_doctor, "Doctor flags it, Rel-U accepts it", "Doctor flags and Rel-U accepts"),
+    )
+    for caught, flagged, none_words in shown:
+        if caught.size == 0:
+            st.caption(f"No error here that {none_words}.")
+            continue
+        i = int(caught[0])
+        image, words_ = st.columns([1, 3.2], vertical_alignment="center")
+        image.image(explore.thumbnail(run.images[i], size=72), width=72)
+        words_.caption(
+            f"A {names[run.labels[i]]} the model took for a {names[view.predictions[i]]}: {flagged} "
+            f"({caught.size:,} such errors)."
+        )
+
+
+words, picture = st.columns([3, 2], vertical_alignment="top")
+words.markdown(PLAIN_WORDS)
+with picture:
+    if run.images is not None:
+        _examples()
+    else:
+        st.caption("This run has logits only: no images to show.")
+
+
+@st.fragment(run_every=1.0)
+def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
+    """The scorecard's rows, redrawn every second (its jobs run in the background: a row computing shows its
+    progress, then its verdict), one line each with the numbers under it; the details in its tooltip."""
+    pages = st.session_state[session.PAGES]
+    with st.container(border=True):
+        for row in scorecard.rows(get_run(run_id), shared_):
+            title, verdict, link = st.columns([1.7, 5.6, 2.3], vertical_alignment="center")
+            title.markdown(f"**{row.title}**")
+            verdict.markdown(row.verdict)
+            if row.state == scorecard.COMPUTING:
+                verdict.progress(row.fraction)
+            if row.intervals:
+                verdict.caption(row.intervals, help="  \n".join([*row.details, row.note]))
+            link.page_link(pages[row.page], label=f"Open {pages[row.page].title}")
+
+
+st.markdown(f"**Rel-U vs Doctor on this run, in each setting** (shared settings: {shared.words()})")
+scorecard.start(run, shared)
+_scorecard(run.run_id, shared)
+st.caption(
+    "Numbers: Rel-U − Doctor (lower FPR95 is better, higher AUROC is better) [its 95 % paired bootstrap interval, "
+    'pooled over the split seeds: "no clear difference" when it covers 0], or on how many items each detector is '
+    "significantly better; the help icon beside them says how they were computed. The rows come in the same "
+    "order and words whoever wins."
+)
 
 left, right, side = st.columns([5, 5, 2.4])
 cm, cm_fig = explore.confusion_figure(run, setting.tune_fraction, setting.seed)
@@ -55,15 +130,21 @@ with side:
     st.metric("errors, evaluation split", f"{int((~view.correct_eval).sum()):,}")
     if st.button("Explore this run", type="primary", key=session.START_EXPLORE):
         frame.switch_to(frame.EXPLORE)
+st.info(
+    f"{explore.start_verdict(view)} That is one split, the matrices' above and the one Explore opens on; the "
+    f"scorecard's first row averages {page.count(shared.seeds, 'split seed')}."
+    + (f" Clean scores (ε = 0) here; Explore shows the shared ε = {shared.eps:g}." if shared.eps else "")
+)
 
 st.caption(
     f"Run: {run.source or 'uploaded logits'} · {n:,} samples × {c} classes · run id `{run.run_id}`. "
     "D* (left) is Rel-U's learned matrix: entry (i, j) is large when the model's errors spread probability over "
     "classes i and j together; the confusion matrix (right, counts; grey: correct predictions) shows which classes "
     "the model actually confuses. "
-    "Both come from the tuning half of the samples; the verdict is measured on the other half. The default "
-    "settings were fixed in advance, not tuned: Explore moves them live, Studies sweeps them and Corruptions "
-    "selects them on a clean tuning split, as the paper does."
+    f"Both come from the tuning split ({setting.tune_fraction:.0%} of the samples, seed {setting.seed}); the verdict "
+    "under them is measured on the rest. The shared settings were fixed in advance, not tuned: Explore moves "
+    "them live (for every page), Studies sweeps them and Corruptions selects T and λ on a clean tuning split, as "
+    "the paper does."
 )
 with st.expander("About Rel-U Studio and other runs"):
     st.markdown(

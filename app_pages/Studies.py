@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from relu_core import datasets, figures, onnx_model, protocol
+from relu_core import figures, onnx_model, protocol, scorecard
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
 from studio import jobbox, page, session
@@ -24,6 +24,7 @@ run = page.page_header(
 
 has_model = run.model is not None and run.images is not None
 defaults = session.study_defaults()
+session.share(session.STUDY_SHARED)  # the tuning fraction and the seeds every page shares
 session.restore(defaults, session.STUDY_KEPT)  # the options survive another study's or another page's run
 AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
 
@@ -43,9 +44,10 @@ def _controls() -> dict:
     options: dict = {}
     with st.container(border=True):
         c1, c2, c3 = st.columns(3)
-        default = "0 = default: 10; the ε axis on a CPU: 3" if name == "ablation" else "0 = default: 10"
-        seeds = c1.number_input(f"seeds ({default})", min_value=0, max_value=100, key=session.STUDY_SEEDS)
-        options["seeds"] = int(seeds) or None
+        seeds = c1.number_input(
+            "seeds (splits averaged)", min_value=1, max_value=session.SEEDS_MAX, step=1, key=session.STUDY_SEEDS
+        )
+        options["seeds"] = int(seeds)
         options["n_resamples"] = int(
             c2.number_input(
                 "bootstrap resamples per point (0 = none)",
@@ -79,21 +81,16 @@ def _controls() -> dict:
                 st.caption("The ε axis perturbs the inputs: it needs a run with its model and images.")
             if "eps" in options["axes"]:
                 subsample = st.number_input(
-                    "images for the ε axis (0 = automatic: 1,000 on a CPU, all on a GPU)",
+                    "images for the ε axis (0 = every image)",
                     min_value=0,
                     step=100,
                     key=session.STUDY_SUBSAMPLE,
                     help=f"A seeded subsample keeps CPU runs short; this run has {len(run.labels):,}.",
                 )
-                options["subsample"] = int(subsample) or "auto"
+                options["subsample"] = int(subsample) or None
         if name == "mismatch" and has_model:
-            # Only sets the model can take: on this machine, with the run's image shape, other than its own.
+            fitting = scorecard.other_datasets(run)  # on this machine, with the run's image shape, not its own
             shape = tuple(run.images.shape[1:])
-            fitting = [
-                i.name
-                for i in datasets.list_datasets()
-                if i.available and i.image_shape == shape and i.name != run.dataset_name
-            ]
             options["other"] = None
             if fitting:
                 if st.session_state[session.STUDY_OTHER] not in fitting:
@@ -154,7 +151,8 @@ st.caption(
         if "seeds_eps" in result.settings
         else ""
     )
-    + f"; settings: {study_figures.settings_text(result.settings)}"
+    + f"; settings: {study_figures.settings_text(result.settings)}."
+    + page.fixed_note()  # every study holds T = 1 and λ = 0.5 but on the axis it sweeps
 )
 for note in result.notes:
     st.caption(f"Note: {note}")

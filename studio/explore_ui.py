@@ -36,6 +36,7 @@ def controls(has_model: bool, no_eps: str = "ε needs the model and the images; 
     sets, the λ column (for the value "auto" gives) and a full-width slot under the controls (for the ε pass's
     note and progress: in the narrow ε column they wrapped to ten lines and pushed the page down and back).
     ``no_eps`` says why ε is off when the run has no model (the ε slider's help)."""
+    session.share(session.explore_shared(has_model))  # a fragment run: a change here reaches every page
     state = st.session_state
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_more = st.columns([2.6, 2.5, 1.9, 1.6, 1.8], vertical_alignment="bottom")

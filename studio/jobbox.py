@@ -8,9 +8,12 @@ sidebar, and a cancellation also where its Cancel button was pressed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from relu_core import explore, jobs, limits
 from relu_core.errors import USER_ERRORS, unexpected, user_message
@@ -46,12 +49,13 @@ def _cancelled_text(job: jobs.Job) -> str:
 
 def wait_for(job: jobs.Job) -> bool:
     """Block this script run on ``job`` with a progress bar and a Cancel button, in a box that disappears when
-    the job ends. The job itself runs in a worker thread: leaving the page does not stop it.
+    the job ends: at the top of the page (:func:`status_area`) in a full script run, else where it is called. The
+    job itself runs in a worker thread: leaving the page does not stop it.
 
     A job cancelled from this box is said here, where Cancel was pressed (the rerun that the button starts
     comes back to this box): returns True when it said so."""
     if job.running:
-        box = st.empty()
+        box = _top_slot() or st.empty()
         with box.container(border=True):
             st.markdown(f"**{job.label}** on {explore.device_name()}")
             bar = st.progress(job.fraction, text=job.message)
@@ -126,6 +130,56 @@ def _running_jobs_panel() -> None:
             on_click=job.cancel,
             kwargs={"by": session.session_id()},
         )
+
+
+#: A job shows in the status area once it has run this long (a slider's short jobs do not flash there).
+STATUS_AFTER_S = 1.0
+#: The most jobs the status area lists (the jobs panel in the sidebar lists every one).
+STATUS_MAX = 3
+
+
+def status_area() -> DeltaGenerator:
+    """The top of the page, drawn first by the frame: the slot where a page waiting on a job shows its progress
+    box (:func:`wait_for`), then the running work the page does not show itself (:func:`running_work`)."""
+    area = st.container()
+    st.session_state[session.STATUS_SLOT] = area.empty()
+    return area
+
+
+def _top_slot():
+    """The status area's slot of this full script run (None in a fragment's run: it belongs to the last full
+    run, and a fragment may not draw outside itself)."""
+    ctx = get_script_run_ctx()
+    if ctx is None or ctx.fragment_ids_this_run:
+        return None
+    return st.session_state.get(session.STATUS_SLOT)
+
+
+def _long_running(own: tuple[str, ...]) -> list[jobs.Job]:
+    now = time.monotonic()
+    return [
+        job
+        for job in jobs.MANAGER.jobs()
+        if job.running and now - job.started >= STATUS_AFTER_S and not job.key.startswith(own)
+    ]
+
+
+@st.fragment(run_every=1.0)
+def _running_rows(own: tuple[str, ...]) -> None:
+    running = _long_running(own)
+    for job in running[:STATUS_MAX]:
+        st.progress(job.fraction, text=f"Running: {job.label} ({job.message})")
+    if len(running) > STATUS_MAX:
+        st.caption(f"and {len(running) - STATUS_MAX} more running: see the jobs panel in the sidebar")
+
+
+def running_work(area: DeltaGenerator, own: tuple[str, ...]) -> None:
+    """In the status ``area``, the progress of the work running in the background, refreshed every second while
+    there is any, but the jobs whose keys start with one of ``own`` (the page shows those itself) and those that
+    started less than :data:`STATUS_AFTER_S` ago."""
+    if any(job.running for job in jobs.MANAGER.jobs()):
+        with area:
+            _running_rows(own)
 
 
 def jobs_panel() -> None:

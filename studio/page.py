@@ -32,6 +32,17 @@ def page_header(title: str, introduction: str):
     return run
 
 
+def fixed_note(temperature: float = 1.0, lam: float = 0.5) -> str:
+    """A sentence for a result computed at a fixed T and λ when the shared ones differ ("" when they agree)."""
+    shared = session.shared()
+    if (shared.temperature, shared.lam) == (temperature, lam):
+        return ""
+    return (
+        f" Rel-U and Doctor at T = {temperature:g}, λ = {lam:g} here, not the shared T = {shared.temperature:g}, "
+        f"λ = {shared.lam:g}."
+    )
+
+
 def run_tagged(file_name: str) -> str:
     """``file_name`` with the current run's id (its first 8 characters) before the suffix,
     "roc.csv" -> "roc_run-1a2b3c4d.csv", so that files saved from two runs neither collide nor get mixed up."""

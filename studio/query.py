@@ -145,6 +145,14 @@ def query_run_notice() -> None:
         st.warning(st.session_state[session.QUERY_RUN_NOTICE])
 
 
+def write_run_param(run) -> None:
+    """Keep the current ``run``'s id and name in the URL on every page, so that a link copied from any page
+    opens the run it showed (:func:`open_run_from_query`)."""
+    wanted = {"run": run.run_id, "run_name": run.source[:200]}
+    if any(st.query_params.get(k) != v for k, v in wanted.items()):
+        st.query_params.update(wanted)
+
+
 def write_query_params(setting, run=None) -> None:
     """Keep the view's ``setting`` (an ``explore.Setting``) in the URL so it can be shared and, with ``run``, its
     id and name."""

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 import streamlit as st
 
-from relu_core import baselines, corruptions, explore, protocol, robustness
+from relu_core import baselines, corruptions, explore, protocol, robustness, scorecard
 from relu_core.studies import objectives
 
 # ---- runs (studio.runs, studio.sidebar)
@@ -56,6 +56,8 @@ JOB_MESSAGES = "job_messages"
 CANCELLED_HERE = "cancelled_here"
 #: A random id of this session (groups its ε passes so that a new one cancels the previous ones).
 SESSION_ID = "_session_key"
+#: The slot at the top of the page where a page waiting on a job shows its progress (``jobbox.status_area``).
+STATUS_SLOT = "_status_slot"
 #: Prefixes of the Cancel buttons of a job (:func:`item_key` with the job's key): in its progress box, in the
 #: sidebar's jobs panel.
 CANCEL, CANCEL_PANEL = "cancel", "cancel_panel"
@@ -84,6 +86,35 @@ def item_key(prefix: str, *parts: str) -> str:
 def session_id() -> str:
     """This session's random id (made on first use)."""
     return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
+
+
+# ---- the settings every page shares (the tuning fraction, seeds, T, λ, ε): one value, whichever page sets it
+#: The shared values by name (``scorecard.Shared``'s fields), a plain dict.
+SHARED = "shared_setting"
+#: Each page widget's value when it last took the shared one (:func:`share` tells a change on the page by it).
+SHARED_SEEN = "_shared_seen"
+#: The seed counts every page offers (one range, so that a count set on one page fits every other).
+SEEDS_MAX = 20
+
+
+def shared() -> scorecard.Shared:
+    """The settings every page shares, as they stand."""
+    values = st.session_state.setdefault(SHARED, dict(vars(scorecard.Shared())))
+    return scorecard.Shared(**values)
+
+
+def share(keys: Mapping[str, str]) -> None:
+    """Tie a page's widgets (widget key -> name of a shared setting) to the shared settings; call it before the
+    widgets are drawn, on every run of the page (fragment runs included). A widget changed on this page since it
+    last took the shared value sets the shared value; every widget then shows the shared value, so a change on
+    one page shows on all the others."""
+    values = st.session_state.setdefault(SHARED, dict(vars(scorecard.Shared())))
+    seen = st.session_state.setdefault(SHARED_SEEN, {})
+    for key, name in keys.items():
+        if key in st.session_state and (key not in seen or st.session_state[key] != seen[key]):
+            values[name] = st.session_state[key]
+    for key, name in keys.items():
+        st.session_state[key] = seen[key] = values[name]
 
 
 # ---- defaults: seeded before a page draws its widgets
@@ -126,15 +157,16 @@ ROB_DL_TABLE = "rob_dl_table"
 ROB_DL_SEEDS = "rob_dl_seeds"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 ROB_KEPT = "rob_kept"
+#: The page's widgets tied to the shared settings (:func:`share`).
+ROB_SHARED = {ROB_TUNE_FRACTION: "tune_fraction", ROB_SEEDS: "seeds"}
 
 
 def rob_defaults() -> dict[str, object]:
     """The Corruptions page's settings until changed: severity 5 as in the paper's radar plots, a subsample of
-    the images per corruption on a CPU and every image on a GPU."""
+    the images per corruption on a CPU and every image on a GPU (0: every image). The tuning fraction and the
+    seeds are the shared ones (:data:`ROB_SHARED`)."""
     return {
         ROB_SEVERITY: 5,
-        ROB_TUNE_FRACTION: 0.2,
-        ROB_SEEDS: 3,
         ROB_SUBSAMPLE: robustness.default_subsample() or 0,
         ROB_DETECTORS: list(protocol.PAIRED),
         ROB_CORRUPTIONS: list(corruptions.CORRUPTIONS),
@@ -158,6 +190,8 @@ STUDY_OTHER = "study_other"
 STUDY_EXCLUDE = "study_exclude"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 STUDY_KEPT = "study_kept"
+#: The page's widgets tied to the shared settings (:func:`share`).
+STUDY_SHARED = {STUDY_FRACTION: "tune_fraction", STUDY_SEEDS: "seeds"}
 STUDY_IMAGE_FORMAT = "study_image_format"
 #: Prefixes (:func:`item_key`) of a chart (with its slug) and of a download button (``csv`` or ``html`` and the
 #: chart's slug, or a CSV file's name).
@@ -165,14 +199,13 @@ STUDY_CHART, STUDY_DOWNLOAD = "study_chart", "study_dl"
 
 
 def study_defaults() -> dict[str, object]:
-    """The Studies page's options until changed."""
+    """The Studies page's options until changed (the tuning fraction and the seeds are the shared ones,
+    :data:`STUDY_SHARED`; the ε axis's images: a subsample on a CPU, 0 for every image)."""
     return {
         STUDY_NAME: "ablation",
-        STUDY_SEEDS: 0,
-        STUDY_FRACTION: 0.5,
         STUDY_BOOTSTRAP: 1000,
         STUDY_AXES: ["lambda", "temperature"],
-        STUDY_SUBSAMPLE: 0,
+        STUDY_SUBSAMPLE: robustness.default_subsample() or 0,
         STUDY_FRACTIONS: list(protocol.TUNE_FRACTION_PRESETS),
         STUDY_EXTRA_FRACTIONS: "",
         STUDY_OTHER: "cifar100-exact",
@@ -189,6 +222,8 @@ BL_COVERAGE = "bl_coverage"
 BL_DETECTORS = "bl_detectors"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 BL_KEPT = "bl_kept"
+#: The page's widgets tied to the shared settings (:func:`share`).
+BL_SHARED = {BL_TUNE_FRACTION: "tune_fraction", BL_SEEDS: "seeds"}
 BL_ROC = "bl_roc"
 BL_RISK_COVERAGE = "bl_rc"
 BL_DL_TABLE = "bl_dl_table"
@@ -199,10 +234,9 @@ BL_DOWNLOAD = "bl_dl"
 
 def bl_defaults(usable: Collection[str], slow: Collection[str] = ()) -> dict[str, object]:
     """The Baselines page's settings until changed; the detectors are the study's that the run can score, but
-    the ``slow`` ones (``baselines.trains_on_first_use``)."""
+    the ``slow`` ones (``baselines.trains_on_first_use``). The tuning fraction and the seeds are the shared ones
+    (:data:`BL_SHARED`)."""
     return {
-        BL_TUNE_FRACTION: 0.2,
-        BL_SEEDS: 3,
         BL_COVERAGE: baselines.DEFAULT_COVERAGE,
         BL_DETECTORS: [k for k in baselines.STUDY_KEYS if k in usable and k not in slow],
     }
@@ -218,6 +252,8 @@ OBJ_SEEDS = "obj_seeds"
 OBJ_SELECTION = "obj_selection"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 OBJ_KEPT = "obj_kept"
+#: The page's widgets tied to the shared settings (:func:`share`).
+OBJ_SHARED = {OBJ_SEEDS: "seeds"}
 #: The prefix (:func:`item_key`) of a row's "open in Explore" button (with the objective's name).
 OBJ_OPEN = "obj_open"
 OBJ_DOWNLOAD = "obj_dl"
@@ -225,13 +261,12 @@ OBJ_DOWNLOAD = "obj_dl"
 
 def obj_defaults(dataset: str, trainable: list[str]) -> dict[str, object]:
     """The training-objectives page's settings until changed: ``dataset`` (Fashion-MNIST where it is here),
-    every objective it can train, the table's epoch cap (``objectives.TABLE_EPOCHS``), the
-    paper's 10 split seeds and its selection of T and λ inside the tuning split."""
+    every objective it can train, the table's epoch cap (``objectives.TABLE_EPOCHS``) and the paper's
+    selection of T and λ inside the tuning split; the split seeds are the shared ones (:data:`OBJ_SHARED`)."""
     return {
         OBJ_DATASET: dataset,
         OBJ_OBJECTIVES: trainable,
         OBJ_EPOCHS: objectives.TABLE_EPOCHS,
-        OBJ_SEEDS: 10,
         OBJ_SELECTION: "tuning",
     }
 
@@ -247,6 +282,8 @@ CMP_TUNE_FRACTION = "cmp_tune_fraction"
 CMP_SEEDS = "cmp_seeds"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 CMP_KEPT = "cmp_kept"
+#: The page's widgets tied to the shared settings (:func:`share`).
+CMP_SHARED = {CMP_TEMPERATURE: "temperature", CMP_LAM: "lam", CMP_TUNE_FRACTION: "tune_fraction", CMP_SEEDS: "seeds"}
 CMP_ROC = "cmp_roc"
 CMP_RISK_COVERAGE = "cmp_rc"
 #: The prefix (:func:`item_key`) of the page's download buttons (with the file's name).
@@ -254,15 +291,11 @@ CMP_DOWNLOAD = "cmp_dl"
 
 
 def cmp_defaults(run_ids: list[str]) -> dict[str, object]:
-    """The comparison page's settings until changed: the first runs loaded (up to four), the paper's Table 1
-    detectors at Explore's default setting (T = 1, λ = 0.5, half the samples to tune), three split seeds."""
+    """The comparison page's settings until changed: the first runs loaded (up to four) and the paper's Table 1
+    detectors; T, λ, the tuning fraction and the seeds are the shared ones (:data:`CMP_SHARED`)."""
     return {
         CMP_RUNS: run_ids[:4],
         CMP_DETECTORS: ["msp", "odin", "doctor", "relu"],
-        CMP_TEMPERATURE: 1.0,
-        CMP_LAM: 0.5,
-        CMP_TUNE_FRACTION: 0.5,
-        CMP_SEEDS: 3,
     }
 
 
@@ -290,6 +323,13 @@ OP_KINDS = {"tpr": "target TPR", "coverage": "coverage"}
 EX_OP_TARGET = "ex_op_target"
 #: The plain copy of the Explore controls (:func:`keep`), restored after a visit to another page.
 EX_KEPT = "ex_kept"
+
+
+def explore_shared(has_model: bool) -> dict[str, str]:
+    """Explore's widgets tied to the shared settings (:func:`share`); ε only on a run that can use it (a run
+    of logits only shows ε = 0 without changing the shared value)."""
+    keys = {EX_TUNE_FRACTION: "tune_fraction", EX_TEMPERATURE: "temperature", EX_LAM: "lam"}
+    return {**keys, EX_EPS: "eps"} if has_model else keys
 
 
 def explore_defaults() -> dict[str, object]:

@@ -40,7 +40,18 @@ def current_run():
         _default_run,
         on_done=register_if_run,
     )
+    skeleton = st.empty()
+    if job.running:  # the first visit: say what is being prepared and what the page will show
+        with skeleton.container():
+            st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
+            st.info(
+                f"Preparing the default run ({choice.description}); a first visit trains or loads it once, then "
+                "it is cached. Then this page shows, in plain words, what Rel-U and Doctor do with an example from "
+                "the run's images; a scorecard of Rel-U against Doctor in each setting the run supports; and "
+                "Rel-U's matrix D* beside the model's confusion matrix."
+            )
     wait_for(job)
+    skeleton.empty()
     if job.state != jobs.DONE:
         show_error(InputError(job.error or "the default run was cancelled; reload the page to prepare it again"))
         jobs.MANAGER.forget(job.key)

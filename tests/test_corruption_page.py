@@ -102,9 +102,10 @@ def test_settings_survive_a_visit_to_another_page(pages, digits_run) -> None:
     at.select_slider(key="rob_severity").set_value(3).run()
     at.number_input(key="rob_seeds").set_value(4).run()
     kept = at.session_state["rob_kept"]  # the plain copy a run of another page leaves alone
-    assert (kept["rob_severity"], kept["rob_seeds"]) == (3, 4)
-    # back from another page: Streamlit has dropped the widgets' state, only the plain copy is left
-    back = pages.open("Corruptions.py", digits_run, rob_kept=dict(kept))
+    shared = at.session_state["shared_setting"]  # the seeds are every page's (studio.session.share)
+    assert (kept["rob_severity"], shared["seeds"]) == (3, 4)
+    # back from another page: Streamlit has dropped the widgets' state, only the plain copies are left
+    back = pages.open("Corruptions.py", digits_run, rob_kept=dict(kept), shared_setting=dict(shared))
     pages.no_exceptions(back)
     assert back.select_slider(key="rob_severity").value == 3
     assert back.number_input(key="rob_seeds").value == 4

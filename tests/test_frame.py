@@ -67,7 +67,7 @@ def test_start_switches_to_explore_by_page_object(digits_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [START, CORRUPTIONS, STUDIES, BASELINES, COMPARE])
+@pytest.mark.parametrize("page", [START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES_PAGE, COMPARE])
 def test_a_shared_link_opens_its_run_on_any_page(page, digits_run):
     from relu_core import runs
 
@@ -79,8 +79,53 @@ def test_a_shared_link_opens_its_run_on_any_page(page, digits_run):
     runs.register_run(digits_run)
     at = app(page, TIMEOUT)
     at.session_state["run_id"] = digits_run.run_id  # the session was on another run
+    at.session_state["run_ids"] = [digits_run.run_id]
     at.query_params["run"] = linked.run_id
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["run_id"] == linked.run_id
-    assert any(linked.source in c.value for c in at.caption) or page == START
+    assert any(linked.source in c.value for c in at.caption) or page in (START, OBJECTIVES_PAGE)
+    # the page's own URL names the run it shows, so that a link copied from it opens that run
+    assert at.query_params["run"] == linked.run_id and at.query_params["run_name"] == linked.source
+    # the session moves to another run: the URL follows it, and the page shows that run's results only
+    at.selectbox(key="run_picker").set_value(digits_run.run_id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["run"] == digits_run.run_id and at.session_state["run_id"] == digits_run.run_id
+    assert any(digits_run.source in c.value for c in at.caption) or page in (START, OBJECTIVES_PAGE)
+    assert not any(linked.source in c.value for c in at.caption)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [START, CORRUPTIONS, STUDIES, BASELINES])
+def test_every_page_shows_the_running_work_at_its_top(page, digits_run, monkeypatch):
+    import threading
+
+    from relu_core import jobs, runs
+    from studio import jobbox
+
+    monkeypatch.setattr(jobbox, "STATUS_AFTER_S", 0.0)
+    release = threading.Event()
+
+    def long_work(progress, cancel):
+        progress(1, 4, "step 1 of 4")
+        release.wait(120)
+
+    other = jobs.MANAGER.submit("test-status:other", "Somebody's long study", long_work)
+    own = jobs.MANAGER.submit("rob:test-status", "This page's own study", long_work)
+    try:
+        runs.register_run(digits_run)
+        at = app(page, TIMEOUT)
+        at.session_state["run_id"] = digits_run.run_id
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        # the page's first blocks: app.py's loading line (emptied), then the frame's status area
+        top = [block for block in list(at.main.children.values())[:2] if hasattr(block, "get")]
+        shown = [element.proto.text for block in top for element in block.get("progress")]
+        assert "Running: Somebody's long study (step 1 of 4)" in shown
+        # the Corruptions page shows its own study's progress itself (its box), the others list it at the top
+        assert ("Running: This page's own study (step 1 of 4)" in shown) == (page != CORRUPTIONS)
+    finally:
+        release.set()
+        for job in (other, own):
+            job.wait(60)
+            jobs.MANAGER.forget(job.key)

@@ -45,17 +45,23 @@ def test_round_trip_between_studies_keeps_the_tuning_fraction(studies) -> None:
 
 
 def test_a_visit_to_another_page_keeps_each_page_s_options(studies) -> None:
+    """A page's own options survive a visit to another page; the seeds are every page's (one shared value)."""
     page = studies
     page.get_by_text("Tuning-split size", exact=True).click()
     _settle(page)
-    seeds = page.get_by_label("seeds (0 = default")
+    seeds = page.get_by_label("seeds (splits averaged)")
     seeds.fill("7")
     seeds.press("Enter")
+    _settle(page)
+    resamples = page.get_by_label("bootstrap resamples per point (0 = none)")
+    resamples.fill("300")
+    resamples.press("Enter")
     _settle(page)
     page.get_by_role("link", name="Baselines").click()
     page.get_by_text("More baselines").wait_for(timeout=120_000)
     _settle(page)
     bl_seeds = page.locator("input[aria-label='seeds (splits averaged)']")
+    assert bl_seeds.input_value() == "7"  # set on Studies
     bl_seeds.fill("5")
     bl_seeds.press("Enter")
     _settle(page)
@@ -63,7 +69,8 @@ def test_a_visit_to_another_page_keeps_each_page_s_options(studies) -> None:
     page.get_by_text("The paper's studies").wait_for(timeout=120_000)
     _settle(page)
     assert page.get_by_label("Tuning-split size").is_checked()
-    assert page.get_by_label("seeds (0 = default").input_value() == "7"
+    assert page.get_by_label("bootstrap resamples per point (0 = none)").input_value() == "300"
+    assert page.get_by_label("seeds (splits averaged)").input_value() == "5"  # set on Baselines
     page.get_by_role("link", name="Baselines").click()
     page.get_by_text("More baselines").wait_for(timeout=120_000)
     _settle(page)

@@ -1,0 +1,367 @@
+"""The Start page's scorecard: Rel-U against Doctor on one run in each of the paper's settings the run supports,
+each row with its verdict in plain words and its paired interval. No Streamlit here.
+
+The settings, always in this order and worded alike whoever wins (:data:`SETTINGS`): in-distribution errors
+(the run's own test samples, :func:`relu_core.protocol.evaluate` at the shared T, λ, tuning fraction and seeds),
+label-domain mismatch (:mod:`relu_core.studies.mismatch` at the shared tuning fraction and seeds), corruptions
+(:func:`relu_core.robustness.mismatch_study`: significant wins and losses counted over the corruptions) and
+training objectives (wins and losses counted over the objectives of a finished training-objectives table of the
+run's data set: never trained from here, minutes of training are the Objectives page's to start).
+
+:func:`start` submits the missing computations as background jobs (``relu_core.jobs``; each reads its study's
+disk cache first, so a cached result lands at once) and :func:`rows` turns the jobs, finished or running, into
+:class:`Row`\\ s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from relu_core import comparison, datasets, jobs, metric_info, protocol, robustness, stats
+from relu_core.errors import InputError
+
+#: The metrics every row reports, in this order.
+METRICS = ("fpr95", "auroc")
+#: (key, title, the page that shows it in full: a name of ``studio.frame``) of each setting, in the card's order.
+SETTINGS = (
+    ("in_distribution", "In-distribution errors", "explore"),
+    ("mismatch", "Label-domain mismatch", "studies"),
+    ("corruptions", "Corruptions", "corruptions"),
+    ("objectives", "Training objectives", "objectives"),
+)
+#: The start of every scorecard job's key.
+JOB_PREFIX = "scorecard:"
+#: A row's states.
+READY, COMPUTING, FAILED, UNSUPPORTED, NOT_RUN = "ready", "computing", "failed", "unsupported", "not run"
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The settings every page shares by default: the tuning fraction, the number of split seeds, T, λ and ε.
+    A result computed at other values names them (:attr:`Row.note`)."""
+
+    tune_fraction: float = 0.5
+    seeds: int = 3
+    temperature: float = 1.0
+    lam: float = 0.5
+    eps: float = 0.0
+
+    def words(self) -> str:
+        """The settings in one line, e.g. "tuning split 50 % · 3 seeds · T = 1 · λ = 0.5 · ε = 0"."""
+        seeds = f"{self.seeds} seed{'' if self.seeds == 1 else 's'}"
+        return f"tuning split {self.tune_fraction:.0%} · {seeds} · T = {self.temperature:g} · λ = {self.lam:g} · ε = {self.eps:g}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One setting of the card: its ``title`` and ``page``, its ``state`` (:data:`READY` ...), the ``verdict`` in
+    plain words (or what is happening), the ``intervals`` (one line: the numbers per metric), the ``details`` (each
+    metric's verdict in full), the job's ``fraction`` done while computing, and a ``note`` (how it was computed,
+    settings that differ from the shared ones)."""
+
+    key: str
+    title: str
+    page: str
+    state: str
+    verdict: str
+    intervals: str = ""
+    details: tuple[str, ...] = ()
+    fraction: float = 0.0
+    note: str = ""
+
+
+# ------------------------------------------------------------------------------------------- the computations
+
+
+def registered_dataset(run) -> str:
+    """The registered data set a run was computed on (its recipe's spec), else its data set's name."""
+    return str(dict(run.recipe or ()).get("dataset_spec") or run.dataset_name or "")
+
+
+def other_datasets(run) -> list[str]:
+    """The data sets on this machine the run's model can take for the mismatch study: its image shape, another
+    data set than the run's own (empty without a model and images)."""
+    if run.model is None or run.images is None:
+        return []
+    shape, own = tuple(run.images.shape[1:]), registered_dataset(run)
+    return [
+        i.name
+        for i in datasets.list_datasets()
+        if i.available
+        and tuple(i.image_shape) == shape
+        and i.name != own
+        and not (run.dataset_name or "").startswith(f"{i.name}-")  # "digits-test" is digits
+    ]
+
+
+def _in_distribution(run, shared: Shared):
+    def work(progress, cancel):
+        return protocol.evaluate(
+            run.logits,
+            run.labels,
+            protocol.PAIRED,
+            temperature=shared.temperature,
+            lam=shared.lam,
+            tune_fraction=shared.tune_fraction,
+            seeds=shared.seeds,
+            progress=progress,
+            cancel=cancel,
+        )
+
+    return work
+
+
+def _mismatch(run, shared: Shared, other: str):
+    def work(progress, cancel):
+        from relu_core.studies import mismatch
+
+        return mismatch.run_study(
+            run, other=other, fractions=[shared.tune_fraction], seeds=shared.seeds, progress=progress, cancel=cancel
+        )
+
+    return work
+
+
+def _corruptions(run, shared: Shared):
+    def work(progress, cancel):
+        return robustness.mismatch_study(
+            run,
+            tune_fraction=shared.tune_fraction,
+            seeds=tuple(range(shared.seeds)),
+            subsample=robustness.default_subsample(),
+            progress=progress,
+            cancel=cancel,
+        )
+
+    return work
+
+
+def _supported(run, key: str) -> str | None:
+    """Why ``run`` cannot have the setting ``key`` (None when it can)."""
+    if key == "mismatch":
+        if run.model is None or run.images is None:
+            return "needs the run's model and images (this run has logits only)"
+        if not other_datasets(run):
+            return "no other data set of this run's image size is on this machine"
+    if key == "corruptions":
+        try:
+            robustness.check_run(run)
+        except InputError as exc:
+            return str(exc)
+    return None
+
+
+def job_key(run, key: str, shared: Shared) -> str:
+    """The background job of setting ``key`` on ``run`` at ``shared`` (jobs asking for the same work share it)."""
+    return f"{JOB_PREFIX}{key}:{run.run_id}:{shared}"
+
+
+def start(run, shared: Shared) -> None:
+    """Submit the card's missing computations on ``run`` as background jobs (a running, finished or failed one is
+    kept: its row shows it; a cancelled one starts again). The training objectives are never started here."""
+    work = {"in_distribution": lambda: _in_distribution(run, shared), "corruptions": lambda: _corruptions(run, shared)}
+    if _supported(run, "mismatch") is None:
+        other = other_datasets(run)[0]
+        work["mismatch"] = lambda: _mismatch(run, shared, other)
+    for key, title, _ in SETTINGS:
+        job = jobs.MANAGER.get(job_key(run, key, shared))
+        if key in work and _supported(run, key) is None and (job is None or job.state == jobs.CANCELLED):
+            jobs.MANAGER.submit(job_key(run, key, shared), f"Scorecard: {title.lower()}", work[key]())
+
+
+# ------------------------------------------------------------------------------------------- the rows
+
+
+def plain_verdict(outcomes: dict[str, str]) -> str:
+    """Who is better in plain words from the ``outcomes`` per metric ("Rel-U better", "Doctor better", "no
+    significant difference"; :data:`METRICS`), worded alike for either detector."""
+    found = [outcomes[m] for m in METRICS]
+    if found[0] == found[1]:
+        if found[0] == "no significant difference":
+            return "No clear difference between Rel-U and Doctor"
+        return f"{found[0].split()[0]} tells errors from correct predictions better"
+    return f"Mixed: {found[0]} on false alarms (FPR95), {found[1]} on ranking (AUROC)"
+
+
+def _interval(metric: str, estimate: float, low: float, high: float) -> str:
+    """ "FPR95 +0.278 [-0.037, +0.667]": Rel-U − Doctor and its interval."""
+    return f"{metric_info.get(metric).label} {estimate:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _from_differences(differences: dict[str, stats.PairedDifference]) -> tuple[str, str, tuple[str, ...]]:
+    verdict = plain_verdict({m: differences[m].outcome() for m in METRICS})
+    numbers = " · ".join(_interval(m, d.estimate, d.low, d.high) for m, d in ((m, differences[m]) for m in METRICS))
+    return verdict, numbers, tuple(differences[m].verdict() for m in METRICS)
+
+
+def _from_frame(paired: pd.DataFrame) -> tuple[str, str, tuple[str, ...]]:
+    """A paired frame with one row per metric (``stats.PAIRED_ROW_COLUMNS``)."""
+    by_metric = paired.set_index("metric")
+    outcomes = dict(zip(paired["metric"], comparison.outcome_column(paired), strict=True))
+    numbers = " · ".join(
+        _interval(m, *(float(by_metric.loc[m, c]) for c in ("estimate", "ci_low", "ci_high"))) for m in METRICS
+    )
+    details = tuple(str(by_metric.loc[m, "verdict"]) for m in METRICS)
+    return plain_verdict(outcomes), numbers, details
+
+
+def count_outcomes(outcomes: list[str], metric: str) -> str:
+    """ "FPR95: Rel-U W, Doctor L, neither N": on how many items each is significantly better."""
+    wins, losses = outcomes.count("Rel-U better"), outcomes.count("Doctor better")
+    return f"{metric_info.get(metric).label}: Rel-U {wins}, Doctor {losses}, neither {len(outcomes) - wins - losses}"
+
+
+def plain_count(wins: int, losses: int, noun: str) -> str:
+    """Who wins more often over the ``noun``\\ s in plain words, worded alike for either detector."""
+    if wins == losses == 0:
+        return f"No clear difference between Rel-U and Doctor on any {noun}"
+    if wins == losses:
+        return f"Rel-U and Doctor each better as often, over the {noun}s"
+    return f"{'Rel-U' if wins > losses else 'Doctor'} better on more {noun}s"
+
+
+def _counted(paired: pd.DataFrame, noun: str) -> tuple[str, str, tuple[str, ...]]:
+    """Significant wins and losses over the rows of ``paired`` (one per item and metric)."""
+    lines, wins, losses, n = [], 0, 0, 0
+    for metric in METRICS:
+        outcomes = comparison.outcome_column(paired[paired["metric"] == metric])
+        lines.append(count_outcomes(outcomes, metric))
+        wins += outcomes.count("Rel-U better")
+        losses += outcomes.count("Doctor better")
+        n = len(outcomes)
+    counts = " · ".join(lines) + f" (of {n} {noun}{'' if n == 1 else 's'})"
+    return plain_count(wins, losses, noun), counts, ()
+
+
+def _differs(shared: Shared, used: dict[str, object]) -> str:
+    """The settings ``used`` by a result that differ from the ``shared`` ones, in words ("" when none)."""
+    words = {"tune_fraction": "tuning split", "seeds": "seeds", "temperature": "T", "lam": "λ"}
+    shown = {
+        name: value
+        for name, value in used.items()
+        if value != getattr(shared, name)
+        and not (isinstance(value, float) and np.isclose(value, getattr(shared, name)))
+    }
+    if not shown:
+        return ""
+    text = ", ".join(
+        f"{words[n]} {v:.0%}" if n == "tune_fraction" else f"{words[n]} {v:g}" if n != "seeds" else f"{v} seeds"
+        for n, v in shown.items()
+    )
+    return f"computed at {text} (not the shared settings)"
+
+
+def _ready(key: str, result, shared: Shared) -> tuple[str, str, tuple[str, ...], str]:
+    """(verdict, intervals, details, note) of a finished computation of setting ``key``."""
+    if key == "in_distribution":
+        if not result.paired:
+            raise InputError("no paired interval")
+        verdict, intervals, details = _from_differences(result.paired)
+        note = f"mean over {len(result.seeds)} seeds, {shared.tune_fraction:.0%} tuning split, T and λ fixed" + (
+            f", ε = 0 (not the shared ε = {shared.eps:g}: input pre-processing is Explore's)" if shared.eps else ""
+        )
+        return verdict, intervals, details, note
+    if key == "mismatch":
+        paired = result.paired[np.isclose(result.paired["x"], shared.tune_fraction)]
+        verdict, intervals, details = _from_frame(paired)
+        settings = result.settings
+        note = f"{settings['in_distribution']} mixed with {settings['other']}, " + (
+            _differs(shared, {"temperature": settings["T"], "lam": settings["lambda"]})
+            or f"{len(settings['seeds'])} seeds"
+        )
+        return verdict, intervals, details, note
+    if key == "corruptions":
+        corrupted = result.paired[result.paired["corruption"] != robustness.CLEAN]
+        verdict, intervals, details = _counted(corrupted, "corruption")
+        note = (
+            f"severity {result.severity}, {min(result.n_eval):,} images per corruption, T and λ chosen on the clean "
+            "tuning split (not the shared T and λ)"
+        )
+        return verdict, intervals, details, note
+    frames = []
+    for row in result.rows:  # training objectives: an ObjectivesResult
+        for metric in METRICS:
+            diff = (row.result.paired or {}).get(metric)
+            if diff is not None:
+                frames.append(
+                    {
+                        "metric": metric,
+                        "estimate": diff.estimate,
+                        "ci_low": diff.low,
+                        "ci_high": diff.high,
+                        "verdict": diff.verdict(),
+                    }
+                )
+    verdict, intervals, details = _counted(
+        pd.DataFrame(frames, columns=["metric", "estimate", "ci_low", "ci_high", "verdict"]), "objective"
+    )
+    note = f"{result.model} on {result.dataset}, " + (
+        _differs(shared, {"tune_fraction": result.tune_fraction, "seeds": len(result.seeds)})
+        or f"{len(result.seeds)} seeds"
+    )
+    return verdict, intervals, details, note
+
+
+def _ready_row(key: str, title: str, page: str, ready: tuple[str, str, tuple[str, ...], str]) -> Row:
+    verdict, intervals, details, note = ready
+    return Row(key, title, page, READY, verdict, intervals, details, note=note)
+
+
+def objectives_result(dataset: str, shared: Shared):
+    """The latest finished training-objectives table of ``dataset`` among the jobs (the shared settings' one
+    first), or None: the Objectives page computes it, the card only reads it."""
+    from relu_core.studies import objectives
+
+    found = [
+        job.result
+        for job in jobs.MANAGER.jobs()
+        if job.state == jobs.DONE
+        and isinstance(job.result, objectives.ObjectivesResult)
+        and job.result.dataset == dataset
+    ]
+    matching = [r for r in found if len(r.seeds) == shared.seeds and np.isclose(r.tune_fraction, shared.tune_fraction)]
+    return (matching or found or [None])[-1]
+
+
+def rows(run, shared: Shared) -> list[Row]:
+    """The card's rows on ``run`` at ``shared``, one per setting of :data:`SETTINGS` in that order, from the jobs
+    :func:`start` submitted (computing, failed or finished) and a finished training-objectives table."""
+    out = []
+    for key, title, page in SETTINGS:
+        why = _supported(run, key)
+        if why is not None:
+            out.append(Row(key, title, page, UNSUPPORTED, f"Not available for this run ({why})"))
+            continue
+        if key == "objectives":
+            result = objectives_result(registered_dataset(run), shared)
+            if result is None:
+                out.append(
+                    Row(
+                        key,
+                        title,
+                        page,
+                        NOT_RUN,
+                        "Not computed yet: the Training objectives page trains one model per objective (minutes)",
+                    )
+                )
+                continue
+            out.append(_ready_row(key, title, page, _ready(key, result, shared)))
+            continue
+        job = jobs.MANAGER.get(job_key(run, key, shared))
+        if job is None or job.state == jobs.CANCELLED:
+            out.append(Row(key, title, page, NOT_RUN, "Not computed (cancelled)" if job else "Not started"))
+        elif job.running:
+            out.append(Row(key, title, page, COMPUTING, f"Computing: {job.message}", fraction=job.fraction))
+        elif job.state == jobs.FAILED:
+            out.append(Row(key, title, page, FAILED, f"Could not be computed: {job.error}"))
+        else:
+            try:
+                ready = _ready(key, job.result, shared)
+            except InputError as exc:
+                out.append(Row(key, title, page, FAILED, f"Could not be computed: {exc}"))
+                continue
+            out.append(_ready_row(key, title, page, ready))
+    return out

@@ -1,0 +1,170 @@
+"""The Start page's scorecard (``relu_core.scorecard``): its rows in a fixed order and wording, built from jobs
+(computing, then ready) and from a finished training-objectives table; on the Start page (AppTest); the settings
+every page shares (``studio.session.share``), changed on one page and read on another."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from relu_core import jobs, protocol, runs, scorecard
+from relu_core.errors import Cancelled
+from relu_core.studies import objectives
+
+TITLES = [title for _, title, _ in scorecard.SETTINGS]
+
+
+def _logits_run(seed: int = 1, n: int = 400, dataset_name: str = "") -> runs.Run:
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 4, n)
+    logits = rng.normal(size=(n, 4)).astype(np.float32) + 1.5 * np.eye(4, dtype=np.float32)[labels]
+    return runs.Run.from_logits(
+        logits, labels, tuple("abcd"), source=f"scorecard logits {seed}", dataset_name=dataset_name
+    )
+
+
+def _wait(run, key: str, shared: scorecard.Shared) -> None:
+    assert jobs.MANAGER.get(scorecard.job_key(run, key, shared)).wait(120)
+
+
+def test_the_verdict_words_are_the_same_whoever_wins() -> None:
+    relu = scorecard.plain_verdict({"fpr95": "Rel-U better", "auroc": "Rel-U better"})
+    doctor = scorecard.plain_verdict({"fpr95": "Doctor better", "auroc": "Doctor better"})
+    assert relu == "Rel-U tells errors from correct predictions better"
+    assert doctor == relu.replace("Rel-U", "Doctor")
+    mixed = scorecard.plain_verdict({"fpr95": "Rel-U better", "auroc": "Doctor better"})
+    assert mixed == "Mixed: Rel-U better on false alarms (FPR95), Doctor better on ranking (AUROC)"
+    assert scorecard.plain_verdict({"fpr95": "no significant difference", "auroc": "no significant difference"}) == (
+        "No clear difference between Rel-U and Doctor"
+    )
+    counted = scorecard.count_outcomes(["Rel-U better", "Doctor better", "Doctor better", "x"], "fpr95")
+    assert counted == "FPR95: Rel-U 1, Doctor 2, neither 1"
+    assert scorecard.plain_count(3, 1, "corruption") == "Rel-U better on more corruptions"
+    assert scorecard.plain_count(1, 3, "corruption") == "Doctor better on more corruptions"
+    assert scorecard.plain_count(0, 0, "corruption") == "No clear difference between Rel-U and Doctor on any corruption"
+
+
+def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
+    run = _logits_run()
+    shared = scorecard.Shared(seeds=2)
+    release = threading.Event()
+
+    def blocked(progress, cancel):
+        progress(1, 4, "seed 1/4")
+        release.wait(60)
+        raise Cancelled("released")
+
+    key = scorecard.job_key(run, "in_distribution", shared)
+    jobs.MANAGER.submit(key, "blocked", blocked)
+    scorecard.start(run, shared)  # a running job is kept
+    try:
+        rows = scorecard.rows(run, shared)
+        assert [r.title for r in rows] == TITLES
+        assert rows[0].state == scorecard.COMPUTING and rows[0].fraction == 0.25 and "seed 1/4" in rows[0].verdict
+        # a run of logits only: no model to run on other images or on corruptions; no objectives table yet
+        assert [r.state for r in rows[1:]] == [scorecard.UNSUPPORTED, scorecard.UNSUPPORTED, scorecard.NOT_RUN]
+    finally:
+        release.set()
+    jobs.MANAGER.get(key).wait(60)
+    scorecard.start(run, shared)  # the cancelled job is submitted again
+    _wait(run, "in_distribution", shared)
+    first = scorecard.rows(run, shared)[0]
+    expected = protocol.evaluate(run.logits, run.labels, protocol.PAIRED, tune_fraction=0.5, seeds=2).paired
+    assert first.state == scorecard.READY
+    assert first.verdict == scorecard.plain_verdict({m: expected[m].outcome() for m in scorecard.METRICS})
+    assert first.details == tuple(expected[m].verdict() for m in scorecard.METRICS)
+    fpr = expected["fpr95"]
+    assert first.intervals.startswith(f"FPR95 {fpr.estimate:+.3f} [{fpr.low:+.3f}, {fpr.high:+.3f}] · AUROC ")
+    assert "mean over 2 seeds" in first.note
+
+
+def test_the_objectives_row_reads_a_finished_table_and_names_its_settings() -> None:
+    run = _logits_run(2, dataset_name="digits")
+    table_runs = [_logits_run(s) for s in (3, 4)]
+    rows = tuple(
+        objectives.ObjectiveRow(name, r, protocol.evaluate(r.logits, r.labels, protocol.PAIRED, seeds=2))
+        for name, r in zip(("cross_entropy", "mixup"), table_runs, strict=True)
+    )
+    table = objectives.ObjectivesResult("digits", "cnn8", 2, 0, None, (0, 1), 0.5, "tuning", rows)
+    job = jobs.MANAGER.submit("test-objectives-table", "objectives", lambda progress, cancel: table)
+    assert job.wait(30)
+    shared = scorecard.Shared(seeds=2)
+    row = scorecard.rows(run, shared)[3]
+    outcomes = {m: [r.result.paired[m].outcome() for r in rows] for m in scorecard.METRICS}
+    assert row.state == scorecard.READY and row.page == "objectives"
+    counts = " · ".join(scorecard.count_outcomes(outcomes[m], m) for m in scorecard.METRICS)
+    assert row.intervals == f"{counts} (of 2 objectives)"
+    wins = sum(o.count("Rel-U better") for o in outcomes.values())
+    assert row.verdict == scorecard.plain_count(
+        wins, sum(o.count("Doctor better") for o in outcomes.values()), "objective"
+    )
+    assert row.note == "cnn8 on digits, 2 seeds"
+    # a table computed with other settings than the shared ones says so
+    assert "computed at 2 seeds (not the shared settings)" in scorecard.rows(run, scorecard.Shared(seeds=3))[3].note
+    jobs.MANAGER.forget(job.key)
+
+
+# ------------------------------------------------------------------------------------------- the pages
+
+
+@pytest.mark.slow
+def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
+    run = _logits_run(5)
+    shared = scorecard.Shared()
+    release = threading.Event()
+
+    def blocked(progress, cancel):
+        progress(2, 5, "seed 2/5")
+        release.wait(60)
+        raise Cancelled("released")
+
+    key = scorecard.job_key(run, "in_distribution", shared)
+    jobs.MANAGER.submit(key, "blocked", blocked)
+    try:
+        at = pages.open("Start.py", run)
+        pages.ok(at)
+        texts = [m.value for m in at.markdown]
+        for title in TITLES:
+            assert f"**{title}**" in texts
+        assert "Computing: seed 2/5" in texts and at.get("progress")
+        assert any(m.value.startswith("A classifier is sometimes wrong") for m in at.markdown)  # the plain words
+        assert "This run has logits only: no images to show." in [c.value for c in at.caption]
+    finally:
+        release.set()
+    jobs.MANAGER.get(key).wait(60)
+    at.run()  # the page submits the job again (the blocked one was cancelled)
+    _wait(run, "in_distribution", shared)
+    at.run()
+    pages.ok(at)
+    ready = scorecard.rows(run, shared)[0]
+    texts = [m.value for m in at.markdown]
+    assert ready.state == scorecard.READY and ready.verdict in texts
+    assert ready.intervals in [c.value for c in at.caption]
+    links = [link.proto.label for link in at.get("page_link")]
+    assert links == ["Open Explore", "Open Studies", "Open Corruptions", "Open Training objectives"]
+
+
+@pytest.mark.slow
+def test_a_shared_setting_changed_on_one_page_is_read_on_the_others(pages, digits_run) -> None:
+    from apptest_pages import BASELINES, EXPLORE, START
+
+    at = pages.open("Corruptions.py", digits_run, rob_subsample=64)
+    assert at.select_slider(key="rob_tune_fraction").value == 0.5  # the shared default
+    at.select_slider(key="rob_tune_fraction").set_value(0.2).run()
+    at.number_input(key="rob_seeds").set_value(2).run()
+    pages.ok(at)
+    at.switch_page(BASELINES).run()
+    pages.no_exceptions(at)
+    assert at.select_slider(key="bl_tune_fraction").value == 0.2 and at.number_input(key="bl_seeds").value == 2
+    at.switch_page(EXPLORE).run()
+    pages.no_exceptions(at)
+    assert at.select_slider(key="ex_tune_fraction").value == 0.2
+    at.slider(key="ex_lam").set_value(0.3).run()
+    at.switch_page(START).run()
+    pages.no_exceptions(at)
+    words = "tuning split 20% · 2 seeds · T = 1 · λ = 0.3 · ε = 0"
+    assert any(words in m.value for m in at.markdown)  # above the scorecard
+    assert any(words in c.value for c in at.sidebar.caption)  # the one place every page shows them
+    assert at.info[0].value.startswith("Rel-U vs Doctor at the default settings (T = 1, λ = 0.3, 20% tuning split")
