@@ -242,7 +242,9 @@ def _as_probs(probs: Array) -> Array:
 def gini(probs: Array) -> Array:
     """Gini impurity ``1 - sum_c p_c^2`` per row (Doctor's score; the Rel-U score with the Hamming matrix)."""
     probs = _as_probs(probs)
-    return 1.0 - (probs * probs).sum(-1)
+    if isinstance(probs, torch.Tensor):
+        return 1.0 - (probs * probs).sum(-1)
+    return 1.0 - np.einsum("...c,...c->...", probs, probs)  # no N x C temporary
 
 
 def resolve_lambda(lam: float | str, n_correct: int, n_errors: int) -> float:
@@ -399,22 +401,27 @@ def relu_matrix_from_moments(moment_pos: np.ndarray, moment_neg: np.ndarray, lam
 
 
 @small_work
-def quadratic_score(probs: Array, matrix: Array) -> Array:
+def quadratic_score(probs: Array, matrix: Array, rows: np.ndarray | None = None) -> Array:
     """``p^T D p`` per row, i.e. ``((P @ D) * P).sum(1)`` (never the N x N ``P D P^T``).
 
     Parameters
     ----------
     probs : array-like or torch.Tensor, shape (N, C)
     matrix : array-like, shape (C, C)
+    rows : int array, optional
+        Score only these rows of ``probs`` (one value per index, in their order), gathered block by block
+        rather than copied out first (an evaluation split of a large run).
 
     Returns
     -------
-    ndarray or torch.Tensor, shape (N,)
+    ndarray or torch.Tensor, shape (N,) or (len(rows),)
         Torch input: exactly that expression (on the tensor's device, differentiable). numpy input: the
         same value through a triangular BLAS product that halves the work (float64).
     """
     probs = _as_probs(probs)
     if isinstance(probs, torch.Tensor):
+        if rows is not None:
+            probs = probs[torch.as_tensor(rows, device=probs.device)]
         matrix = torch.as_tensor(matrix, dtype=probs.dtype, device=probs.device)
         return ((probs @ matrix) * probs).sum(1)
     # p^T D p only sees the symmetric part S of D, and p^T S p = 2 p^T L p with L = tril(S, -1) + diag(S) / 2.
@@ -424,12 +431,14 @@ def quadratic_score(probs: Array, matrix: Array) -> Array:
     symmetric = (matrix + matrix.T) / 2.0
     lower = np.tril(symmetric, -1) + np.diag(np.diag(symmetric) / 2.0)
 
-    def block_scores(start: int, stop: int) -> np.ndarray:
-        rows = probs[start:stop]
-        product = blas.dtrmm(1.0, lower, rows.T, side=0, lower=1, trans_a=1).T
-        return 2.0 * np.einsum("nc,nc->n", product, rows)
+    n_rows = probs.shape[0] if rows is None else len(rows)
 
-    return np.concatenate(map_row_blocks(block_scores, probs.shape[0], estimated_flops(probs)))
+    def block_scores(start: int, stop: int) -> np.ndarray:
+        block = probs[start:stop] if rows is None else probs[rows[start:stop]]
+        product = blas.dtrmm(1.0, lower, block.T, side=0, lower=1, trans_a=1).T
+        return 2.0 * np.einsum("nc,nc->n", product, block)
+
+    return np.concatenate(map_row_blocks(block_scores, n_rows, float(n_rows) * probs.shape[1] ** 2))
 
 
 def _max_prob_uncertainty(probs: Array) -> Array:

@@ -123,3 +123,16 @@ def test_softmax_matches_the_textbook_formula_on_float32_and_float64_logits(temp
     read_only = logits.copy()
     read_only.flags.writeable = False
     np.testing.assert_allclose(detectors.softmax(read_only, 2.0), detectors.softmax(logits, 2.0))
+
+
+def test_quadratic_score_of_chosen_rows_equals_the_score_of_those_rows():
+    import torch
+
+    probs = detectors.softmax(_realistic_logits(900, 25, 8)[0])
+    matrix = detectors.relu_matrix(probs, np.arange(900) % 4 != 0, 0.6)
+    rows = np.random.default_rng(9).permutation(900)[:350]
+    expected = np.einsum("nc,cd,nd->n", probs[rows], matrix, probs[rows])
+    np.testing.assert_allclose(detectors.quadratic_score(probs, matrix, rows), expected, rtol=1e-12, atol=1e-16)
+    on_torch = detectors.quadratic_score(torch.from_numpy(probs), matrix, rows)
+    np.testing.assert_allclose(on_torch.numpy(), expected, rtol=1e-12, atol=1e-16)
+    np.testing.assert_allclose(detectors.gini(probs), 1.0 - (probs**2).sum(axis=1), rtol=1e-12, atol=1e-14)

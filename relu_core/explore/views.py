@@ -190,7 +190,7 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
     for key in dict.fromkeys([*setting.detectors, *protocol.PAIRED]):
         if key == "relu":
             all_scores = functools.partial(relu.score_probs, probs)
-            eval_u = replaced[key] if key in replaced else relu.score_probs(probs[eval_idx])
+            eval_u = replaced[key] if key in replaced else detectors.quadratic_score(probs, relu.matrix_, eval_idx)
         else:
             all_scores = functools.partial(np.asarray, scores[key])
             eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
