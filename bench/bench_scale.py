@@ -1,12 +1,14 @@
 """Time the 1000-class x 50,000-sample case (the stated limit, ``relu_core.limits``) end to end, server side.
 
-Stages: reading the upload (``runs.load_logits_upload`` on the npz bytes, headers checked first), the first
-Explore view (softmax, split, Rel-U fit, scores, curves, metrics, the paired bootstrap), one λ move, one T
-move, and building the figures (D* and confusion heatmaps show the top 50 classes). Run once small to check
-it works, full size on a quiet machine for the figures:
+On ImageNet-like logits (:func:`imagenet_like_run`: a ResNet-50's accuracy and confidence spread, printed
+first). Stages: reading the upload (``runs.load_logits_upload`` on the npz bytes, headers checked first), the
+first Explore view (softmax, split, Rel-U fit, scores, curves, metrics; caches emptied as on a fresh server),
+λ moves and T moves (each to a value not computed before) with the figures (D* and confusion heatmaps show
+the top 50 classes); medians of ``repeats``, quiet then with one core busy (``bench/busy.py``), then Rel-U's
+metrics against the dense reference. Run once small to check it works, full size on a quiet machine:
 
-    .venv/bin/python bench/bench_scale.py             # 50,000 x 1000
-    .venv/bin/python bench/bench_scale.py 2000 100    # a quick check
+    .venv/bin/python bench/bench_scale.py               # 50,000 x 1000, 3 repeats
+    .venv/bin/python bench/bench_scale.py 2000 100 1    # a quick check
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_app import slider_change
 from bench.busy import one_core_busy
 from relu_core import detectors, explore, limits, metrics, runs
+from relu_core.registry import LRURegistry
 from relu_core.runs import Run
 
 
@@ -102,9 +105,9 @@ def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3)
                 start = time.perf_counter()
                 run = runs.load_logits_upload(data, "scale.npz")
                 reads.append(1000 * (time.perf_counter() - start))
-                explore.cached.probs_at.cache.clear()
-                explore.cached.moments_at.cache.clear()
-                explore.cached.doctor_at.cache.clear()
+                for cached in vars(explore.cached).values():  # as a fresh server would find them
+                    if isinstance(getattr(cached, "cache", None), LRURegistry):
+                        cached.cache.clear()
                 firsts.append(_ms(lambda: slider_change(run, setting)))
             lam_ms, t_ms = _moves(run, setting, repeats)
         print(
