@@ -189,7 +189,8 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
     replaced = perturbed.scores if perturbed is not None else {}
     for key in dict.fromkeys([*setting.detectors, *protocol.PAIRED]):
         if key == "relu":
-            all_scores = functools.partial(relu.score_probs, probs)
+            # the softmax is fetched again when asked, so that a cached view never holds on to it (N x C float64)
+            all_scores = functools.partial(_every_relu_score, run, relu)
             eval_u = replaced[key] if key in replaced else detectors.quadratic_score(probs, relu.matrix_, eval_idx)
         else:
             all_scores = functools.partial(np.asarray, scores[key])
@@ -200,6 +201,11 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
             detectors.label(key), all_scores, eval_u, fpr, tpr, coverage, risk, metrics.summary(eval_u, correct_eval)
         )
     return result
+
+
+def _every_relu_score(run, relu: detectors.RelU) -> np.ndarray:
+    """Rel-U's uncertainty on every sample of ``run`` (a view's :attr:`DetectorView.uncertainty`)."""
+    return relu.score_probs(cached.probs_at(run, relu.temperature))
 
 
 # ------------------------------------------------------------------------------- the paired bootstrap
