@@ -26,6 +26,7 @@ choice (:mod:`relu_core.protocol` fits on the tuning part, evaluates on the eval
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ import torch
 from relu_core import metric_info, validation
 from relu_core.detectors import softmax, validate_labels, validate_logits
 from relu_core.errors import InputError
+from relu_core.registry import LRURegistry
 
 _POSITIVE_CONVENTIONS = ("correct", "error")
 
@@ -91,16 +93,35 @@ class _Ranking:
         return int(self.n_accepted[-1])
 
 
+#: The last rankings computed, by content: the curves and metrics of one score vector (a slider move asks for
+#: ROC, risk-coverage, FPR95, AUROC, AURC and an operating point of each detector) share one sort.
+_RANKINGS = LRURegistry(16)
+
+
 def _rank(uncertainty, correct) -> _Ranking:
-    """The single O(N log N) step every metric shares: one argsort, then cumulative sums at group ends."""
+    """The single O(N log N) step every metric shares: one argsort, then cumulative sums at group ends; kept by
+    the content of the scores and flags (:data:`_RANKINGS`: a BLAKE2 digest costs a fraction of the sort)."""
     scores, flags = _validate_scores(uncertainty, correct)
+    digest = hashlib.blake2b(np.ascontiguousarray(scores), digest_size=16)
+    digest.update(np.ascontiguousarray(flags))
+    key = digest.digest()
+    found = _RANKINGS.get(key)
+    if found is None:
+        found = _RANKINGS[key] = _ranking(scores, flags)
+    return found
+
+
+def _ranking(scores: np.ndarray, flags: np.ndarray) -> _Ranking:
     order = np.argsort(scores)
     sorted_scores = scores[order]
     group_ends = np.flatnonzero(np.diff(sorted_scores))  # last index of each tie group but the final one
     group_ends = np.append(group_ends, sorted_scores.shape[0] - 1)
     n_correct = np.cumsum(flags[order], dtype=np.int64)[group_ends]
     n_accepted = group_ends + 1
-    return _Ranking(sorted_scores[group_ends], n_accepted, n_correct, n_accepted - n_correct)
+    arrays = (sorted_scores[group_ends], n_accepted, n_correct, n_accepted - n_correct)
+    for array in arrays:
+        array.flags.writeable = False  # shared by every metric of these scores
+    return _Ranking(*arrays)
 
 
 def _rank_both_classes(uncertainty, correct, what: str) -> _Ranking:

@@ -77,11 +77,24 @@ def confusion_figure(run, tune_fraction: float, seed: int):
     return cm, figures.confusion_heatmap(cm, run.class_names, title="Confusion matrix (tuning split)")
 
 
-def fitted_relu(run, setting) -> detectors.RelU:
-    """Rel-U at the setting's T and λ, fitted on its tuning split (the view's and the ε pass's)."""
+@per_run(8)
+def moments_at(run, temperature: float, tune_fraction: float, seed: int) -> detectors.Moments:
+    """The tuning split's second moments at T (:func:`detectors.second_moments`): every λ of that T and split
+    fits D* from them, so a λ move costs no pass over the tuning split (C x C x 2 float64 each: 16 MB at 1000
+    classes, hence the small bound)."""
     _, correct = correctness(run)
-    tune_idx, _ = split_for(run, setting.tune_fraction, setting.seed)
-    probs = probs_at(run, setting.temperature)
-    return detectors.RelU(lam=setting.lam, temperature=setting.temperature).fit_probs(
-        probs[tune_idx], correct[tune_idx]
-    )
+    tune_idx, _ = split_for(run, tune_fraction, seed)
+    return detectors.second_moments(probs_at(run, temperature)[tune_idx], correct[tune_idx])
+
+
+@per_run(24)
+def doctor_at(run, temperature: float) -> np.ndarray:
+    """Doctor's uncertainty on every sample at T (it does not depend on λ or the split)."""
+    return detectors.Doctor(temperature).score_probs(probs_at(run, temperature))
+
+
+def fitted_relu(run, setting) -> detectors.RelU:
+    """Rel-U at the setting's T and λ, fitted on its tuning split (the view's and the ε pass's) from the
+    moments kept per (T, split) (:func:`moments_at`)."""
+    moments = moments_at(run, setting.temperature, setting.tune_fraction, setting.seed)
+    return detectors.RelU(lam=setting.lam, temperature=setting.temperature).fit_moments(moments)

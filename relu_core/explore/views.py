@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,13 +36,19 @@ class DetectorView:
     """One detector on a view: uncertainty on every sample and on the evaluation split, curves, metrics."""
 
     name: str
-    uncertainty: np.ndarray  # all samples (the evaluation split's may be replaced by perturbed scores)
+    all_scores: Callable[[], np.ndarray] = field(repr=False)  # every sample's uncertainty, computed on first use
     eval_uncertainty: np.ndarray
     fpr: np.ndarray
     tpr: np.ndarray
     coverage: np.ndarray
     risk: np.ndarray
     summary: dict[str, float]
+
+    @functools.cached_property
+    def uncertainty(self) -> np.ndarray:
+        """Uncertainty on every sample (not replaced by perturbed scores). Rel-U's costs N x C² multiply-adds and
+        only the galleries read it, so a view computes it when first asked; the curves need the evaluation split's."""
+        return self.all_scores()
 
 
 @dataclass(frozen=True)
@@ -160,9 +167,9 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
         eval_idx = perturbed.subset
     probs = cached.probs_at(run, setting.temperature)
     relu = cached.fitted_relu(run, setting)
-    scores = {"relu": relu.score_probs(probs), "doctor": detectors.Doctor(setting.temperature).score_probs(probs)}
+    scores = {"doctor": cached.doctor_at(run, setting.temperature)}
     for key in setting.detectors:
-        if key not in scores:
+        if key not in scores and key != "relu":
             scores[key] = cached.fixed_scores(run, key)
     correct_eval = correct[eval_idx]
     result = View(
@@ -181,13 +188,24 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
     )
     replaced = perturbed.scores if perturbed is not None else {}
     for key in dict.fromkeys([*setting.detectors, *protocol.PAIRED]):
-        eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
+        if key == "relu":
+            # the softmax is fetched again when asked, so that a cached view never holds on to it (N x C float64)
+            all_scores = functools.partial(_every_relu_score, run, relu)
+            eval_u = replaced[key] if key in replaced else detectors.quadratic_score(probs, relu.matrix_, eval_idx)
+        else:
+            all_scores = functools.partial(np.asarray, scores[key])
+            eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
         fpr, tpr, _ = metrics.roc_curve(eval_u, correct_eval)
         coverage, risk = metrics.risk_coverage_curve(eval_u, correct_eval)
         result.detectors[key] = DetectorView(
-            detectors.label(key), scores[key], eval_u, fpr, tpr, coverage, risk, metrics.summary(eval_u, correct_eval)
+            detectors.label(key), all_scores, eval_u, fpr, tpr, coverage, risk, metrics.summary(eval_u, correct_eval)
         )
     return result
+
+
+def _every_relu_score(run, relu: detectors.RelU) -> np.ndarray:
+    """Rel-U's uncertainty on every sample of ``run`` (a view's :attr:`DetectorView.uncertainty`)."""
+    return relu.score_probs(cached.probs_at(run, relu.temperature))
 
 
 # ------------------------------------------------------------------------------- the paired bootstrap
