@@ -750,14 +750,18 @@ def _table(studied: Sequence[str], per_seed: pd.DataFrame, notes: dict[str, str]
 
 def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tuple:
     """``(roc, risk_coverage)`` plotly figures of every detector on the first seed's evaluation split."""
-    roc_curves, rc_curves = {}, {}
+    roc_curves, rc_curves, at_95 = {}, {}, {}
     for name, (uncertainty, correct) in result.curves.items():
         fpr, tpr, _ = metrics.roc_curve(uncertainty, correct, drop_intermediate=False)
         roc_curves[name] = (fpr, tpr, metrics.auroc(uncertainty, correct))
+        point = metrics.operating_point(uncertainty, correct, "tpr", 0.95)
+        at_95[name] = (point.fpr, point.tpr)
         coverage, risk = metrics.risk_coverage_curve(uncertainty, correct)
         rc_curves[name] = (coverage, risk, metrics.aurc(uncertainty, correct))
     seed = result.seeds[0]
-    roc = figures.roc_figure(roc_curves, max_points=max_points, title=f"ROC, seed {seed}'s evaluation split")
+    roc = figures.roc_figure(
+        roc_curves, target_points=at_95, max_points=max_points, title=f"ROC, seed {seed}'s evaluation split"
+    )
     rc = figures.risk_coverage_figure(
         rc_curves, max_points=max_points, title=f"Risk-coverage, seed {seed}'s evaluation split"
     )

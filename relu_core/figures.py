@@ -256,12 +256,6 @@ def _thin(n: int, max_points: int | None) -> np.ndarray | slice:
     return np.unique(np.linspace(0, n - 1, max_points).round().astype(np.int64))
 
 
-def _first_at_least(values: np.ndarray, target: float) -> int | None:
-    """Index of the first entry of the non-decreasing ``values`` that reaches ``target``."""
-    hits = np.flatnonzero(values >= target)
-    return int(hits[0]) if hits.size else None
-
-
 #: The ROC and risk-coverage margins, fixed: their tick labels are numbers of a known width, and plotly's
 #: automatic margins measure every label again on each redraw (17-29 ms of a λ move in Chromium, README "Speed").
 CURVE_MARGIN = {"l": 60, "r": 10, "t": 50, "b": 50}
@@ -271,15 +265,17 @@ def roc_figure(
     curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]],
     operating_points: Mapping[str, tuple[float, float]] | None = None,
     *,
+    target_points: Mapping[str, tuple[float, float]] | None = None,
     tpr_target: float = 0.95,
     max_points: int | None = None,
     title: str = "ROC (positives = correct predictions)",
 ) -> go.Figure:
     """ROC curves of several detectors, ``name -> (fpr, tpr, auroc)``, AUROC in the legend.
 
-    Each curve gets a marker at its first point with TPR >= ``tpr_target`` (the FPR-at-95 %-TPR point
-    of the metrics table); ``operating_points`` (``name -> (fpr, tpr)``) adds the user's chosen point.
-    ``max_points`` thins the drawn line (the markers stay exact).
+    ``target_points`` (``name -> (fpr, tpr)``, from ``metrics.operating_point(u, correct, "tpr", tpr_target)``)
+    marks each curve's FPR-at-``tpr_target`` point, the metrics table's: read off the curve itself, a thinned
+    curve can skip that point on tied scores. ``operating_points`` (``name -> (fpr, tpr)``) adds the user's
+    chosen point. ``max_points`` thins the drawn line (the markers stay exact).
     """
     traces = []
     for name, (fpr, tpr, auc) in curves.items():
@@ -289,13 +285,13 @@ def roc_figure(
                 name, fpr, tpr, f"{metric_info.AUROC.label} {auc:{metric_info.AUROC.format}}", "FPR", "TPR", max_points
             )
         )
-        at = _first_at_least(tpr, tpr_target)
-        if at is not None:
+        if target_points is not None and name in target_points:
+            fpr_at, tpr_at = target_points[name]
             traces.append(
                 {
                     "type": "scatter",
-                    "x": [fpr[at]],
-                    "y": [tpr[at]],
+                    "x": [float(fpr_at)],
+                    "y": [float(tpr_at)],
                     "mode": "markers",
                     "name": f"{name} @ TPR {tpr_target:.0%}",
                     "legendgroup": name,

@@ -22,6 +22,8 @@ from relu_core.registry import LRURegistry
 
 #: Thin ROC / risk-coverage lines to this many points when drawing (metrics use every sample).
 CURVE_POINTS = 400
+#: The TPR whose point every ROC curve marks (the metrics table's FPR95, placed by ``metrics.operating_point``).
+ROC_MARK_TPR = 0.95
 #: How long a view's panel waits for its paired bootstrap before showing it when it lands instead.
 PAIRED_WAIT_S = 0.3
 
@@ -103,20 +105,27 @@ class View:
         key = (setting.op_kind, setting.op_target)
         found = self._marked.get(key)
         if found is None:
-            points = {
-                k: metrics.operating_point(d.eval_uncertainty, self.correct_eval, setting.op_kind, setting.op_target)
-                for k, d in self.detectors.items()
-            }
-            found = self._marked[key] = Marked(points, *curve_figures(self, points))
+            points = self._points(*key)
+            at_target = points if key == ("tpr", ROC_MARK_TPR) else self._points("tpr", ROC_MARK_TPR)
+            found = self._marked[key] = Marked(points, *curve_figures(self, points, at_target))
         return found
 
+    def _points(self, kind: str, target: float) -> dict[str, metrics.OperatingPoint]:
+        return {
+            k: metrics.operating_point(d.eval_uncertainty, self.correct_eval, kind, target)
+            for k, d in self.detectors.items()
+        }
 
-def curve_figures(view: View, points: dict[str, metrics.OperatingPoint]):
-    """(ROC figure, risk-coverage figure) of the view's shown detectors, their operating ``points`` marked."""
+
+def curve_figures(view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]):
+    """(ROC figure, risk-coverage figure) of the view's shown detectors, their operating ``points`` marked, and
+    on the ROC the points ``at_target`` (each detector's operating point at :data:`ROC_MARK_TPR`)."""
     shown = {k: view.detectors[k] for k in view.setting.detectors}
     roc = figures.roc_figure(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
         {d.name: (points[k].fpr, points[k].tpr) for k, d in shown.items()},
+        target_points={d.name: (at_target[k].fpr, at_target[k].tpr) for k, d in shown.items()},
+        tpr_target=ROC_MARK_TPR,
         max_points=CURVE_POINTS,
         title="ROC, evaluation split",
     )
@@ -182,12 +191,16 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
     replaced = perturbed.scores if perturbed is not None else {}
     for key in dict.fromkeys([*setting.detectors, *protocol.PAIRED]):
         eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
-        fpr, tpr, _ = metrics.roc_curve(eval_u, correct_eval)
-        coverage, risk = metrics.risk_coverage_curve(eval_u, correct_eval)
-        result.detectors[key] = DetectorView(
-            detectors.label(key), scores[key], eval_u, fpr, tpr, coverage, risk, metrics.summary(eval_u, correct_eval)
-        )
+        result.detectors[key] = detector_view(key, scores[key], eval_u, correct_eval)
     return result
+
+
+def detector_view(key: str, uncertainty: np.ndarray, eval_uncertainty: np.ndarray, correct_eval: np.ndarray):
+    """The :class:`DetectorView` of detector ``key``: its curves and metrics on the evaluation split."""
+    fpr, tpr, _ = metrics.roc_curve(eval_uncertainty, correct_eval)
+    coverage, risk = metrics.risk_coverage_curve(eval_uncertainty, correct_eval)
+    summary = metrics.summary(eval_uncertainty, correct_eval)
+    return DetectorView(detectors.label(key), uncertainty, eval_uncertainty, fpr, tpr, coverage, risk, summary)
 
 
 # ------------------------------------------------------------------------------- the paired bootstrap
