@@ -34,6 +34,7 @@ DETECTOR_COLORS: dict[str, str] = {
     "MC-Dropout": "#2ca02c",
     "Deep Ensembles": "#17becf",
     "Conformal (APS)": "#ff7f0e",
+    "Conformal (RAPS)": "#ffbb78",
 }
 PROMINENT = frozenset({"Rel-U", "Doctor"})
 _FALLBACK_COLORS = ("#17becf", "#e377c2", "#2ca02c", "#ff7f0e")
@@ -379,33 +380,35 @@ def risk_coverage_figure(
     curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]],
     operating_points: Mapping[str, tuple[float, float]] | None = None,
     *,
+    generalized: bool = False,
     max_points: int | None = None,
     title: str = "Risk-coverage",
 ) -> go.Figure:
     """Risk (error rate among accepted) against coverage (fraction accepted), ``name -> (coverage, risk,
-    aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked."""
+    aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked.
+
+    ``generalized``: the curves are the generalised risk instead (accepted errors / all samples,
+    ``metrics.generalized_risk_coverage_curve``), ``name -> (coverage, generalised risk, augrc)``, AUGRC in the
+    legend, the operating points at ``(coverage, risk * coverage)``."""
+    metric, y_name, y_title = (
+        (metric_info.AUGRC, "generalised risk", "generalised risk (accepted errors / all samples)")
+        if generalized
+        else (metric_info.AURC, "risk", "risk (error rate among accepted)")
+    )
     traces = []
     for name, (coverage, risk, area) in curves.items():
         coverage, risk = np.asarray(coverage, dtype=np.float64), np.asarray(risk, dtype=np.float64)
         traces.append(
-            _curve_trace(
-                name,
-                coverage,
-                risk,
-                f"{metric_info.AURC.label} {area:{metric_info.AURC.format}}",
-                "coverage",
-                "risk",
-                max_points,
-            )
+            _curve_trace(name, coverage, risk, f"{metric.label} {area:{metric.format}}", "coverage", y_name, max_points)
         )
     traces += [
-        _operating_marker(name, cov_op, risk_op, "coverage", "risk")
+        _operating_marker(name, cov_op, risk_op, "coverage", y_name)
         for name, (cov_op, risk_op) in (operating_points or {}).items()
     ]
     layout = {
         "title": {"text": title},
         "xaxis": {"title": {"text": "coverage (fraction accepted)"}, "range": [0, 1], "automargin": False},
-        "yaxis": {"title": {"text": "risk (error rate among accepted)"}, "rangemode": "tozero", "automargin": False},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "automargin": False},
         "legend": {"x": 0.02, "y": 0.98},
         "margin": {**CURVE_MARGIN},
     }

@@ -359,7 +359,10 @@ def test_calibration_study_reports_ece_before_and_after_and_the_detectors(run) -
     reliability = result.tables["reliability"]
     assert set(reliability["state"]) == set(calibration.STATE_NAMES.values())
     assert reliability.groupby("state")["count"].sum().tolist() == [3 * len(evaluation)] * 2
-    assert len(result.paired) == 2 * 3  # two states x three metrics
+    assert len(result.paired) == 2 * 4  # two states x four metrics
+    # T_cal is fitted on the tuning split: the calibrated point's intervals hold for it only, T = 1's are fixed
+    conditional = result.paired["verdict"].str.contains(stats.CONDITIONAL_LABEL, regex=False)
+    assert (conditional == (result.paired["x"] == calibration.CALIBRATED)).all()
 
 
 # ---------------------------------------------------------------------------------- figures, registry

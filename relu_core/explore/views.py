@@ -48,12 +48,13 @@ class DetectorView:
 
 @dataclass(frozen=True)
 class Marked:
-    """What a view shows at one operating point: each detector's point, and the ROC and risk-coverage figures
-    of the shown detectors with their points marked."""
+    """What a view shows at one operating point: each detector's point, and the ROC, risk-coverage and
+    generalised risk-coverage figures of the shown detectors with their points marked."""
 
     points: dict[str, metrics.OperatingPoint]
     roc: object
     rc: object
+    generalized_rc: object
 
 
 @dataclass(eq=False)
@@ -118,8 +119,9 @@ class View:
 
 
 def curve_figures(view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]):
-    """(ROC figure, risk-coverage figure) of the view's shown detectors, their operating ``points`` marked, and
-    on the ROC the points ``at_target`` (each detector's operating point at :data:`ROC_MARK_TPR`)."""
+    """(ROC, risk-coverage, generalised risk-coverage figures) of the view's shown detectors, their operating
+    ``points`` marked, and on the ROC the points ``at_target`` (each detector's operating point at
+    :data:`ROC_MARK_TPR`)."""
     shown = {k: view.detectors[k] for k in view.setting.detectors}
     roc = figures.roc_figure(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
@@ -135,7 +137,14 @@ def curve_figures(view: View, points: dict[str, metrics.OperatingPoint], at_targ
         max_points=CURVE_POINTS,
         title="Risk-coverage, evaluation split",
     )
-    return roc, rc
+    generalized_rc = figures.risk_coverage_figure(
+        {d.name: (d.coverage, d.risk * d.coverage, d.summary["augrc"]) for d in shown.values()},
+        {d.name: (points[k].coverage, points[k].risk * points[k].coverage) for k, d in shown.items()},
+        generalized=True,
+        max_points=CURVE_POINTS,
+        title="Generalised risk-coverage, evaluation split",
+    )
+    return roc, rc, generalized_rc
 
 
 def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:

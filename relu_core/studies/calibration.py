@@ -117,6 +117,7 @@ def calibration_seed(
 ) -> dict:
     """One seed: T_cal on ``tune``, then ECE/NLL and the detectors on ``evaluation`` at T = 1 and at T_cal."""
     t_cal, cv_nll = cross_validated_temperature(logits[tune], labels[tune], seed=seed)
+    collector.mark_selected(SERIES, CALIBRATED)  # T_cal is fitted on the tuning split
     row = {"seed": seed, "T_cal": t_cal, "cv_nll": cv_nll}
     c_eval = correct[evaluation]
     for state, t in ((UNCALIBRATED, 1.0), (CALIBRATED, t_cal)):

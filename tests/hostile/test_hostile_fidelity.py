@@ -7,9 +7,10 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from relu_core import explore, metrics
+from relu_core import cli, comparison, explore, metric_info, metrics, protocol, stats
 from relu_core.explore import export, views
 from relu_core.runs import Run
 
@@ -81,3 +82,72 @@ def test_roc_marker_equals_operating_point_on_random_ties(seed):
         view.detectors[key] = views.detector_view(key, uncertainty, uncertainty, correct)
     point = metrics.operating_point(uncertainty, correct, "tpr", 0.95)
     assert _marker(view.marked(setting).roc, "Doctor")["x"] == [point.fpr] == [metrics.fpr_at_tpr(uncertainty, correct)]
+
+
+# ------------------------------------------------------------------------------ 12: intervals under selection
+def _logits(n: int = 300, c: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, c, n)
+    logits = rng.normal(size=(n, c)).astype(np.float32)
+    logits[np.arange(n), labels] += rng.normal(1.5, 1.5, n).astype(np.float32)
+    return logits, labels
+
+
+@pytest.fixture(scope="module")
+def logits_file(tmp_path_factory) -> str:
+    logits, labels = _logits()
+    path = tmp_path_factory.mktemp("fidelity") / "run.npz"
+    np.savez(path, logits=logits, labels=labels)
+    return str(path)
+
+
+def _cli_out(argv: list[str], capsys) -> str:
+    assert cli.main(argv) == 0
+    return capsys.readouterr().out
+
+
+SELECTED = [["--select"], ["--oracle"]]
+
+
+@pytest.mark.parametrize("flags", SELECTED + [[]], ids=["select", "oracle", "fixed"])
+def test_the_cli_labels_the_interval_conditional_exactly_under_selection(flags, logits_file, capsys):
+    selected = bool(flags)
+    common = ["evaluate", "--logits", logits_file, "--methods", "relu,doctor", "--seeds", "2", "--bootstrap", "40"]
+    minus_doctor = json.loads(_cli_out([*common, *flags, "--json"], capsys))["relu"]["minus_doctor"]
+    assert set(minus_doctor) == set(metric_info.PAIRED_KEYS)
+    for row in minus_doctor.values():
+        assert row["conditional_on_selection"] is selected
+        assert (stats.CONDITIONAL_LABEL in row["verdict"]) is selected
+    text = _cli_out([*common, *flags], capsys)
+    paired_lines = text.split("Rel-U − Doctor on the same splits", 1)[1]
+    assert (stats.CONDITIONAL_LABEL in paired_lines) is selected
+    assert paired_lines.count(stats.CONDITIONAL_LABEL) == (1 + len(metric_info.PAIRED_KEYS) if selected else 0)
+
+
+@pytest.mark.parametrize("selection", ["tuning", "oracle"])
+def test_a_selected_result_states_its_interval_is_conditional_in_every_form(selection):
+    logits, labels = _logits(seed=1)
+    options = {"seeds": 2, "n_resamples": 40}
+    selected = protocol.evaluate_with_selection(logits, labels, ["relu", "doctor"], selection=selection, **options)
+    fixed = protocol.evaluate(logits, labels, ["relu", "doctor"], **options)
+    for result, is_selected in ((selected, True), (fixed, False)):
+        assert all(d.conditional is is_selected for d in result.paired.values())
+        rows = stats.paired_rows({m: result.difference_per_seed(m) for m in result.paired}, result.paired)
+        assert all(row["conditional_on_selection"] is is_selected for row in rows)
+        # the app's tables: the one-split rows and the rows over seeds
+        one_split = comparison.paired_rows(result.paired)
+        ci_column = next(c for c in one_split.columns if "CI" in c)
+        assert bool(one_split[ci_column].str.contains(stats.CONDITIONAL_LABEL, regex=False).all()) is is_selected
+        frame = pd.DataFrame([{k: row[k] for k in stats.PAIRED_ROW_COLUMNS} for row in rows])
+        over_seeds = comparison.paired_table(frame)
+        assert any(stats.CONDITIONAL_LABEL in column for column in over_seeds.columns) is is_selected
+        for diff in result.paired.values():
+            assert (stats.CONDITIONAL_LABEL in diff.verdict()) is is_selected
+            assert (stats.CONDITIONAL_LABEL in diff.interval_text()) is is_selected
+
+
+def test_explore_and_its_report_never_call_a_fixed_setting_conditional():
+    run, view, setting = _tied_view()
+    paired = views.ensure_paired(view)
+    assert not any(d.conditional for d in paired.values())
+    assert stats.CONDITIONAL_LABEL not in export.report_html(run, view, setting)
