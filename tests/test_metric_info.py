@@ -133,6 +133,7 @@ def test_the_cli_minus_doctor_object_is_unchanged(logits_labels, n_resamples):
             "confidence": None if diff is None else diff.confidence,
             "n_resamples": 0 if diff is None else diff.n_resamples,
             "significant": None if diff is None else diff.significant,
+            "conditional_on_selection": False,  # added since: fixed settings, so never conditional
             "verdict": (
                 f"{ {'fpr95': 'FPR95', 'auroc': 'AUROC', 'aurc': 'AURC', 'augrc': 'AUGRC'}[metric] }: no bootstrap interval (0 resamples)"
                 if diff is None
@@ -191,7 +192,9 @@ def test_the_baselines_and_corruption_rows_are_the_builders(scored):
     corrupted = per_seed.assign(corruption="fog")
     corrupted.loc[corrupted["seed"] == 2, "value"] = np.nan
     frame = robustness._paired_frame(corrupted, {"fog": pairs[:2]})
-    pooled_two = stats.pooled_bootstrap([p[:3] for p in pairs[:2]], sample_ids=[p[3] for p in pairs[:2]])
+    pooled_two = stats.conditional_on_selection(  # the study selects T and λ: its intervals say so (since)
+        stats.pooled_bootstrap([p[:3] for p in pairs[:2]], sample_ids=[p[3] for p in pairs[:2]])
+    )
     expected = pd.DataFrame(
         [{"corruption": "fog", **_old_row(m, differences(m)[:2], pooled_two[m])} for m in PAIRED_KEYS]
     )
