@@ -218,8 +218,17 @@ def test_every_known_detector_has_its_own_colour() -> None:
 
     names = sorted(
         {detectors.label(k) for k in detectors.REGISTRY}
-        | {c.name for c in (baselines.MLPDetector, baselines.MCDropout, baselines.DeepEnsemble, baselines.ConformalAPS)}
+        | {
+            c.name
+            for c in (
+                baselines.MLPDetector,
+                baselines.MCDropout,
+                baselines.DeepEnsemble,
+                baselines.ConformalAPS,
+                baselines.ConformalRAPS,
+            )
+        }
     )
-    assert len(names) == 10
+    assert len(names) == 11
     colours = [figures.detector_color(name) for name in names]
     assert len(set(colours)) == len(names), dict(zip(names, colours, strict=True))
