@@ -19,8 +19,10 @@ run = page.page_header(
     "seeded splits as Rel-U and Doctor: an **MLP** trained on the tuning split's soft-predictions to predict "
     "errors (early stopping on a held-out part of the tuning split), **MC-Dropout** (10 passes with dropout 0.2 "
     "before the classifier head; entropy of the softmax of the averaged logits), **Deep Ensembles** (MSP of the "
-    "average of several models' logits) and **conformal** prediction sets (APS calibrated on the tuning split; "
-    "a prediction is rejected when its set holds more than one label). Rel-U (λ = 0.5) and Doctor at T = 1. "
+    "average of several models' logits) and **conformal** prediction sets (APS, and RAPS with its rank penalty "
+    f"λ = {baselines.RAPS_LAMBDA:g} per class beyond the k_reg = {baselines.RAPS_K_REG} most likely, calibrated on "
+    "the tuning split; a prediction is rejected when its set holds more than one label). Rel-U (λ = 0.5) and "
+    "Doctor at T = 1. "
     f"Every detector judges the run's own predictions; {protocol.FPR_CONVENTION}.",
 )
 

@@ -81,7 +81,13 @@ def _curves(view: explore.View, neighbours: Neighbours, s: explore.Setting) -> N
     with c_roc:
         chart(st, view.marked(s).roc, "roc", follow=neighbours.follow(lambda v: v.marked(s).roc))
     with c_rc:
-        chart(st, view.marked(s).rc, "risk_coverage", follow=neighbours.follow(lambda v: v.marked(s).rc))
+        slot = st.container()  # the chart above its toggle, level with the ROC
+        generalized = st.toggle(
+            "Generalised risk (AUGRC: accepted and wrong, over all samples)", key=session.EX_GENERALIZED_RISK
+        )
+        shown = (lambda v: v.marked(s).generalized_rc) if generalized else (lambda v: v.marked(s).rc)
+        with slot:
+            chart(st, shown(view), "risk_coverage", follow=neighbours.follow(shown))
 
 
 def _metrics_section(view: explore.View, neighbours: Neighbours, s: explore.Setting, eps_note: str) -> None:
@@ -91,8 +97,8 @@ def _metrics_section(view: explore.View, neighbours: Neighbours, s: explore.Sett
     html(explore.metrics_html(view), "metrics", neighbours.follow(explore.metrics_html))
     st.caption(
         f"{protocol.FPR_CONVENTION}. Accuracy is the classifier's, shared by every detector. "
-        f"{relu} − {doctor}: green where {relu} is significantly better, red where {doctor} is (FPR95, AUROC and "
-        "AURC, whose paired interval below excludes 0), plain otherwise. "
+        f"{relu} − {doctor}: green where {relu} is significantly better, red where {doctor} is (FPR95, AUROC, "
+        "AURC and AUGRC, whose paired interval below excludes 0), plain otherwise. "
         f"Evaluation split: {view.eval_idx.size} samples; "
         + (
             f"{eps_note} (Rel-U and Doctor pre-processed)."

@@ -1,6 +1,6 @@
 """More baselines (the paper's Table 5 and its conformal appendix) and the "baselines" study.
 
-Four detectors, registered in :data:`relu_core.detectors.REGISTRY` on import, each with the uncertainty
+Five detectors, registered in :data:`relu_core.detectors.REGISTRY` on import, each with the uncertainty
 convention of :mod:`relu_core.detectors` (higher = more likely misclassified):
 
 - ``mlp``, :class:`MLPDetector`: a two-hidden-layer MLP (128, 128, ReLU, dropout 0.2) trained with binary
@@ -22,7 +22,9 @@ convention of :mod:`relu_core.detectors` (higher = more likely misclassified):
   ``{c : E(x, c) <= q}`` with ``E(x, c)`` the probability mass of the classes ranked before c plus ``u p_c``
   (u uniform, seeded; u = 1 without randomisation) and ``q`` the ``ceil((n + 1)(1 - alpha))``-th smallest
   ``E(x_i, y_i)`` of the n calibration samples, so a new sample's set holds its label with probability
-  >= 1 - alpha. The paper's rule rejects a
+  >= 1 - alpha. ``conformal_raps``, :class:`ConformalRAPS`: RAPS (Angelopoulos et al., ICLR 2021), the same
+  with ``lam * max(0, rank(c) - k_reg)`` added to ``E(x, c)`` (defaults k_reg = 1, lam = 0.01). The paper's
+  rule rejects a
   prediction whose set holds more than one label, or (a threshold t) whose second largest probability
   inside the set exceeds t: the uncertainty is that second probability when the set holds two labels or
   more, and 0 otherwise (rejecting u > 0 is the plain "more than one label" rule).
@@ -54,9 +56,13 @@ from relu_core.threads import small_work
 MC_PASSES = 10
 MC_DROPOUT = 0.2
 DEFAULT_COVERAGE = 0.9
+#: RAPS's regularisation (:class:`ConformalRAPS`): classes beyond the k_reg most likely cost λ each.
+RAPS_K_REG, RAPS_LAMBDA = 1, 0.01
 ENSEMBLE_SEEDS = 5
 CIFAR_RESNETS = ("resnet20", "resnet32", "resnet44", "resnet56")
-BASELINE_KEYS = ("mlp", "mc_dropout", "deep_ensemble", "conformal")
+BASELINE_KEYS = ("mlp", "mc_dropout", "deep_ensemble", "conformal", "conformal_raps")
+#: The conformal detectors (their sets' coverage goes into the table's note).
+CONFORMAL_KEYS = ("conformal", "conformal_raps")
 #: What the study compares by default: the paired pair, MSP, then the four baselines.
 STUDY_KEYS = (*protocol.PAIRED, "msp", *BASELINE_KEYS)
 TABLE_COLUMNS = (
@@ -414,14 +420,24 @@ def _cumulative_mass(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.cumsum(np.take_along_axis(probs, order, axis=1), axis=1)
 
 
-def aps_scores(probs: np.ndarray, labels: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
+def rank_penalties(n_classes: int, k_reg: int, lam: float) -> np.ndarray:
+    """RAPS's regularisation by rank (Angelopoulos et al., ICLR 2021): ``lam * max(0, o - k_reg)`` for the class
+    ranked o = 1..C (by decreasing probability): classes beyond the ``k_reg`` most likely cost ``lam`` each."""
+    return float(lam) * np.maximum(np.arange(1, n_classes + 1) - int(k_reg), 0)
+
+
+def aps_scores(
+    probs: np.ndarray, labels: np.ndarray, u: np.ndarray | None = None, penalties: np.ndarray | None = None
+) -> np.ndarray:
     """APS conformity score of the label: the mass of the classes ranked before y, plus ``u * p_y``
-    (``u=None``: all of ``p_y``, the non-randomised score; else one uniform draw per sample)."""
+    (``u=None``: all of ``p_y``, the non-randomised score; else one uniform draw per sample); with ``penalties``
+    (:func:`rank_penalties`, per rank) the RAPS score, plus the penalty of y's rank."""
     order, mass = _cumulative_mass(probs)
     rank = np.argmax(order == np.asarray(labels)[:, None], axis=1)
     rows = np.arange(len(rank))
     own = probs[rows, np.asarray(labels)]
-    return mass[rows, rank] - own + (own if u is None else u * own)
+    score = mass[rows, rank] - own + (own if u is None else u * own)
+    return score if penalties is None else score + penalties[rank]
 
 
 class ConformalAPS(Detector):
@@ -463,11 +479,15 @@ class ConformalAPS(Detector):
     def _uniforms(self, n: int, stream: int) -> np.ndarray | None:
         return np.random.default_rng([self.seed, stream]).random(n) if self.randomized else None
 
+    def _penalties(self, n_classes: int) -> np.ndarray | None:
+        """What each rank adds to the score (RAPS); none for APS."""
+        return None
+
     def calibrate(self, probs: np.ndarray, labels: np.ndarray) -> ConformalAPS:
         """``qhat_``: the ``ceil((n + 1) coverage)``-th smallest of the n calibration scores; +inf (every set
         holds every label) when n is too small for the level."""
         probs = np.asarray(probs, dtype=np.float64)
-        scores = aps_scores(probs, labels, self._uniforms(probs.shape[0], 0))
+        scores = aps_scores(probs, labels, self._uniforms(probs.shape[0], 0), self._penalties(probs.shape[1]))
         n = scores.size
         k = math.ceil((n + 1) * self.coverage)
         self.qhat_ = math.inf if k > n else float(np.sort(scores)[k - 1])
@@ -483,6 +503,9 @@ class ConformalAPS(Detector):
         if u is not None:  # mass before each class plus u times its own (increasing along the ranks)
             ranked = np.take_along_axis(probs, order, axis=1)
             mass = mass - (1.0 - u[:, None]) * ranked
+        penalties = self._penalties(probs.shape[1])
+        if penalties is not None:  # non-decreasing along the ranks: the set stays a prefix of them
+            mass = mass + penalties
         return (mass <= self.qhat_).sum(axis=1)
 
     def prediction_sets(self, probs) -> np.ndarray:
@@ -501,12 +524,49 @@ class ConformalAPS(Detector):
 
     def __repr__(self) -> str:
         return (
-            f"ConformalAPS(coverage={self.coverage:g}, temperature={self.temperature:g}, "
-            f"randomized={self.randomized}, seed={self.seed})"
+            f"{type(self).__name__}(coverage={self.coverage:g}, temperature={self.temperature:g}, "
+            f"randomized={self.randomized}, seed={self.seed}{self._extra_repr()})"
         )
 
+    def _extra_repr(self) -> str:
+        return ""
 
-for _cls in (MLPDetector, MCDropout, DeepEnsemble, ConformalAPS):
+
+class ConformalRAPS(ConformalAPS):
+    """Regularised adaptive prediction sets (RAPS, Angelopoulos et al., ICLR 2021): APS whose score adds
+    ``lam * max(0, o - k_reg)`` for a class of rank o (:func:`rank_penalties`), so that sets seldom grow past
+    the ``k_reg`` most likely classes; calibrated and used exactly like :class:`ConformalAPS` (same split-conformal
+    quantile, same randomisation, same rejection rule), with the same coverage guarantee.
+
+    ``k_reg`` (default :data:`RAPS_K_REG` = 1): how many top-ranked classes are free of the penalty; ``lam``
+    (default :data:`RAPS_LAMBDA` = 0.01): the penalty per class beyond them (0: APS exactly). The paper tunes
+    both on part of the calibration data; here they are fixed arguments, the defaults its small-set regime.
+    """
+
+    key = "conformal_raps"
+    name = "Conformal (RAPS)"
+
+    def __init__(
+        self,
+        coverage: float = DEFAULT_COVERAGE,
+        temperature: float = 1.0,
+        randomized: bool = True,
+        seed: int = 0,
+        k_reg: int = RAPS_K_REG,
+        lam: float = RAPS_LAMBDA,
+    ) -> None:
+        super().__init__(coverage, temperature, randomized, seed)
+        self.k_reg = validation.integer(k_reg, "RAPS's k_reg", minimum=0)
+        self.lam = validation.non_negative(lam, "RAPS's λ")
+
+    def _penalties(self, n_classes: int) -> np.ndarray:
+        return rank_penalties(n_classes, self.k_reg, self.lam)
+
+    def _extra_repr(self) -> str:
+        return f", k_reg={self.k_reg}, lam={self.lam:g}"
+
+
+for _cls in (MLPDetector, MCDropout, DeepEnsemble, ConformalAPS, ConformalRAPS):
     register_detector(_cls)
 
 
@@ -639,16 +699,19 @@ def baselines_study(
     fixed, members, notes = _model_scores(run, studied, member_logits, mc_passes, mc_p, progress, total, models_run)
 
     probs = detectors.softmax(logits, 1.0)
-    records, curves, pairs, pair_samples, conformal = [], {}, [], [], []
+    records, curves, pairs, pair_samples = [], {}, [], []
+    conformal: dict[str, list] = {}
     splits = protocol.seeded_splits(correct, tune_fraction, seeds)
     for done, (seed, tune, ev) in enumerate(splits.checked(cancel, "baselines study")):
         progress(2 + done, total, f"seed {seed}: fitting on the tuning split, scoring the evaluation split")
         scores = {}
         for key in studied:
             scores[key], detector = _scored(key, fixed, logits, labels, tune, ev, seed, coverage)
-            if key == "conformal":
+            if key in CONFORMAL_KEYS:
                 inside = detector.prediction_sets(probs[ev])
-                conformal.append((inside[np.arange(len(ev)), labels[ev]].mean(), inside.sum(1).mean()))
+                conformal.setdefault(key, []).append(
+                    (inside[np.arange(len(ev)), labels[ev]].mean(), inside.sum(1).mean())
+                )
         for key, uncertainty in scores.items():
             summary = metrics.summary(uncertainty, correct[ev])
             name = detectors.REGISTRY[key].name
@@ -659,9 +722,9 @@ def baselines_study(
             pairs.append((*(scores[k] for k in protocol.PAIRED), correct[ev]))
             pair_samples.append(ev)
     per_seed = pd.DataFrame.from_records(records, columns=["seed", "key", "detector", "metric", "value"])
-    if conformal:
-        seen, size = np.mean(conformal, axis=0)
-        notes["conformal"] = (
+    for key, per_seed_sets in conformal.items():
+        seen, size = np.mean(per_seed_sets, axis=0)
+        notes[key] = (
             f"sets reach {seen:.1%} coverage on the evaluation split (target {coverage:.0%}), mean set size {size:.2f}"
         )
     paired = (  # the seeds' evaluation splits share samples: resampled once per draw
@@ -689,7 +752,8 @@ def _scored(key, fixed, logits, labels, tune, ev, seed, coverage) -> tuple[np.nd
     rows when it learns (seeded per split); None for the detectors scored once for every sample (``fixed``)."""
     if key in fixed:
         return fixed[key][ev], None
-    options = {"mlp": {"seed": seed}, "conformal": {"coverage": coverage, "seed": seed}}.get(key, {})
+    conformal = {"coverage": coverage, "seed": seed}
+    options = {"mlp": {"seed": seed}, "conformal": conformal, "conformal_raps": conformal}.get(key, {})
     detector = detectors.REGISTRY[key](**options)
     if detector.requires_fit:
         detector.fit(logits[tune], labels[tune])
@@ -750,14 +814,18 @@ def _table(studied: Sequence[str], per_seed: pd.DataFrame, notes: dict[str, str]
 
 def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tuple:
     """``(roc, risk_coverage)`` plotly figures of every detector on the first seed's evaluation split."""
-    roc_curves, rc_curves = {}, {}
+    roc_curves, rc_curves, at_95 = {}, {}, {}
     for name, (uncertainty, correct) in result.curves.items():
         fpr, tpr, _ = metrics.roc_curve(uncertainty, correct, drop_intermediate=False)
         roc_curves[name] = (fpr, tpr, metrics.auroc(uncertainty, correct))
+        point = metrics.operating_point(uncertainty, correct, "tpr", 0.95)
+        at_95[name] = (point.fpr, point.tpr)
         coverage, risk = metrics.risk_coverage_curve(uncertainty, correct)
         rc_curves[name] = (coverage, risk, metrics.aurc(uncertainty, correct))
     seed = result.seeds[0]
-    roc = figures.roc_figure(roc_curves, max_points=max_points, title=f"ROC, seed {seed}'s evaluation split")
+    roc = figures.roc_figure(
+        roc_curves, target_points=at_95, max_points=max_points, title=f"ROC, seed {seed}'s evaluation split"
+    )
     rc = figures.risk_coverage_figure(
         rc_curves, max_points=max_points, title=f"Risk-coverage, seed {seed}'s evaluation split"
     )

@@ -1,6 +1,6 @@
 """``python -m relu_core baselines``: the baselines study (``relu_core.baselines``) from the command line.
 
-    python -m relu_core baselines --logits run.npz [--ensemble a.npz,b.npz] [--methods relu,doctor,mlp,conformal]
+    python -m relu_core baselines --logits run.npz [--ensemble a.npz,b.npz] [--methods relu,doctor,conformal_raps]
     python -m relu_core baselines --model resnet56 --dataset imagefolder:../shared/data/cifar10/test_jpeg_q75
         [--coverage 0.9] [--val-fraction 0.2] [--seeds 10] [--bootstrap 1000] [--json] [--out DIR]
 
@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
         metavar="FILES",
         help="comma-separated logits files of the ensemble members (same samples and labels)",
     )
-    p.add_argument("--coverage", default="0.9", help="conformal coverage level 1 - α (default 0.9)")
+    p.add_argument("--coverage", default="0.9", help="conformal coverage level 1 - α of APS and RAPS (default 0.9)")
     p.add_argument("--val-fraction", default="0.2", help="tuning fraction (default 0.2)")
     p.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
     p.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples (default 1000; 0: none)")

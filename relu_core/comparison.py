@@ -31,7 +31,8 @@ def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
             {
                 "metric": metric_info.get(m).label,
                 "Rel-U − Doctor": f"{d.estimate:+.4f}",
-                f"{100 * d.confidence:g} % CI (paired bootstrap)": _interval(d.low, d.high),
+                f"{100 * d.confidence:g} % CI (paired bootstrap)": _interval(d.low, d.high)
+                + (f" ({stats.CONDITIONAL_LABEL})" if d.conditional else ""),
                 "verdict": d.outcome(),
             }
             for m, d in paired.items()
@@ -42,7 +43,9 @@ def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
 def paired_table(frame: pd.DataFrame, **leading: Sequence) -> pd.DataFrame:
     """Rows of Rel-U − Doctor over seeds (a frame of :data:`stats.PAIRED_ROW_COLUMNS`, e.g. a study's or the
     corruption study's ``paired``) in words: the ``leading`` columns (header -> values, e.g. the corruption), the
-    metric, mean ± std over seeds, the interval of the mean ("–" without a bootstrap) and the short verdict."""
+    metric, mean ± std over seeds, the interval of the mean ("–" without a bootstrap; its header says so when the
+    rows' intervals are :data:`stats.CONDITIONAL_LABEL`, as their verdicts do) and the short verdict."""
+    conditional = any(stats.CONDITIONAL_LABEL in verdict for verdict in frame["verdict"])
     return pd.DataFrame(
         {
             **{header: list(values) for header, values in leading.items()},
@@ -50,7 +53,7 @@ def paired_table(frame: pd.DataFrame, **leading: Sequence) -> pd.DataFrame:
             "Rel-U − Doctor (mean ± std over seeds)": [
                 f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])
             ],
-            MEAN_INTERVAL: [
+            MEAN_INTERVAL + (f" ({stats.CONDITIONAL_LABEL})" if conditional else ""): [
                 "–" if np.isnan(low) else _interval(low, high) for low, high in zip(frame["ci_low"], frame["ci_high"])
             ],
             "verdict": outcome_column(frame),
@@ -84,7 +87,7 @@ def difference_label(a: str, b: str) -> str:
 def metrics_table(
     summaries: Mapping[str, Mapping[str, float]], accuracy: float, difference: tuple[str, str] | None = None
 ) -> pd.DataFrame:
-    """One row per detector (display name -> ``metrics.summary``): FPR95, AUROC, AURC, E-AURC and the
+    """One row per detector (display name -> ``metrics.summary``): FPR95, AUROC, AURC, E-AURC, AUGRC and the
     classifier's accuracy (shared by every detector). With ``difference = (a, b)`` and both rows present, a last
     row ``a − b`` holds the differences (0 for the accuracy: one classifier) and the table is float."""
     table = pd.DataFrame(

@@ -98,6 +98,7 @@ def add_parser(sub) -> None:
 def format_table(result, *, title: str = "") -> str:
     """An aligned text table of an :class:`~relu_core.protocol.EvaluationResult` (mean ± std over seeds),
     the settings each method used, and the paired Rel-U − Doctor difference when both were evaluated."""
+    from relu_core import stats
     from relu_core.protocol import FALLBACK_LABEL, describe_values
 
     def pm(key: str, metric: metric_info.Metric) -> str:
@@ -155,11 +156,18 @@ def format_table(result, *, title: str = "") -> str:
     ]
     paired = result.paired_summary()
     if paired is not None:
-        n_resamples = next(iter(paired.values()))["n_resamples"]
+        first = next(iter(paired.values()))
         lines += [
             "",
             f"Rel-U − Doctor on the same splits (mean ± std over seeds; 95 % paired bootstrap interval of "
-            f"the mean, {n_resamples} resamples of the evaluation samples):",
+            f"the mean, {first['n_resamples']} resamples of the evaluation samples"
+            + (
+                f"; the interval is {stats.CONDITIONAL_LABEL}: the selection itself is not resampled, so as a "
+                "comparison of each detector with its own selection it is too narrow"
+                if first["conditional_on_selection"]
+                else ""
+            )
+            + "):",
         ]
         for metric, row in paired.items():
             lines.append(f"  {row['mean']:+.4f} ± {row['std']:.4f}   {row['verdict']}")

@@ -34,6 +34,7 @@ DETECTOR_COLORS: dict[str, str] = {
     "MC-Dropout": "#2ca02c",
     "Deep Ensembles": "#17becf",
     "Conformal (APS)": "#ff7f0e",
+    "Conformal (RAPS)": "#ffbb78",
 }
 PROMINENT = frozenset({"Rel-U", "Doctor"})
 _FALLBACK_COLORS = ("#17becf", "#e377c2", "#2ca02c", "#ff7f0e")
@@ -294,12 +295,6 @@ def _thin(n: int, max_points: int | None) -> np.ndarray | slice:
     return np.unique(np.linspace(0, n - 1, max_points).round().astype(np.int64))
 
 
-def _first_at_least(values: np.ndarray, target: float) -> int | None:
-    """Index of the first entry of the non-decreasing ``values`` that reaches ``target``."""
-    hits = np.flatnonzero(values >= target)
-    return int(hits[0]) if hits.size else None
-
-
 #: The ROC and risk-coverage margins, fixed: their tick labels are numbers of a known width, and plotly's
 #: automatic margins measure every label again on each redraw (17-29 ms of a λ move in Chromium, README "Speed").
 CURVE_MARGIN = {"l": 60, "r": 10, "t": 50, "b": 50}
@@ -309,15 +304,17 @@ def roc_figure(
     curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]],
     operating_points: Mapping[str, tuple[float, float]] | None = None,
     *,
+    target_points: Mapping[str, tuple[float, float]] | None = None,
     tpr_target: float = 0.95,
     max_points: int | None = None,
     title: str = "ROC (positives = correct predictions)",
 ) -> go.Figure:
     """ROC curves of several detectors, ``name -> (fpr, tpr, auroc)``, AUROC in the legend.
 
-    Each curve gets a marker at its first point with TPR >= ``tpr_target`` (the FPR-at-95 %-TPR point
-    of the metrics table); ``operating_points`` (``name -> (fpr, tpr)``) adds the user's chosen point.
-    ``max_points`` thins the drawn line (the markers stay exact).
+    ``target_points`` (``name -> (fpr, tpr)``, from ``metrics.operating_point(u, correct, "tpr", tpr_target)``)
+    marks each curve's FPR-at-``tpr_target`` point, the metrics table's: read off the curve itself, a thinned
+    curve can skip that point on tied scores. ``operating_points`` (``name -> (fpr, tpr)``) adds the user's
+    chosen point. ``max_points`` thins the drawn line (the markers stay exact).
 
     Examples
     --------
@@ -337,13 +334,13 @@ def roc_figure(
                 name, fpr, tpr, f"{metric_info.AUROC.label} {auc:{metric_info.AUROC.format}}", "FPR", "TPR", max_points
             )
         )
-        at = _first_at_least(tpr, tpr_target)
-        if at is not None:
+        if target_points is not None and name in target_points:
+            fpr_at, tpr_at = target_points[name]
             traces.append(
                 {
                     "type": "scatter",
-                    "x": [fpr[at]],
-                    "y": [tpr[at]],
+                    "x": [float(fpr_at)],
+                    "y": [float(tpr_at)],
                     "mode": "markers",
                     "name": f"{name} @ TPR {tpr_target:.0%}",
                     "legendgroup": name,
@@ -431,11 +428,16 @@ def risk_coverage_figure(
     curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]],
     operating_points: Mapping[str, tuple[float, float]] | None = None,
     *,
+    generalized: bool = False,
     max_points: int | None = None,
     title: str = "Risk-coverage",
 ) -> go.Figure:
     """Risk (error rate among accepted) against coverage (fraction accepted), ``name -> (coverage, risk,
     aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked.
+
+    ``generalized``: the curves are the generalised risk instead (accepted errors / all samples,
+    ``metrics.generalized_risk_coverage_curve``), ``name -> (coverage, generalised risk, augrc)``, AUGRC in the
+    legend, the operating points at ``(coverage, risk * coverage)``.
 
     Examples
     --------
@@ -447,28 +449,25 @@ def risk_coverage_figure(
     >>> fig.data[0].name
     'Doctor (AURC 0.1967)'
     """
+    metric, y_name, y_title = (
+        (metric_info.AUGRC, "generalised risk", "generalised risk (accepted errors / all samples)")
+        if generalized
+        else (metric_info.AURC, "risk", "risk (error rate among accepted)")
+    )
     traces = []
     for name, (coverage, risk, area) in curves.items():
         coverage, risk = np.asarray(coverage, dtype=np.float64), np.asarray(risk, dtype=np.float64)
         traces.append(
-            _curve_trace(
-                name,
-                coverage,
-                risk,
-                f"{metric_info.AURC.label} {area:{metric_info.AURC.format}}",
-                "coverage",
-                "risk",
-                max_points,
-            )
+            _curve_trace(name, coverage, risk, f"{metric.label} {area:{metric.format}}", "coverage", y_name, max_points)
         )
     traces += [
-        _operating_marker(name, cov_op, risk_op, "coverage", "risk")
+        _operating_marker(name, cov_op, risk_op, "coverage", y_name)
         for name, (cov_op, risk_op) in (operating_points or {}).items()
     ]
     layout = {
         "title": {"text": title},
         "xaxis": {"title": {"text": "coverage (fraction accepted)"}, "range": [0, 1], "automargin": False},
-        "yaxis": {"title": {"text": "risk (error rate among accepted)"}, "rangemode": "tozero", "automargin": False},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "automargin": False},
         "legend": {"x": 0.02, "y": 0.98},
         "margin": {**CURVE_MARGIN},
     }

@@ -64,8 +64,17 @@ AURC = Metric("aurc", "AURC", "AURC", False, True, "area under the risk-coverage
 # On the same samples the best possible AURC is the same for both detectors: E-AURC's paired difference is AURC's.
 EAURC = Metric("eaurc", "E-AURC", "E-AURC", False, False, "AURC minus the best AURC any ranking of these samples has")
 
+AUGRC = Metric(
+    "augrc",
+    "AUGRC",
+    "AUGRC",
+    False,
+    True,
+    "area under the generalised risk-coverage curve (risk that a sample is accepted and wrong, over coverages)",
+)
+
 #: Every metric a result reports, in display order (the keys of ``metrics.summary``).
-METRICS: tuple[Metric, ...] = (FPR95, AUROC, AURC, EAURC)
+METRICS: tuple[Metric, ...] = (FPR95, AUROC, AURC, EAURC, AUGRC)
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 KEYS: tuple[str, ...] = tuple(BY_KEY)
 #: The metrics of the Rel-U − Doctor paired bootstrap (``stats``), in display order.

@@ -14,7 +14,8 @@ Conventions (Rel-U paper, Dadalto et al., ICLR 2024, and Doctor, Granese et al.,
   random order inside each tie group, so no result depends on the order of the input.
 * ROC-based metrics (``roc_curve``, ``auroc``, ``fpr_at_tpr``, ``summary``) are undefined unless both
   correct and misclassified samples are present and raise :class:`InputError` otherwise; the
-  risk-coverage metrics (``risk_coverage_curve``, ``aurc``, ``eaurc``) are defined for any input.
+  risk-coverage metrics (``risk_coverage_curve``, ``aurc``, ``eaurc``, ``generalized_risk_coverage_curve``,
+  ``augrc``) are defined for any input.
 
 All functions take numpy arrays, array-likes or torch tensors (copied to the CPU) and return numpy
 arrays or Python floats. In the docstrings below, ``uncertainty`` and ``correct`` are always the two
@@ -421,21 +422,69 @@ def eaurc(uncertainty, correct) -> float:
     return _eaurc(_rank(uncertainty, correct))
 
 
-def summary(uncertainty, correct, fpr_positive: str = "correct") -> dict[str, float]:
-    """The four metrics of one detector from a single sort.
+def generalized_risk_coverage_curve(uncertainty, correct) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised risk against coverage (Traub et al., NeurIPS 2024), most confident samples first.
 
     Parameters
     ----------
     uncertainty, correct : array-like, shape (N,)
-        One sort serves all four metrics, so the four always describe the same ranking.
+        Samples are kept from the least uncertain upwards.
+
+    Returns
+    -------
+    coverage, generalized_risk : ndarray, shape (N,)
+        ``coverage[k-1] = k / N`` and ``generalized_risk[k-1]`` = the joint probability that a sample is
+        accepted *and* wrong: errors among the k least uncertain samples / N (``risk * coverage`` of
+        :func:`risk_coverage_curve`), ties in expectation like it. The curve starts at (0, 0).
+    """
+    ranking = _rank(uncertainty, correct)
+    k = np.arange(1, ranking.size + 1)
+    return k / ranking.size, _expected_errors(ranking) / ranking.size
+
+
+def _augrc(ranking: _Ranking) -> float:
+    # Trapezoids between the thresholds (group ends) and (0, 0), as FD-Shifts integrates the curve: group g adds
+    # n_g/N * (E_(g-1) + E_g) / (2N), E the cumulative errors. Doubled so that the sum stays an exact integer.
+    in_group = np.diff(ranking.n_accepted, prepend=0)
+    errors_before = np.concatenate(([0], ranking.n_errors[:-1]))
+    doubled = int(np.dot(in_group, errors_before + ranking.n_errors))
+    return doubled / (2.0 * ranking.size * ranking.size)
+
+
+def augrc(uncertainty, correct) -> float:
+    """Area under the generalised risk-coverage curve (AUGRC; Traub et al., NeurIPS 2024, as FD-Shifts computes it).
+
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+        One point per distinct uncertainty (tied samples accepted together), plus (0, 0).
+
+    Returns
+    -------
+    float
+        The trapezoidal area under :func:`generalized_risk_coverage_curve`'s points at the thresholds: the
+        average over coverages of the risk of an accepted error. Lower is better; in [0, 1/2]: 0 when every
+        sample is correct, ``(1 - acc)**2 / 2`` for the perfect ordering, 1/2 when every sample is wrong. With
+        both kinds present it equals ``(1 - AUROC) acc (1 - acc) + (1 - acc)**2 / 2`` (ties one half in both).
+    """
+    return _augrc(_rank(uncertainty, correct))
+
+
+def summary(uncertainty, correct, fpr_positive: str = "correct") -> dict[str, float]:
+    """The five metrics of one detector from a single sort.
+
+    Parameters
+    ----------
+    uncertainty, correct : array-like, shape (N,)
+        One sort serves all five metrics, so the five always describe the same ranking.
     fpr_positive : {"correct", "error"}
         The convention of ``fpr95`` (:func:`fpr_at_tpr`'s ``positive``); the paper's by default.
 
     Returns
     -------
     dict
-        ``{"fpr95", "auroc", "aurc", "eaurc"}``: :func:`fpr_at_tpr` at 95 % TPR, :func:`auroc`,
-        :func:`aurc`, :func:`eaurc`.
+        ``{"fpr95", "auroc", "aurc", "eaurc", "augrc"}``: :func:`fpr_at_tpr` at 95 % TPR, :func:`auroc`,
+        :func:`aurc`, :func:`eaurc`, :func:`augrc`.
 
     Raises
     ------
@@ -448,6 +497,7 @@ def summary(uncertainty, correct, fpr_positive: str = "correct") -> dict[str, fl
         "auroc": _auroc(ranking),
         "aurc": _aurc(ranking),
         "eaurc": _eaurc(ranking),
+        "augrc": _augrc(ranking),
     }
 
 

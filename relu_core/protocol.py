@@ -281,7 +281,8 @@ class EvaluationResult:
     the hyperparameters were chosen and ``n_settings[key]`` how many (T, lam) settings that choice
     searched (1 when fixed). ``eps`` is the input pre-processing magnitude of the scores.
     ``paired`` holds, when both Rel-U and Doctor were evaluated, the interval of the mean over seeds of
-    Rel-U − Doctor per metric (:func:`stats.pooled_bootstrap` on each seed's evaluation part).
+    Rel-U − Doctor per metric (:func:`stats.pooled_bootstrap` on each seed's evaluation part), labelled
+    :data:`stats.CONDITIONAL_LABEL` unless the settings were fixed.
     """
 
     methods: tuple[str, ...]
@@ -332,12 +333,24 @@ class EvaluationResult:
 
     def paired_summary(self) -> dict[str, dict[str, object]] | None:
         """Rel-U − Doctor per metric: mean and std over seeds, per-seed values, the estimate, its interval,
-        whether it is significant, and the verdict in words; None unless both were evaluated. Without a bootstrap
-        (0 resamples) the interval fields are None and the verdict says there is none."""
+        whether it is significant, ``conditional_on_selection`` (the settings were selected and the interval holds
+        for them only, :data:`stats.CONDITIONAL_LABEL`: the selection is not resampled), and the verdict in words; None unless both were evaluated. Without a
+        bootstrap (0 resamples) the interval fields are None and the verdict says there is none."""
         if not all(k in self.methods for k in PAIRED):
             return None
         rows = stats.paired_rows({m: self.difference_per_seed(m) for m in metric_info.PAIRED_KEYS}, self.paired or {})
-        fields = ("mean", "std", "per_seed", "ci_low", "ci_high", "confidence", "n_resamples", "significant", "verdict")
+        fields = (
+            "mean",
+            "std",
+            "per_seed",
+            "ci_low",
+            "ci_high",
+            "confidence",
+            "n_resamples",
+            "significant",
+            "conditional_on_selection",
+            "verdict",
+        )
         undefined = () if self.paired else ("ci_low", "ci_high", "confidence", "significant")  # JSON null
         return {row["metric"]: {k: None if k in undefined else row[k] for k in fields} for row in rows}
 
@@ -538,6 +551,8 @@ def _run_protocol(
             n_resamples=n_resamples,
             fpr_positive=fpr_positive,
         )
+        if selection != FIXED_LABEL:  # the bootstrap resamples the evaluation samples, never the selection
+            paired = stats.conditional_on_selection(paired)
     return EvaluationResult(
         methods=methods,
         names={k: detectors.label(k) for k in methods},

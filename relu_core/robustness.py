@@ -400,7 +400,10 @@ def _paired_frame(per_seed: pd.DataFrame, paired_scores: dict[str, list]) -> pd.
         if not pairs:
             continue
         # the seeds' evaluation images overlap (all of them lie in one subsample): resampled once per draw
-        pooled = stats.pooled_bootstrap([p[:3] for p in pairs], sample_ids=[p[3] for p in pairs])
+        # T and λ were selected on the tuning splits: the interval holds for the selected settings
+        pooled = stats.conditional_on_selection(
+            stats.pooled_bootstrap([p[:3] for p in pairs], sample_ids=[p[3] for p in pairs])
+        )
         differences = {}
         for metric in pooled:
             values = per_seed[(per_seed["corruption"] == name) & (per_seed["metric"] == metric)]

@@ -1,6 +1,6 @@
 """Paired statistics: is detector A (Rel-U) better than detector B (Doctor) on the same samples?
 
-:func:`paired_bootstrap` answers it for FPR at 95 % TPR, AUROC and AURC with a percentile bootstrap
+:func:`paired_bootstrap` answers it for FPR at 95 % TPR, AUROC, AURC and AUGRC with a percentile bootstrap
 interval of the difference ``metric(A) - metric(B)``. The resampling is *paired*: every resample draws
 evaluation samples with replacement (seeded) and scores both detectors on that same resample, so the
 interval reflects how much the difference itself varies, not each metric on its own.
@@ -18,6 +18,7 @@ Nothing loops over samples or resamples in Python beyond blocks of :data:`BLOCK`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,11 @@ from relu_core import metrics as _metrics
 from relu_core.errors import InputError
 
 DEFAULT_RESAMPLES = 1000
+#: How an interval is labelled when the compared detectors' settings were selected on the data (``--select``, the
+#: objectives table, the corruption study): the bootstrap resamples the evaluation samples for the *selected*
+#: settings only; the selection's own variability is not resampled, so as an answer to "does Rel-U with its
+#: selection beat Doctor with its selection" the interval is too narrow (README, "Rel-U vs Doctor, with statistics").
+CONDITIONAL_LABEL = "conditional on the selected settings"
 #: Resamples processed together (arrays of BLOCK x N stay in the CPU cache up to N of about 10^4).
 BLOCK = 16
 
@@ -38,7 +44,8 @@ class PairedDifference:
 
     ``estimate`` is the difference on the samples themselves; ``low``/``high`` bound the central
     ``confidence`` share of the bootstrap differences (percentile method); ``n_resamples`` is the number
-    of resamples used (those where the metric is defined).
+    of resamples used (those where the metric is defined). ``conditional``: the detectors' settings were selected
+    on the data and the interval holds for those settings only (:data:`CONDITIONAL_LABEL`, in every text).
     """
 
     metric: str
@@ -48,6 +55,7 @@ class PairedDifference:
     higher_is_better: bool
     n_resamples: int
     confidence: float = 0.95
+    conditional: bool = False
 
     @property
     def significant(self) -> bool:
@@ -59,7 +67,10 @@ class PairedDifference:
         return self.estimate > 0 if self.higher_is_better else self.estimate < 0
 
     def interval_text(self) -> str:
-        return f"{100 * self.confidence:g} % CI {self.low:+.4f} to {self.high:+.4f}"
+        return f"{100 * self.confidence:g} % CI {self.low:+.4f} to {self.high:+.4f}{self._condition()}"
+
+    def _condition(self) -> str:
+        return f", {CONDITIONAL_LABEL}" if self.conditional else ""
 
     def outcome(self, a: str = "Rel-U", b: str = "Doctor") -> str:
         """The verdict without its numbers: "no significant difference" or "A better" / "B better"."""
@@ -79,8 +90,13 @@ class PairedDifference:
         low, high = sorted((abs(self.low), abs(self.high)))
         return (
             f"{label}: {winner} better than {loser} by {abs(self.estimate):.4f} "
-            f"({100 * self.confidence:g} % CI {low:.4f} to {high:.4f})"
+            f"({100 * self.confidence:g} % CI {low:.4f} to {high:.4f}{self._condition()})"
         )
+
+
+def conditional_on_selection(paired: Mapping[str, PairedDifference]) -> dict[str, PairedDifference]:
+    """``paired`` labelled :data:`CONDITIONAL_LABEL`: what every result whose settings were selected states."""
+    return {k: dataclasses.replace(d, conditional=True) for k, d in paired.items()}
 
 
 def _check_inputs(uncertainty_a, uncertainty_b, correct) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -182,6 +198,14 @@ class _SortedDetector:
                 sums = tail[end] - tail[end - drawn_errors]
                 drawn_total = n_correct[-1] + n_errors[-1]  # the resample's size (not always N: see _draw)
                 out["aurc"] = (total_errors * harmonic[drawn_total] - sums.sum(axis=0)) / drawn_total
+            if "augrc" in keys:
+                # AUGRC N² = sum over groups of n_g (E_before + e_g / 2): every draw after an error sample's
+                # copies counts them once, and its own copies half each (see metrics._augrc).
+                size = (n_correct[-1] + n_errors[-1]).astype(np.float64)
+                end = correct_at_errors + n_errors
+                later = np.einsum("gr,gr->r", drawn_errors, size - end, dtype=np.float64)
+                own = 0.5 * np.einsum("gr,gr->r", drawn_errors, drawn_errors, dtype=np.float64)
+                out["augrc"] = (later + own) / (size * size)
         _undefined_roc(out, total_correct, total_errors)
         return out
 
@@ -234,6 +258,11 @@ class _SortedDetector:
                 total = np.einsum("gr,gr->r", n_errors - errors_drawn, span)
                 total += np.einsum("gr,gr->r", slope, drawn - start * span)
                 out["aurc"] = total / end[-1]
+            if "augrc" in keys:
+                # AUGRC N² = sum over groups of n_g (E_g - e_g / 2), the trapezoids of metrics._augrc.
+                size = (n_correct[-1] + n_errors[-1]).astype(np.float64)
+                doubled = np.einsum("gr,gr->r", drawn, 2 * n_errors - errors_drawn, dtype=np.float64)
+                out["augrc"] = doubled / (2.0 * size * size)
         _undefined_roc(out, total_correct, total_errors)
         return out
 
@@ -310,8 +339,8 @@ def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[s
         Whether each prediction was right (the positives). Both kinds must be present. A pair when A and B
         judge two classifiers' predictions on the same samples (two runs of one data set: ``relu_core.compare``);
         each detector's metrics then use its own classifier's correctness.
-    metrics : subset of ``("fpr95", "auroc", "aurc")``, keyword
-        All three by default.
+    metrics : subset of ``("fpr95", "auroc", "aurc", "augrc")``, keyword
+        All four by default.
     n_resamples : int, keyword
         Paired resamples (the issue's minimum is 1,000, the default).
     seed : int, keyword
@@ -479,9 +508,10 @@ def paired_rows(
     ``per_seed`` maps a metric key to the difference on each seed's evaluation split, ``pooled`` maps it to the
     interval of the mean (:func:`pooled_bootstrap`; empty when no bootstrap ran). A row holds
     :data:`PAIRED_ROW_COLUMNS` (the mean and population std over seeds, the estimate, the interval, whether it
-    excludes 0, the verdict in words), then ``per_seed``, ``confidence`` and ``n_resamples``. Without an
-    interval the estimate is the mean, the bounds and the confidence are NaN, ``significant`` is False,
-    ``n_resamples`` 0, and the verdict says there is no interval.
+    excludes 0, the verdict in words), then ``per_seed``, ``confidence``, ``n_resamples`` and
+    ``conditional_on_selection`` (the interval holds for selected settings only: :data:`CONDITIONAL_LABEL`, also in
+    the verdict). Without an interval the estimate is the mean, the bounds and the confidence are NaN,
+    ``significant`` and ``conditional_on_selection`` are False, ``n_resamples`` 0, and the verdict says there is no interval.
     """
     rows = []
     for metric, values in per_seed.items():
@@ -504,6 +534,7 @@ def paired_rows(
                 "per_seed": [float(v) for v in values],
                 "confidence": np.nan if diff is None else diff.confidence,
                 "n_resamples": 0 if diff is None else diff.n_resamples,
+                "conditional_on_selection": diff is not None and diff.conditional,
             }
         )
     return rows

@@ -354,6 +354,8 @@ def explore_defaults() -> dict[str, object]:
 EX_CHART = "ex_chart"
 #: The toggle that shows Doctor's implicit matrix in place of D*.
 EX_SHOW_DOCTOR = "ex_show_doctor"
+#: The toggle that shows the generalised risk-coverage curve (AUGRC) in place of the selective one (AURC).
+EX_GENERALIZED_RISK = "ex_generalized_risk"
 #: The open detail tab under the metrics (operating point, a cell's samples, errors one detector catches).
 EX_DETAIL_TAB = "ex_detail_tab"
 #: The confusion-matrix cell whose samples the gallery shows, and the split they come from.

@@ -171,7 +171,7 @@ def test_explore_shows_every_panel_on_the_default(explore):
     )
     # Rel-U − Doctor with its paired interval and a verdict in words, consistent with the metrics table
     paired = _table_with(explore, "95 % CI (paired bootstrap)").set_index("metric")
-    assert list(paired.index) == ["FPR95", "AUROC", "AURC"]
+    assert list(paired.index) == ["FPR95", "AUROC", "AURC", "AUGRC"]
     assert float(paired.loc["AUROC", "Rel-U − Doctor"]) == pytest.approx(
         table.loc["Rel-U − Doctor", "AUROC ↑"], abs=1e-4
     )
@@ -187,6 +187,22 @@ def test_explore_shows_every_panel_on_the_default(explore):
     assert pair[0] != pair[1] and counts[pair] == np.nanmax(counts)
     # the view is in the URL
     assert explore.query_params["lam"] == "0.5" and explore.query_params["T"] == "1"
+
+
+def test_risk_coverage_toggle_draws_the_generalised_curve_with_the_tables_augrc(explore):
+    selective = _figure(explore, "Risk-coverage")
+    explore.toggle(key="ex_generalized_risk").set_value(True).run()
+    _no_exceptions(explore)
+    generalized = _figure(explore, "Generalised risk-coverage")
+    assert not any(spec["layout"]["title"]["text"].startswith("Risk-coverage") for spec in _charts(explore))
+    table = _metrics(explore)
+    for name in ("Rel-U", "Doctor"):
+        (line,) = [t for t in generalized["data"] if t.get("name", "").startswith(f"{name} (")]
+        assert line["name"] == f"{name} (AUGRC {table.loc[name, 'AUGRC ↓']:.4f})"
+        (before,) = [t for t in selective["data"] if t.get("name", "").startswith(f"{name} (")]
+        # the generalised risk is the selective risk times the coverage, point by point
+        np.testing.assert_allclose(_array(line["y"]), _array(before["y"]) * _array(before["x"]), atol=1e-12)
+    assert generalized["layout"]["yaxis"]["title"]["text"].startswith("generalised risk")
 
 
 def test_moving_lambda_changes_dstar_and_metrics(explore):

@@ -41,7 +41,9 @@ def test_registry_declares_every_detector_once() -> None:
     assert list(registry)[:6] == ["msp", "odin", "doctor", "relu", "entropy", "energy"]
     assert set(baselines.BASELINE_KEYS) <= set(registry)
     assert registry["relu"].requires_fit and not registry["doctor"].requires_fit
-    assert registry["mlp"].requires_fit and registry["conformal"].requires_fit
+    assert (
+        registry["mlp"].requires_fit and registry["conformal"].requires_fit and registry["conformal_raps"].requires_fit
+    )
     assert registry["mc_dropout"].needs_model and registry["deep_ensemble"].needs_model
     assert registry["mc_dropout"].name == "MC-Dropout"
     assert detectors.register_detector(baselines.MLPDetector) is baselines.MLPDetector  # idempotent
@@ -172,15 +174,22 @@ def _calibrated(n: int, c: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return logits, labels
 
 
+CONFORMAL = {
+    "APS": lambda coverage, **kw: baselines.ConformalAPS(coverage, **kw),
+    "RAPS": lambda coverage, **kw: baselines.ConformalRAPS(coverage, k_reg=2, lam=0.05, **kw),
+}
+
+
+@pytest.mark.parametrize("method", list(CONFORMAL))
 @pytest.mark.parametrize("randomized", [True, False])
 @pytest.mark.parametrize("coverage", [0.8, 0.9, 0.95])
-def test_conformal_sets_reach_their_coverage_on_held_out_data(coverage: float, randomized: bool) -> None:
+def test_conformal_sets_reach_their_coverage_on_held_out_data(coverage: float, randomized: bool, method: str) -> None:
     rng = np.random.default_rng(int(coverage * 100))
     n_cal, n_test, repeats = 1000, 5000, 20
     seen = []
     for _ in range(repeats):
         logits, labels = _calibrated(n_cal + n_test, 10, rng)
-        detector = baselines.ConformalAPS(coverage, randomized=randomized, seed=len(seen)).fit(
+        detector = CONFORMAL[method](coverage, randomized=randomized, seed=len(seen)).fit(
             logits[:n_cal], labels[:n_cal]
         )
         sets = detector.prediction_sets(detectors.softmax(logits[n_cal:]))
@@ -224,6 +233,41 @@ def test_conformal_sets_and_score_against_a_naive_loop() -> None:
         assert set(np.flatnonzero(row)) == naive
 
 
+def test_raps_sets_and_scores_against_a_naive_loop_and_smaller_than_aps() -> None:
+    """RAPS (Angelopoulos et al. 2021): E(x, c) = mass ranked before c + u p_c + λ max(0, rank(c) - k_reg), by a
+    Python loop; λ = 0 is APS exactly; the penalty keeps sets smaller than APS's at the same coverage."""
+    rng = np.random.default_rng(11)
+    logits, labels = _calibrated(1200, 8, rng)
+    logits = logits / 3.0  # a diffuse model: APS's sets are large, RAPS's penalty matters
+    probs = detectors.softmax(logits)
+    k_reg, lam = 2, 0.05
+    raps = baselines.ConformalRAPS(0.9, seed=3, k_reg=k_reg, lam=lam).fit(logits[:600], labels[:600])
+
+    def naive_score(p, c, v):
+        rank = 1 + sum(q > p[c] for q in p)
+        return sum(q for q in p if q > p[c]) + v * p[c] + lam * max(0, rank - k_reg)
+
+    u_cal = np.random.default_rng([3, 0]).random(600)
+    cal = [naive_score(probs[i], labels[i], u_cal[i]) for i in range(600)]
+    assert raps.qhat_ == pytest.approx(np.sort(cal)[math.ceil(601 * 0.9) - 1], rel=1e-12)
+    u_test = np.random.default_rng([3, 1]).random(600)
+    sets = raps.prediction_sets(probs[600:])
+    for row, p, v in zip(sets, probs[600:], u_test):
+        assert set(np.flatnonzero(row)) == {c for c in range(8) if naive_score(p, c, v) <= raps.qhat_ + 1e-12}
+    second = np.sort(probs[600:], axis=1)[:, -2]
+    np.testing.assert_allclose(raps.score(logits[600:]), np.where(sets.sum(1) > 1, second, 0.0), rtol=1e-12)
+    aps = baselines.ConformalAPS(0.9, seed=3).fit(logits[:600], labels[:600])
+    unpenalised = baselines.ConformalRAPS(0.9, seed=3, lam=0.0).fit(logits[:600], labels[:600])
+    assert unpenalised.qhat_ == aps.qhat_
+    np.testing.assert_array_equal(unpenalised.prediction_sets(probs[600:]), aps.prediction_sets(probs[600:]))
+    assert sets.sum(1).mean() < aps.prediction_sets(probs[600:]).sum(1).mean()
+    assert repr(raps).endswith("k_reg=2, lam=0.05)")
+    with pytest.raises(InputError, match="k_reg"):
+        baselines.ConformalRAPS(k_reg=-1)
+    with pytest.raises(InputError, match="λ"):
+        baselines.ConformalRAPS(lam=-0.1)
+
+
 def test_conformal_edge_cases() -> None:
     rng = np.random.default_rng(0)
     logits, labels = _calibrated(5, 4, rng)
@@ -249,7 +293,7 @@ def test_study_matches_direct_computations_and_mlp_sees_only_tuning_rows(digits_
 
     monkeypatch.setattr(baselines.MLPDetector, "fit_probs", spy)
     result = baselines.baselines_study(digits_run, seeds=(0, 1), n_resamples=200, device="cpu")
-    assert set(result.table["key"]) == {"relu", "doctor", "msp", "mlp", "mc_dropout", "conformal"}
+    assert set(result.table["key"]) == {"relu", "doctor", "msp", "mlp", "mc_dropout", "conformal", "conformal_raps"}
     assert "deep_ensemble" in result.skipped
     correct = protocol.correctness(digits_run.logits, digits_run.labels)
     pairs, samples = [], []
@@ -273,11 +317,12 @@ def test_study_matches_direct_computations_and_mlp_sees_only_tuning_rows(digits_
     row = result.table.set_index("key").loc["doctor"]
     per_seed = result.per_seed[(result.per_seed["key"] == "doctor") & (result.per_seed["metric"] == "auroc")]
     assert row["auroc_mean"] == pytest.approx(per_seed["value"].mean())
-    assert "coverage on the evaluation split" in result.table.set_index("key").loc["conformal", "note"]
+    for key in baselines.CONFORMAL_KEYS:
+        assert "coverage on the evaluation split" in result.table.set_index("key").loc[key, "note"]
     roc, _ = baselines.study_figures(result)
     names = {t.legendgroup for t in roc.data if t.legendgroup}
-    assert {"Rel-U", "Doctor", "MLP", "MC-Dropout", "Conformal (APS)"} <= names
-    assert len(result.paired_frame()) == 3
+    assert {"Rel-U", "Doctor", "MLP", "MC-Dropout", "Conformal (APS)", "Conformal (RAPS)"} <= names
+    assert len(result.paired_frame()) == 4  # FPR95, AUROC, AURC, AUGRC
 
 
 def test_study_with_given_members_and_on_logits_only_runs(digits_run) -> None:
@@ -320,9 +365,9 @@ def test_cli_writes_table_json_and_figures(logits_file, tmp_path, capsys) -> Non
     captured = capsys.readouterr()
     assert status == 0, captured.err
     data = json.loads(captured.out)
-    assert set(data["detectors"]) == {"relu", "doctor", "msp", "mlp", "conformal"}
+    assert set(data["detectors"]) == {"relu", "doctor", "msp", "mlp", "conformal", "conformal_raps"}
     assert set(data["skipped"]) == {"mc_dropout", "deep_ensemble"} and data["fpr95_positives"] == "correct"
-    assert set(data["minus_doctor"]) == {"fpr95", "auroc", "aurc"}
+    assert set(data["minus_doctor"]) == {"fpr95", "auroc", "aurc", "augrc"}
     assert sorted(p.name for p in out.iterdir()) == [
         "baselines.csv",
         "baselines_per_seed.csv",

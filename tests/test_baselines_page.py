@@ -19,10 +19,18 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
     at.button(key="bl_run").click().run()
     pages.ok(at)
     table = next(df.value for df in at.dataframe if "detector" in df.value.columns)
-    assert list(table["detector"]) == ["Rel-U", "Doctor", "MSP", "MLP", "MC-Dropout", "Conformal (APS)"]
+    assert list(table["detector"]) == [
+        "Rel-U",
+        "Doctor",
+        "MSP",
+        "MLP",
+        "MC-Dropout",
+        "Conformal (APS)",
+        "Conformal (RAPS)",
+    ]
     assert all("±" in v for v in table["AUROC (higher is better)"])
     paired = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
-    assert list(paired["metric"]) == ["FPR95", "AUROC", "AURC"]
+    assert list(paired["metric"]) == ["FPR95", "AUROC", "AURC", "AUGRC"]
     ci_column = next(c for c in paired.columns if c.endswith("CI (paired bootstrap)"))  # e.g. "95 % CI ..."
     level = ci_column.split(" CI")[0]
     assert any(c.value.startswith(f"{level} paired bootstrap interval of the mean") for c in at.caption)

@@ -25,6 +25,8 @@ JSON_KEYS = {
     "aurc_std",
     "eaurc",
     "eaurc_std",
+    "augrc",
+    "augrc_std",
     "accuracy",
     "fpr95_positives",
     "selection",
@@ -97,7 +99,7 @@ def test_evaluate_json_equals_protocol_evaluate(npz_file):
         ).to_dict()
     assert list(got) == list(protocol_keys())
     assert set(got["relu"]) - JSON_KEYS == {"hamming_fallback", "minus_doctor"}
-    assert set(got["relu"]["minus_doctor"]) == {"fpr95", "auroc", "aurc"}
+    assert set(got["relu"]["minus_doctor"]) == {"fpr95", "auroc", "aurc", "augrc"}
     assert (
         got["odin"]["temperature"] == 1000 and got["relu"]["temperature"] == 1.5 and got["msp"]["temperature"] is None
     )

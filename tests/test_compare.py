@@ -145,7 +145,7 @@ def test_page_compares_the_runs_loaded_in_the_session(two_runs):
     titles = [c["layout"]["title"]["text"] for c in charts(at)]
     assert titles == ["ROC by run (positives = correct predictions)", "Risk-coverage by run"]
     differences = at.dataframe[2].value
-    assert len(differences) == 4 * 3 and differences["verdict"].str.contains("on run 2|no significant").all()
+    assert len(differences) == 4 * 4 and differences["verdict"].str.contains("on run 2|no significant").all()
 
 
 def test_progress_and_cancel(two_runs):

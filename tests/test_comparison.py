@@ -24,11 +24,18 @@ def test_metrics_table_rows_columns_and_difference(scored):
     correct, a, b = scored
     summaries = {"Rel-U": metrics.summary(a, correct), "Doctor": metrics.summary(b, correct)}
     table = comparison.metrics_table(summaries, 0.8, difference=("Rel-U", "Doctor"))
-    assert list(table.columns) == ["FPR95 ↓", "AUROC ↑", "AURC ↓", "E-AURC ↓", "accuracy"]
+    assert list(table.columns) == ["FPR95 ↓", "AUROC ↑", "AURC ↓", "E-AURC ↓", "AUGRC ↓", "accuracy"]
     assert list(table.index) == ["Rel-U", "Doctor", "Rel-U − Doctor"]
     assert table.loc["Rel-U", "AUROC ↑"] == pytest.approx(roc_auc_score(correct, -a), rel=1e-9)
     assert table.loc["Doctor", "FPR95 ↓"] == pytest.approx(metrics.fpr_at_tpr(b, correct), rel=1e-9)
-    for column, key in (("FPR95 ↓", "fpr95"), ("AUROC ↑", "auroc"), ("AURC ↓", "aurc"), ("E-AURC ↓", "eaurc")):
+    columns = (
+        ("FPR95 ↓", "fpr95"),
+        ("AUROC ↑", "auroc"),
+        ("AURC ↓", "aurc"),
+        ("E-AURC ↓", "eaurc"),
+        ("AUGRC ↓", "augrc"),
+    )
+    for column, key in columns:
         assert table.loc["Rel-U − Doctor", column] == pytest.approx(summaries["Rel-U"][key] - summaries["Doctor"][key])
     assert table.loc["Rel-U − Doctor", "accuracy"] == 0 and table.dtypes.eq(float).all()
 

@@ -80,14 +80,19 @@ def test_confusion_heatmap_separates_diagonal_and_has_clickable_cells():
 def test_roc_figure_legend_auroc_and_95_point():
     fpr = np.array([0.0, 0.1, 0.3, 0.6, 1.0])
     tpr = np.array([0.0, 0.5, 0.94, 0.96, 1.0])
-    fig = figures.roc_figure({"Rel-U": (fpr, tpr, 0.8123), "MSP": (fpr, tpr**2, 0.7)}, {"Rel-U": (0.3, 0.94)})
+    fig = figures.roc_figure(
+        {"Rel-U": (fpr, tpr, 0.8123), "MSP": (fpr, tpr**2, 0.7)},
+        {"Rel-U": (0.3, 0.94)},
+        target_points={"Rel-U": (0.6, 0.96)},
+    )
     (line,) = _traces(fig, "Rel-U (AUROC")
     assert line.name == "Rel-U (AUROC 0.8123)"
     np.testing.assert_array_equal(line.x, fpr)
     np.testing.assert_array_equal(line.y, tpr)
     assert line.line.color == figures.detector_color("Rel-U")
     (mark,) = _traces(fig, "Rel-U @ TPR")
-    assert (mark.x[0], mark.y[0]) == (0.6, 0.96)  # first point reaching 95 % TPR
+    assert (mark.x[0], mark.y[0]) == (0.6, 0.96)  # the given point (metrics.operating_point's), drawn as given
+    assert not _traces(fig, "MSP @ TPR")  # no point given, no marker guessed from the (possibly thinned) curve
     (op,) = _traces(fig, "Rel-U operating point")
     assert (op.x[0], op.y[0]) == (0.3, 0.94)
     assert mark.cliponaxis is False and op.cliponaxis is False  # whole on an axis (FPR 0), not halved
@@ -181,7 +186,12 @@ def test_figures_built_without_validation_pass_plotlys_validation_unchanged():
     curve = (np.linspace(0, 1, 50), np.sqrt(np.linspace(0, 1, 50)), 0.8)
     built = [
         figures.dstar_heatmap(rng.random((12, 12)), [f"c{k}" for k in range(12)]),
-        figures.roc_figure({"Rel-U": curve, "Doctor": curve}, {"Rel-U": (0.2, 0.9)}, max_points=20),
+        figures.roc_figure(
+            {"Rel-U": curve, "Doctor": curve},
+            {"Rel-U": (0.2, 0.9)},
+            target_points={"Doctor": (0.3, 0.95)},
+            max_points=20,
+        ),
         figures.risk_coverage_figure({"Rel-U": curve, "MSP": curve}, {"MSP": (0.5, 0.1)}),
     ]
     for fig in built:
@@ -215,8 +225,17 @@ def test_every_known_detector_has_its_own_colour() -> None:
 
     names = sorted(
         {detectors.label(k) for k in detectors.REGISTRY}
-        | {c.name for c in (baselines.MLPDetector, baselines.MCDropout, baselines.DeepEnsemble, baselines.ConformalAPS)}
+        | {
+            c.name
+            for c in (
+                baselines.MLPDetector,
+                baselines.MCDropout,
+                baselines.DeepEnsemble,
+                baselines.ConformalAPS,
+                baselines.ConformalRAPS,
+            )
+        }
     )
-    assert len(names) == 10
+    assert len(names) == 11
     colours = [figures.detector_color(name) for name in names]
     assert len(set(colours)) == len(names), dict(zip(names, colours, strict=True))

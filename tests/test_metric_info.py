@@ -18,7 +18,7 @@ from relu_core.studies import base
 from relu_core.studies import figures as study_figures
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRED_KEYS = ("fpr95", "auroc", "aurc")
+PAIRED_KEYS = ("fpr95", "auroc", "aurc", "augrc")
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +41,14 @@ def logits_labels():
 # ------------------------------------------------------------------------------------------ the declaration
 def test_the_declaration_is_what_the_formulas_compute(scored):
     correct, relu, doctor = scored
-    assert tuple(metrics.summary(relu, correct)) == metric_info.KEYS == ("fpr95", "auroc", "aurc", "eaurc")
+    assert tuple(metrics.summary(relu, correct)) == metric_info.KEYS == ("fpr95", "auroc", "aurc", "eaurc", "augrc")
     assert (
         tuple(stats.paired_bootstrap(relu, doctor, correct, n_resamples=20)) == metric_info.PAIRED_KEYS == PAIRED_KEYS
     )
-    assert [m.header for m in metric_info.METRICS] == ["FPR95 ↓", "AUROC ↑", "AURC ↓", "E-AURC ↓"]
+    assert [m.header for m in metric_info.METRICS] == ["FPR95 ↓", "AUROC ↑", "AURC ↓", "E-AURC ↓", "AUGRC ↓"]
     assert metric_info.FPR95.title == "FPR at 95 % TPR (lower is better)"
     assert metric_info.AUROC.mean_std(0.91234, 0.0123) == "0.9123 ± 0.0123"
-    with pytest.raises(InputError, match="unknown criterion 'nope'; choose from fpr95, auroc, aurc, eaurc"):
+    with pytest.raises(InputError, match="unknown criterion 'nope'; choose from fpr95, auroc, aurc, eaurc, augrc"):
         metric_info.get("nope", "criterion")
 
 
@@ -67,7 +67,7 @@ def test_every_table_takes_its_columns_from_the_declaration(scored, logits_label
     assert [k for k in metric_info.KEYS if k in choices] == list(metric_info.KEYS)  # the selection criteria
     text = evaluate_cli.format_table(protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=0))
     header = next(line for line in text.splitlines() if line.startswith("method"))
-    assert header.split()[-8:] == [w for m in metric_info.METRICS for w in (m.label, f"({m.better})")]
+    assert header.split()[-10:] == [w for m in metric_info.METRICS for w in (m.label, f"({m.better})")]
 
 
 def test_no_other_module_spells_a_metric_label():
@@ -97,7 +97,7 @@ def _old_row(metric: str, per_seed, diff: stats.PairedDifference | None) -> dict
     per_seed = np.asarray(per_seed, dtype=float)
     mean, std = float(per_seed.mean()), float(per_seed.std())
     if diff is None:
-        label = {"fpr95": "FPR95", "auroc": "AUROC", "aurc": "AURC"}[metric]
+        label = {"fpr95": "FPR95", "auroc": "AUROC", "aurc": "AURC", "augrc": "AUGRC"}[metric]
         return dict(
             zip(
                 stats.PAIRED_ROW_COLUMNS,
@@ -133,8 +133,9 @@ def test_the_cli_minus_doctor_object_is_unchanged(logits_labels, n_resamples):
             "confidence": None if diff is None else diff.confidence,
             "n_resamples": 0 if diff is None else diff.n_resamples,
             "significant": None if diff is None else diff.significant,
+            "conditional_on_selection": False,  # added since: fixed settings, so never conditional
             "verdict": (
-                f"{ {'fpr95': 'FPR95', 'auroc': 'AUROC', 'aurc': 'AURC'}[metric] }: no bootstrap interval (0 resamples)"
+                f"{ {'fpr95': 'FPR95', 'auroc': 'AUROC', 'aurc': 'AURC', 'augrc': 'AUGRC'}[metric] }: no bootstrap interval (0 resamples)"
                 if diff is None
                 else diff.verdict()
             ),
@@ -191,7 +192,9 @@ def test_the_baselines_and_corruption_rows_are_the_builders(scored):
     corrupted = per_seed.assign(corruption="fog")
     corrupted.loc[corrupted["seed"] == 2, "value"] = np.nan
     frame = robustness._paired_frame(corrupted, {"fog": pairs[:2]})
-    pooled_two = stats.pooled_bootstrap([p[:3] for p in pairs[:2]], sample_ids=[p[3] for p in pairs[:2]])
+    pooled_two = stats.conditional_on_selection(  # the study selects T and λ: its intervals say so (since)
+        stats.pooled_bootstrap([p[:3] for p in pairs[:2]], sample_ids=[p[3] for p in pairs[:2]])
+    )
     expected = pd.DataFrame(
         [{"corruption": "fog", **_old_row(m, differences(m)[:2], pooled_two[m])} for m in PAIRED_KEYS]
     )

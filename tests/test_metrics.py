@@ -128,6 +128,50 @@ def test_risk_coverage_hand_example() -> None:
     assert metrics.aurc(uncertainty, correct) == pytest.approx((0 + 0.25 + 1 / 3 + 0.5) / 4)
 
 
+def _naive_augrc(uncertainty: np.ndarray, correct: np.ndarray) -> float:
+    """AUGRC as FD-Shifts computes it, by a loop over thresholds: at each distinct uncertainty t (tied samples
+    accepted together) the coverage P(u <= t) and the generalised risk P(u <= t and wrong), plus (0, 0); the
+    trapezoidal area under those points."""
+    points = [(0.0, 0.0)]
+    for threshold in np.unique(uncertainty):
+        accepted = uncertainty <= threshold
+        points.append((accepted.mean(), (accepted & ~correct).mean()))
+    coverage, risk = np.array(points).T
+    return float(np.sum(np.diff(coverage) * (risk[1:] + risk[:-1]) / 2))
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_augrc_matches_a_loop_over_thresholds(seed: int, tied: bool) -> None:
+    uncertainty, correct = _scores(seed, tied)
+    expected = _naive_augrc(uncertainty, correct)
+    assert metrics.augrc(uncertainty, correct) == pytest.approx(expected, abs=1e-12)
+    assert metrics.summary(uncertainty, correct)["augrc"] == pytest.approx(expected, abs=1e-12)
+    permutation = np.random.default_rng(seed + 100).permutation(uncertainty.size)
+    assert metrics.augrc(uncertainty[permutation], correct[permutation]) == pytest.approx(expected, abs=1e-12)
+    # Its curve is the selective risk times the coverage, and its trapezoids from (0, 0) give the same area.
+    coverage, generalized = metrics.generalized_risk_coverage_curve(uncertainty, correct)
+    np.testing.assert_allclose(generalized, metrics.risk_coverage_curve(uncertainty, correct)[1] * coverage)
+    area = np.trapezoid(np.concatenate(([0.0], generalized)), np.concatenate(([0.0], coverage)))
+    assert area == pytest.approx(expected, abs=1e-12)
+    # Traub et al.'s identity with AUROC (ties one half in both), and the perfect ordering's (1 - acc)² / 2.
+    accuracy = correct.mean()
+    identity = (1 - metrics.auroc(uncertainty, correct)) * accuracy * (1 - accuracy) + (1 - accuracy) ** 2 / 2
+    assert expected == pytest.approx(identity, abs=1e-12)
+    perfect = np.where(correct, uncertainty - 100.0, uncertainty + 100.0)
+    assert metrics.augrc(perfect, correct) == pytest.approx((1 - accuracy) ** 2 / 2, abs=1e-15)
+
+
+def test_augrc_hand_example_and_one_class_input() -> None:
+    # Sorted: 0.1 correct, then a tie {0.5 error, 0.5 correct}, then 0.9 error; N = 4. Points (coverage, risk):
+    # (0, 0), (1/4, 0), (3/4, 1/4), (1, 2/4): area 0 + 1/2 * (0 + 1/4) / 2 + 1/4 * (1/4 + 2/4) / 2 = 5/32.
+    uncertainty = np.array([0.5, 0.9, 0.1, 0.5])
+    correct = np.array([False, False, True, True])
+    assert metrics.augrc(uncertainty, correct) == 5 / 32
+    assert metrics.augrc(uncertainty, np.ones(4, dtype=bool)) == 0.0
+    assert metrics.augrc(uncertainty, np.zeros(4, dtype=bool)) == 0.5
+
+
 @pytest.mark.parametrize("tied", [False, True])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_eaurc_is_nonnegative_and_zero_for_perfect_ordering(seed: int, tied: bool) -> None:
@@ -156,7 +200,7 @@ def test_metrics_invariant_under_monotone_transforms(seed: int) -> None:
 def test_summary_keys_and_values() -> None:
     uncertainty, correct = _scores(3, tied=False)
     result = metrics.summary(uncertainty, correct)
-    assert set(result) == {"fpr95", "auroc", "aurc", "eaurc"}
+    assert set(result) == {"fpr95", "auroc", "aurc", "eaurc", "augrc"}
     assert all(isinstance(value, float) for value in result.values())
     assert result["auroc"] == metrics.auroc(uncertainty, correct)
     assert result["fpr95"] == metrics.fpr_at_tpr(uncertainty, correct)

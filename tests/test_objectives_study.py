@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from apptest_pages import OBJECTIVES_PAGE, app
 
-from relu_core import cli, protocol
+from relu_core import cli, protocol, stats
 from relu_core.errors import InputError
 from relu_core.studies import objectives
 
@@ -52,9 +52,14 @@ def test_table_marks_the_best_fpr95_and_states_rel_u_minus_doctor(study):
             assert line[column].endswith(" *") == (means[key] == best)
         assert line["verdict"].startswith("FPR95: ")
         assert "95 % CI" in line["Rel-U − Doctor FPR95"]
+        # T and λ selected per seed: the interval says it holds for the selected settings, read back or not
+        assert stats.CONDITIONAL_LABEL in line["Rel-U − Doctor FPR95"] and stats.CONDITIONAL_LABEL in line["verdict"]
     as_json = json.loads(json.dumps(study.to_dict()))
     assert as_json["selection"] == "tuning" and set(as_json["objectives"]) == set(CHOSEN)
-    assert "minus_doctor" in as_json["objectives"]["logitnorm"]["detectors"]["relu"]
+    minus_doctor = as_json["objectives"]["logitnorm"]["detectors"]["relu"]["minus_doctor"]
+    assert all(row["conditional_on_selection"] is True for row in minus_doctor.values())
+    reread = objectives._from_arrays(objectives._to_arrays(study.rows[0].result))
+    assert all(d.conditional for d in reread.paired.values())
 
 
 def test_fixed_settings_are_the_protocol_at_t1_and_lambda_half():

@@ -66,11 +66,13 @@ def test_result_frames(digits_run: Run, fresh_cache: Path) -> None:
         hyper.loc["Doctor", "settings_searched"]
     ) == [10, 10]
     assert list(result.paired.columns) == list(robustness.PAIRED_COLUMNS)
-    assert len(result.paired) == (1 + len(FEW)) * 3 and list(dict.fromkeys(result.paired["corruption"])) == [
+    assert len(result.paired) == (1 + len(FEW)) * 4 and list(dict.fromkeys(result.paired["corruption"])) == [
         "clean",
         *FEW,
     ]
     assert (result.paired["ci_low"] <= result.paired["estimate"]).all()
+    # T and λ are selected on the tuning splits: every interval says it holds for the selected settings only
+    assert result.paired["verdict"].str.contains(stats.CONDITIONAL_LABEL, regex=False).all()
     assert (result.paired["estimate"] <= result.paired["ci_high"]).all()
     assert result.sources == {name: robustness.GENERATED for name in FEW}
     # every seed evaluates the subsampled images of its evaluation part, never its tuning part

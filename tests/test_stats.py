@@ -43,7 +43,7 @@ def test_each_resample_equals_the_metrics_of_the_materialised_resample(seed, tie
             assert all(np.isnan(got[k][r]) for k in got)
             continue
         sa, sb = metrics.summary(a[idx], correct[idx], positive), metrics.summary(b[idx], correct[idx], positive)
-        for key in ("fpr95", "auroc", "aurc"):
+        for key in ("fpr95", "auroc", "aurc", "augrc"):
             assert got[key][r] == pytest.approx(sa[key] - sb[key], abs=1e-12), (r, key)
 
 
@@ -158,7 +158,7 @@ def test_pooled_draws_keep_each_split_its_own_samples(tied):
     pairs = [(a[first], b[first], c[first]), (a[second], b[second], c[second])]
     pooled = stats.pooled_bootstrap(pairs, sample_ids=[first, second], n_resamples=32, seed=5)
     members = np.arange(600)  # the population, in the order pooled_bootstrap numbers it
-    plain = {"auroc": metrics.auroc, "fpr95": metrics.fpr_at_tpr, "aurc": metrics.aurc}
+    plain = {"auroc": metrics.auroc, "fpr95": metrics.fpr_at_tpr, "aurc": metrics.aurc, "augrc": metrics.augrc}
     rng, diffs = np.random.default_rng(5), {k: [] for k in plain}
     for _ in range(2):  # the same stream, BLOCK resamples at a time
         for draw in rng.integers(0, members.size, size=(stats.BLOCK, members.size)):
@@ -209,7 +209,7 @@ def test_two_classifiers_on_the_same_samples_each_use_their_own_correctness(tied
         if any(flags[idx].all() or not flags[idx].any() for flags in (correct_a, correct_b)):
             continue
         sa, sb = metrics.summary(a[idx], correct_a[idx]), metrics.summary(b[idx], correct_b[idx])
-        for key in ("fpr95", "auroc", "aurc"):
+        for key in ("fpr95", "auroc", "aurc", "augrc"):
             assert got[key][r] == pytest.approx(sa[key] - sb[key], abs=1e-12), (r, key)
     result = stats.paired_bootstrap(a, b, (correct_a, correct_b), n_resamples=200)
     sa, sb = metrics.summary(a, correct_a), metrics.summary(b, correct_b)

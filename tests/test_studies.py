@@ -309,9 +309,32 @@ def test_temperature_scaling_lowers_nll_on_an_overconfident_model() -> None:
     assert calibration.nll(over.logits[held_out], over.labels[held_out], t_cal) < calibration.nll(
         over.logits[held_out], over.labels[held_out], 1.0
     )
-    brute = [calibration.nll(over.logits[tune], over.labels[tune], t) for t in calibration.CAL_TEMPERATURES]
-    assert abs(np.log(t_cal / calibration.CAL_TEMPERATURES[int(np.argmin(brute))])) <= 0.06  # one grid step
+    grid = [float(10 ** (k / 46.0)) for k in range(-60, 61)]  # the 121-point grid T_cal used to be chosen on
+    brute = [calibration.nll(over.logits[tune], over.labels[tune], t) for t in grid]
+    assert abs(np.log(t_cal / grid[int(np.argmin(brute))])) <= 0.06  # within one grid step of the grid's best
     np.testing.assert_allclose(calibration.nll(np.array([[0.0, np.log(3.0)]]), np.array([1])), np.log(4 / 3))
+
+
+@pytest.mark.parametrize(("scale", "seed", "n_folds"), [(4.0, 3, 5), (0.4, 5, 5), (1.0, 7, 3)])
+def test_temperature_is_fitted_continuously_as_scipy_fits_it(scale, seed, n_folds) -> None:
+    """T_cal against an independent fit: scipy's bounded minimiser on T itself (not log T) of the mean over the
+    same folds of the held-out NLL, written here from log_softmax."""
+    from scipy.optimize import minimize_scalar
+    from scipy.special import log_softmax
+
+    data = synthetic_run(n=1500, scale=scale, seed=seed)
+    logits, labels = np.asarray(data.logits, dtype=np.float64), np.asarray(data.labels)
+    fold = np.random.default_rng(seed).permutation(len(labels)) % n_folds  # the folds the docstring names
+
+    def cv_nll(t: float) -> float:
+        nll = -log_softmax(logits / t, axis=1)[np.arange(len(labels)), labels]
+        return float(np.mean([nll[fold == f].mean() for f in range(n_folds)]))
+
+    reference = minimize_scalar(cv_nll, bounds=(0.05, 20.0), method="bounded", options={"xatol": 1e-9})
+    t_cal, cv_value = calibration.cross_validated_temperature(logits, labels, n_folds=n_folds, seed=seed)
+    assert t_cal == pytest.approx(reference.x, rel=1e-3)
+    assert cv_value <= reference.fun + 1e-9  # as low a criterion as scipy's own fit reaches
+    assert cv_value <= min(cv_nll(float(10 ** (k / 46.0))) for k in range(-60, 61))  # never worse than the grid
 
 
 def test_calibration_study_reports_ece_before_and_after_and_the_detectors(run) -> None:
@@ -336,7 +359,10 @@ def test_calibration_study_reports_ece_before_and_after_and_the_detectors(run) -
     reliability = result.tables["reliability"]
     assert set(reliability["state"]) == set(calibration.STATE_NAMES.values())
     assert reliability.groupby("state")["count"].sum().tolist() == [3 * len(evaluation)] * 2
-    assert len(result.paired) == 2 * 3  # two states x three metrics
+    assert len(result.paired) == 2 * 4  # two states x four metrics
+    # T_cal is fitted on the tuning split: the calibrated point's intervals hold for it only, T = 1's are fixed
+    conditional = result.paired["verdict"].str.contains(stats.CONDITIONAL_LABEL, regex=False)
+    assert (conditional == (result.paired["x"] == calibration.CALIBRATED)).all()
 
 
 # ---------------------------------------------------------------------------------- figures, registry
@@ -527,10 +553,10 @@ def test_settings_read_in_words() -> None:
             "defaults": {"T": 1.0, "odin_T": 1000.0},
             "n_resamples": 1000,
             "lambda_auto": 0.8123,
-            "calibration_grid": [0.0496, 20.2, 121],
+            "calibration_bounds": [0.05, 20.0],
         }
     )
     assert text == (
         "tuning fraction: 0.5 · defaults: T = 1, ODIN's T = 1000 · bootstrap resamples per point: 1000 · "
-        "λ = N₊/(N₊ + N₋): 0.8123 · T_cal searched: 0.0496 … 20.2 (121 values, log scale)"
+        "λ = N₊/(N₊ + N₋): 0.8123 · T_cal fitted in: 0.05 … 20 (continuous, over log T)"
     )

@@ -23,6 +23,8 @@ from relu_core.registry import LRURegistry
 
 #: Thin ROC / risk-coverage lines to this many points when drawing (metrics use every sample).
 CURVE_POINTS = 400
+#: The TPR whose point every ROC curve marks (the metrics table's FPR95, placed by ``metrics.operating_point``).
+ROC_MARK_TPR = 0.95
 #: How long a view's panel waits for its paired bootstrap before showing it when it lands instead.
 PAIRED_WAIT_S = 0.3
 
@@ -53,12 +55,13 @@ class DetectorView:
 
 @dataclass(frozen=True)
 class Marked:
-    """What a view shows at one operating point: each detector's point, and the ROC and risk-coverage figures
-    of the shown detectors with their points marked."""
+    """What a view shows at one operating point: each detector's point, and the ROC, risk-coverage and
+    generalised risk-coverage figures of the shown detectors with their points marked."""
 
     points: dict[str, metrics.OperatingPoint]
     roc: object
     rc: object
+    generalized_rc: object
 
 
 @dataclass(eq=False)
@@ -110,20 +113,28 @@ class View:
         key = (setting.op_kind, setting.op_target)
         found = self._marked.get(key)
         if found is None:
-            points = {
-                k: metrics.operating_point(d.eval_uncertainty, self.correct_eval, setting.op_kind, setting.op_target)
-                for k, d in self.detectors.items()
-            }
-            found = self._marked[key] = Marked(points, *curve_figures(self, points))
+            points = self._points(*key)
+            at_target = points if key == ("tpr", ROC_MARK_TPR) else self._points("tpr", ROC_MARK_TPR)
+            found = self._marked[key] = Marked(points, *curve_figures(self, points, at_target))
         return found
 
+    def _points(self, kind: str, target: float) -> dict[str, metrics.OperatingPoint]:
+        return {
+            k: metrics.operating_point(d.eval_uncertainty, self.correct_eval, kind, target)
+            for k, d in self.detectors.items()
+        }
 
-def curve_figures(view: View, points: dict[str, metrics.OperatingPoint]):
-    """(ROC figure, risk-coverage figure) of the view's shown detectors, their operating ``points`` marked."""
+
+def curve_figures(view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]):
+    """(ROC, risk-coverage, generalised risk-coverage figures) of the view's shown detectors, their operating
+    ``points`` marked, and on the ROC the points ``at_target`` (each detector's operating point at
+    :data:`ROC_MARK_TPR`)."""
     shown = {k: view.detectors[k] for k in view.setting.detectors}
     roc = figures.roc_figure(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
         {d.name: (points[k].fpr, points[k].tpr) for k, d in shown.items()},
+        target_points={d.name: (at_target[k].fpr, at_target[k].tpr) for k, d in shown.items()},
+        tpr_target=ROC_MARK_TPR,
         max_points=CURVE_POINTS,
         title="ROC, evaluation split",
     )
@@ -133,7 +144,14 @@ def curve_figures(view: View, points: dict[str, metrics.OperatingPoint]):
         max_points=CURVE_POINTS,
         title="Risk-coverage, evaluation split",
     )
-    return roc, rc
+    generalized_rc = figures.risk_coverage_figure(
+        {d.name: (d.coverage, d.risk * d.coverage, d.summary["augrc"]) for d in shown.values()},
+        {d.name: (points[k].coverage, points[k].risk * points[k].coverage) for k, d in shown.items()},
+        generalized=True,
+        max_points=CURVE_POINTS,
+        title="Generalised risk-coverage, evaluation split",
+    )
+    return roc, rc, generalized_rc
 
 
 def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
@@ -195,12 +213,23 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
         else:
             all_scores = functools.partial(np.asarray, scores[key])
             eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
-        fpr, tpr, _ = metrics.roc_curve(eval_u, correct_eval)
-        coverage, risk = metrics.risk_coverage_curve(eval_u, correct_eval)
-        result.detectors[key] = DetectorView(
-            detectors.label(key), all_scores, eval_u, fpr, tpr, coverage, risk, metrics.summary(eval_u, correct_eval)
-        )
+        result.detectors[key] = detector_view(key, all_scores, eval_u, correct_eval)
     return result
+
+
+def detector_view(
+    key: str,
+    uncertainty: np.ndarray | Callable[[], np.ndarray],
+    eval_uncertainty: np.ndarray,
+    correct_eval: np.ndarray,
+) -> DetectorView:
+    """The :class:`DetectorView` of detector ``key``: its curves and metrics on the evaluation split;
+    ``uncertainty`` (every sample's) as an array or a function that computes it when first asked."""
+    all_scores = uncertainty if callable(uncertainty) else functools.partial(np.asarray, uncertainty)
+    fpr, tpr, _ = metrics.roc_curve(eval_uncertainty, correct_eval)
+    coverage, risk = metrics.risk_coverage_curve(eval_uncertainty, correct_eval)
+    summary = metrics.summary(eval_uncertainty, correct_eval)
+    return DetectorView(detectors.label(key), all_scores, eval_uncertainty, fpr, tpr, coverage, risk, summary)
 
 
 def _every_relu_score(run, relu: detectors.RelU) -> np.ndarray:

@@ -28,7 +28,7 @@ from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress, report
 
 #: Bump when a study's numbers change for the same key (invalidates the cached results).
-CACHE_VERSION = 2  # 2: the pooled bootstrap draws the seeds' shared samples once
+CACHE_VERSION = 3  # 2: the pooled bootstrap draws the seeds' shared samples once; 3: AUGRC
 NAMESPACE = "studies"
 DEFAULT_SEEDS = 10
 CURVE_COLUMNS = ("series", "x", "detector", "metric", "mean", "std", "n_seeds")
@@ -177,6 +177,14 @@ class Collector:
         self.pairs: dict[tuple[str, float], dict[int, dict]] = {}
         self.fallback: dict[tuple[str, float], int] = {}
         self.values: dict[tuple[str, float, str, int], dict[str, float]] = {}
+        #: The points whose settings were selected (fitted) on the tuning splits: their intervals are
+        #: ``stats.CONDITIONAL_LABEL`` (:meth:`mark_selected`).
+        self.selected: set[tuple[str, float]] = set()
+
+    def mark_selected(self, series: str, x: float) -> None:
+        """Say that the point's settings were selected on the tuning splits (e.g. the calibration temperature):
+        its paired interval holds for the selected settings only."""
+        self.selected.add((series, x))
 
     def add(
         self,
@@ -238,6 +246,8 @@ class Collector:
             triples = [(d[RELU], d[DOCTOR], d["correct"]) for d in seeds.values()]
             ids = [d["samples"] for d in seeds.values()]
             pooled = stats.pooled_bootstrap(triples, sample_ids=ids, n_resamples=n_resamples) if n_resamples else {}
+            if (series, x) in self.selected:
+                pooled = stats.conditional_on_selection(pooled)
             differences = {
                 m: [self.values[(series, x, RELU, s)][m] - self.values[(series, x, DOCTOR, s)][m] for s in seeds]
                 for m in metric_info.PAIRED_KEYS

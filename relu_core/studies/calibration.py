@@ -2,11 +2,12 @@
 
 Per seed (the protocol's split, stratified by correctness):
 
-1. The calibration temperature T_cal is chosen on the tuning part only, by k-fold cross-validation of the
-   negative log-likelihood over a log grid (:data:`CAL_TEMPERATURES`): T_cal minimises the mean over folds
-   of each held-out fold's NLL. Temperature scaling has no parameter besides T, so nothing is fitted on the
-   other folds and the criterion is (up to the fold weights) the NLL of the whole tuning part; the folds are
-   kept so that the choice is literally the cross-validated one the paper describes.
+1. The calibration temperature T_cal is fitted on the tuning part only, by k-fold cross-validation of the
+   negative log-likelihood, continuously: T_cal minimises the mean over folds of each held-out fold's NLL
+   over log T in [:data:`CAL_T_MIN`, :data:`CAL_T_MAX`] (``scipy.optimize.minimize_scalar``, bounded Brent, as
+   temperature scaling is usually fitted). Temperature scaling has no parameter besides T, so nothing is fitted
+   on the other folds and the criterion is (up to the fold weights) the NLL of the whole tuning part; the folds
+   are kept so that the choice is literally the cross-validated one the paper describes.
 2. On the evaluation part: the expected calibration error (ECE, top-1 confidence, 15 equal-width bins, as
    :func:`relu_core.metrics.ece`) and the NLL at T = 1 and at T_cal.
 3. Doctor and Rel-U (λ = 0.5, ε = 0, D* fitted on the tuning part at the same temperature) at T = 1
@@ -17,8 +18,6 @@ The reliability diagram pools every seed's evaluation part (bin counts, mean con
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,8 +31,10 @@ from relu_core.threads import small_work
 
 NAME = "calibration"
 TITLE = "Calibration: ECE and the detectors before and after temperature scaling"
-#: Candidate calibration temperatures: 0.05 .. 20 on a log grid (121 points, 1 included).
-CAL_TEMPERATURES: tuple[float, ...] = tuple(float(10 ** (k / 46.0)) for k in range(-60, 61))
+#: The range T_cal is fitted in (the bounds of the search over log T).
+CAL_T_MIN, CAL_T_MAX = 0.05, 20.0
+#: The search's tolerance on log T (T_cal to about 1e-6 relative; the NLL is flat to far below that there).
+_LOG_T_TOLERANCE = 1e-6
 N_BINS = 15
 LAMBDA = 0.5
 N_FOLDS = 5
@@ -49,41 +50,41 @@ def nll(logits: np.ndarray, labels: np.ndarray, temperature: float = 1.0) -> flo
     return float(np.mean(logsumexp(scaled, axis=1) - scaled[np.arange(len(labels)), labels]))
 
 
-def _nll_per_sample(logits: np.ndarray, labels: np.ndarray, temperatures: Sequence[float]) -> np.ndarray:
-    """(len(temperatures), N) per-sample NLL, one pass per T."""
-    rows = np.arange(len(labels))
-    out = np.empty((len(temperatures), len(labels)))
-    for i, t in enumerate(temperatures):
-        scaled = logits / t
-        out[i] = logsumexp(scaled, axis=1) - scaled[rows, labels]
-    return out
-
-
 @small_work
 def cross_validated_temperature(
     logits: np.ndarray,
     labels: np.ndarray,
     *,
-    temperatures: Sequence[float] = CAL_TEMPERATURES,
+    bounds: tuple[float, float] = (CAL_T_MIN, CAL_T_MAX),
     n_folds: int = N_FOLDS,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """``(T_cal, its cross-validated NLL)``: the grid T with the lowest mean over folds of the held-out NLL.
+    """``(T_cal, its cross-validated NLL)``: the T in ``bounds`` with the lowest mean over folds of the held-out
+    NLL, fitted continuously over log T (bounded Brent, ``scipy.optimize.minimize_scalar``).
 
     Folds are a seeded random partition of the given (tuning) samples into ``min(n_folds, N)`` parts.
     """
+    from scipy.optimize import minimize_scalar  # scipy.optimize loads on use
+
     logits = np.asarray(logits, dtype=np.float64)
     labels = np.asarray(labels)
     if len(labels) < 2:
         raise InputError("temperature scaling needs at least 2 tuning samples")
+    low, high = (detectors.check_temperature(t) for t in bounds)
     k = min(int(n_folds), len(labels))
     fold = np.random.default_rng(seed).permutation(len(labels)) % k
-    per_sample = _nll_per_sample(logits, labels, [detectors.check_temperature(t) for t in temperatures])
     counts = np.bincount(fold, minlength=k)
-    per_fold = np.stack([np.bincount(fold, weights=row, minlength=k) / counts for row in per_sample])
-    score = per_fold.mean(axis=1)
-    best = int(np.argmin(score))
-    return float(temperatures[best]), float(score[best])
+    target = logits[np.arange(len(labels)), labels]
+
+    def cv_nll(log_t: float) -> float:
+        t = np.exp(log_t)
+        per_sample = logsumexp(logits / t, axis=1) - target / t
+        return float(np.mean(np.bincount(fold, weights=per_sample, minlength=k) / counts))
+
+    found = minimize_scalar(
+        cv_nll, bounds=(np.log(low), np.log(high)), method="bounded", options={"xatol": _LOG_T_TOLERANCE}
+    )
+    return float(np.exp(found.x)), float(found.fun)
 
 
 def reliability_bins(probs: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> tuple[np.ndarray, ...]:
@@ -116,6 +117,7 @@ def calibration_seed(
 ) -> dict:
     """One seed: T_cal on ``tune``, then ECE/NLL and the detectors on ``evaluation`` at T = 1 and at T_cal."""
     t_cal, cv_nll = cross_validated_temperature(logits[tune], labels[tune], seed=seed)
+    collector.mark_selected(SERIES, CALIBRATED)  # T_cal is fitted on the tuning split
     row = {"seed": seed, "T_cal": t_cal, "cv_nll": cv_nll}
     c_eval = correct[evaluation]
     for state, t in ((UNCALIBRATED, 1.0), (CALIBRATED, t_cal)):
@@ -169,7 +171,7 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
     correct = protocol.correctness(logits, labels)
     key = {
         "tune_fraction": tune_fraction,
-        "grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
+        "bounds": [CAL_T_MIN, CAL_T_MAX, "continuous"],
         "folds": N_FOLDS,
         "bins": N_BINS,
     }
@@ -203,7 +205,7 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
             "eps": 0.0,
             "n_bins": N_BINS,
             "n_folds": N_FOLDS,
-            "calibration_grid": [CAL_TEMPERATURES[0], CAL_TEMPERATURES[-1], len(CAL_TEMPERATURES)],
+            "calibration_bounds": [CAL_T_MIN, CAL_T_MAX],
         }
         note = (
             f"T_cal per seed: {', '.join(f'{t:.3g}' for t in seeds_frame['T_cal'])} (cross-validated NLL on the "

@@ -280,7 +280,7 @@ SETTING_WORDS = {
 def settings_text(settings: dict) -> str:
     """The result's settings in one readable line ("tuning fraction: 0.5 · λ grid: 0 … 1 (11 values) · ..."), for
     the page's caption; the seeds are left out (the page shows their count) and long lists are shown by their
-    ends. ``calibration_grid`` ([first, last, count]) reads as the T_cal values searched."""
+    ends. ``calibration_bounds`` ([low, high]) reads as the range T_cal was fitted in."""
 
     def show(value) -> str:
         if isinstance(value, dict):
@@ -298,9 +298,9 @@ def settings_text(settings: dict) -> str:
         return SETTING_WORDS.get(key, key.replace("_", " "))
 
     def item(key: str, value) -> str:
-        if key == "calibration_grid":
-            first, last, count = value
-            return f"T_cal searched: {show(float(first))} … {show(float(last))} ({int(count)} values, log scale)"
+        if key == "calibration_bounds":
+            low, high = value
+            return f"T_cal fitted in: {show(float(low))} … {show(float(high))} (continuous, over log T)"
         if isinstance(value, dict):
             return f"{word(key)}: " + ", ".join(f"{word(k)} = {show(v)}" for k, v in value.items())
         return f"{word(key)}: {show(value)}"

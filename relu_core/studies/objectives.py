@@ -33,7 +33,7 @@ SELECTIONS = ("tuning", "fixed")
 #: Where a model's evaluation is stored (keyed by its logits' content and the settings), and the version of
 #: that record: a table whose models are cached reads every row back instead of redoing the selection.
 NAMESPACE = "objectives"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: AUGRC, intervals labelled conditional on the selection
 #: The outlier set OpenMix uses by default for each data set available offline.
 DEFAULT_OUTLIERS = {"fashion-mnist": "mnist", "mnist": "fashion-mnist"}
 
@@ -283,6 +283,7 @@ def _from_arrays(arrays: dict[str, np.ndarray]) -> protocol.EvaluationResult:
             metric_info.BY_KEY[name.split("/", 1)[1]].higher_is_better,
             int(v[3]),
             float(v[4]),
+            conditional=selection != protocol.FIXED_LABEL,
         )
         for name, v in arrays.items()
         if name.startswith("paired/")
