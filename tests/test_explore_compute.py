@@ -307,3 +307,29 @@ def test_eps_pass_shows_the_subsample_then_the_whole_split_and_remembers_a_failu
     finally:
         for gate in gates.values():
             gate.set()
+
+
+def test_the_eps_subsample_keeps_the_errors_share_and_at_least_one(monkeypatch):
+    """The ε pass's first stage is stratified by correctness: a plain draw of few samples from an accurate model
+    could hold no error, and then no curve or metric is defined."""
+    from relu_core import protocol
+    from relu_core.explore import eps
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 5, 4000)
+    logits = np.eye(5, dtype=np.float32)[labels] * 4 + rng.normal(0, 0.1, (4000, 5)).astype(np.float32)
+    wrong = rng.choice(4000, 12, replace=False)  # 0.3 % errors
+    logits[wrong] = np.roll(logits[wrong], 1, axis=1)
+    run = Run.from_logits(logits, labels, tuple("abcde"))
+    monkeypatch.setattr(eps, "device_name", lambda: "cpu")
+    monkeypatch.setattr(eps, "EPS_SUBSAMPLE", 50)
+    setting = explore.Setting()
+    subset = eps.eps_subsample(run, setting)
+    _, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
+    correct = protocol.correctness(logits, labels)
+    assert subset.size == 50 and np.all(np.isin(subset, eval_idx)) and np.all(np.diff(subset) > 0)
+    assert 1 <= (~correct[subset]).sum() <= 2  # 50 × 0.3 % rounds to 0: one error kept all the same
+    monkeypatch.setattr(eps, "EPS_SUBSAMPLE", 1000)
+    subset = eps.eps_subsample(run, setting)
+    share = (~correct[eval_idx]).mean()
+    assert abs((~correct[subset]).mean() - share) <= 1 / 1000 + 1e-12

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from relu_core import detectors, jobs, preprocessing
+from relu_core import detectors, jobs, preprocessing, protocol
 from relu_core.errors import InputError
 from relu_core.explore import cached
 from relu_core.explore.setting import Setting
@@ -47,11 +47,22 @@ class Perturbed:
 
 def eps_subsample(run, setting: Setting) -> np.ndarray | None:
     """The evaluation-split subsample an ε pass computes first on CPU (seeded, sorted), or None (a GPU, or an
-    evaluation split of at most :data:`EPS_SUBSAMPLE` samples: the whole split at once)."""
+    evaluation split of at most :data:`EPS_SUBSAMPLE` samples: the whole split at once).
+
+    Stratified by correctness: errors in the split's proportion, and at least one when the split has any, so
+    the subsample's curves and metrics are defined even for an accurate model (a plain draw of 100 of a
+    98 %-accurate model's 449 evaluation samples holds no error about one time in ten)."""
     _, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
     if eval_idx.size <= EPS_SUBSAMPLE or device_name().startswith("GPU"):
         return None
-    return np.sort(np.random.default_rng(setting.seed).choice(eval_idx, EPS_SUBSAMPLE, replace=False))
+    correct = protocol.correctness(run.logits, run.labels)[eval_idx]
+    wrong, right = eval_idx[~correct], eval_idx[correct]
+    n_wrong = min(wrong.size, max(1, round(EPS_SUBSAMPLE * wrong.size / eval_idx.size))) if wrong.size else 0
+    n_right = min(right.size, EPS_SUBSAMPLE - n_wrong)
+    rng = np.random.default_rng(setting.seed)
+    return np.sort(
+        np.concatenate([rng.choice(wrong, n_wrong, replace=False), rng.choice(right, n_right, replace=False)])
+    )
 
 
 def eps_job_key(run_id: str, setting: Setting, subset: np.ndarray | None) -> str:
