@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "risk_coverage_curve": "metrics",
     "aurc": "metrics",
     "eaurc": "metrics",
+    "augrc": "metrics",
     "operating_point": "metrics",
     "accuracy": "metrics",
     "ece": "metrics",

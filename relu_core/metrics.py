@@ -466,6 +466,14 @@ def augrc(uncertainty, correct) -> float:
         average over coverages of the risk of an accepted error. Lower is better; in [0, 1/2]: 0 when every
         sample is correct, ``(1 - acc)**2 / 2`` for the perfect ordering, 1/2 when every sample is wrong. With
         both kinds present it equals ``(1 - AUROC) acc (1 - acc) + (1 - acc)**2 / 2`` (ties one half in both).
+
+    Examples
+    --------
+    >>> import relu_core as rc
+    >>> uncertainty = [0.1, 0.2, 0.3, 0.4, 0.5]
+    >>> correct = [True, True, False, True, False]
+    >>> round(rc.augrc(uncertainty, correct), 4), round(rc.aurc(uncertainty, correct), 4)
+    (0.12, 0.1967)
     """
     return _augrc(_rank(uncertainty, correct))
 
