@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from relu_core import compare, detectors, explore, figures, metric_info, protocol, runs
+from relu_core import compare, csv_text, detectors, explore, figures, metric_info, protocol, runs
 from studio import jobbox, page, session
 from studio.runs import run_label, session_runs
 
@@ -136,7 +136,7 @@ for column, (name, frame) in zip(
     page.download_button(
         column,
         f"{name.replace('_', ' ')} (CSV)",
-        frame.to_csv(index=False),
+        csv_text.frame_csv(frame),
         f"{name}.csv",
         key=session.item_key(session.CMP_DOWNLOAD, name),
     )

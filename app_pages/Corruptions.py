@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from relu_core import comparison, corruptions, detectors, explore, figures, metric_info, protocol, robustness
+from relu_core import comparison, corruptions, csv_text, detectors, explore, figures, metric_info, protocol, robustness
 from relu_core.runs import get_run
 from studio import jobbox, page, session
 
@@ -198,7 +198,7 @@ if result is not None:
     )
     for column, (label, frame, part, key) in zip(st.columns(2), downloads):
         page.download_button(
-            column, label, frame.to_csv(index=False), f"corruptions_severity{result.severity}{part}.csv", key=key
+            column, label, csv_text.frame_csv(frame), f"corruptions_severity{result.severity}{part}.csv", key=key
         )
     with st.expander("Hyperparameters selected on each clean tuning split"):
         st.dataframe(explore.readable_hyperparameters(result.hyperparameters), hide_index=True)

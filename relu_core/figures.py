@@ -11,14 +11,13 @@ more likely misclassified; on ROC curves the positives are the correctly classif
 
 from __future__ import annotations
 
-import io
 from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from relu_core import metric_info
+from relu_core import csv_text, metric_info
 from relu_core.limits import FIGURE_MAX_CLASSES
 
 # One colour per detector everywhere in the app; Rel-U and Doctor are the two being compared, so they
@@ -563,20 +562,13 @@ def accuracy_bars(
     return fig
 
 
-def _csv_cell(value: object) -> str:
-    text = repr(float(value)) if isinstance(value, (float, np.floating)) else str(value)
-    return f'"{text}"' if any(c in text for c in ',"\n') else text
-
-
 def matrix_csv(matrix: np.ndarray, row_names: Sequence[str], col_names: Sequence[str] | None = None) -> str:
-    """A matrix as CSV text: a header of column names, then one row per row name (exact values)."""
+    """A matrix as CSV text: a header of column names, then one row per row name (exact values; names written
+    by ``csv_text``, so a quote or a leading ``=`` in a class name stays text in its own cell)."""
     matrix = np.asarray(matrix)
     col_names = row_names if col_names is None else col_names
-    out = io.StringIO()
-    out.write(",".join(["", *map(_csv_cell, col_names)]) + "\n")
-    for name, row in zip(row_names, matrix, strict=True):
-        out.write(",".join([_csv_cell(name), *map(_csv_cell, row.tolist())]) + "\n")
-    return out.getvalue()
+    rows = ([str(name), *row] for name, row in zip(row_names, matrix.tolist(), strict=True))
+    return csv_text.rows_csv(["", *map(str, col_names)], rows)
 
 
 def figure_csv(fig: go.Figure) -> str:
@@ -601,5 +593,4 @@ def figure_csv(fig: go.Figure) -> str:
         else:
             rows.extend((trace.name, x, y, "") for x, y in zip(trace.x, trace.y, strict=True))
     header = ("trace", "theta", "r") if polar else ("trace", "x", "y", "z")
-    lines = [",".join(header)] + [",".join(_csv_cell(v) for v in row) for row in rows]
-    return "\n".join(lines) + "\n"
+    return csv_text.rows_csv(header, rows)
