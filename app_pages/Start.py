@@ -14,6 +14,7 @@ import streamlit as st
 from relu_core import explore, metrics
 from relu_core.errors import InputError
 from studio import frame, jobbox, page, session
+from studio.text import plain
 
 START_HEIGHT = 400  # pixels per matrix figure
 NO_MODEBAR = {"displayModeBar": False}
@@ -53,7 +54,7 @@ with side:
         frame.switch_to(frame.EXPLORE)
 
 st.caption(
-    f"Run: {run.source or 'uploaded logits'} · {n:,} samples × {c} classes · run id `{run.run_id}`. "
+    f"Run: {plain(run.source or 'uploaded logits')} · {n:,} samples × {c} classes · run id `{run.run_id}`. "
     "D* (left) is Rel-U's learned matrix: entry (i, j) is large when the model's errors spread probability over "
     "classes i and j together; the confusion matrix (right, counts; grey: correct predictions) shows which classes "
     "the model actually confuses. "

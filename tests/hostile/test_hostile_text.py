@@ -5,13 +5,18 @@ spreadsheet formula, and nothing a user names shown as Markdown or HTML."""
 from __future__ import annotations
 
 import csv
+import html
 import io
+import re
 import zipfile
 
 import numpy as np
 import pandas as pd
+import pytest
+from apptest_pages import EXPLORE, app
 
 from relu_core import csv_text, explore, figures, runs
+from studio import text as text_module
 
 #: Class names that broke the D* CSV (a quote shifted its columns) or that a spreadsheet runs as formulas.
 HOSTILE_NAMES = ('say "hi", then', "=1+1", "+SUM(A1)", "-2", "@cmd", "\tx", "'quoted", "line\nbreak")
@@ -72,3 +77,101 @@ def test_the_view_zip_holds_the_class_names_as_text():
     for text in texts.values():
         _no_formula_cell(text)
         assert len({len(r) for r in csv.reader(io.StringIO(text))}) == 1  # every row as wide as its header
+
+
+# ------------------------------------------------------------------ nothing a user names renders as Markdown
+
+LINK = "[log in again](http://evil.example/login)"
+MARKUP_NAMES = ("<script>alert(1)</script>", "**bold** _it_", "[x](http://evil.example)", "$x$ :red[y]", "ok")
+
+
+def _markup_left(markdown: str) -> list[str]:
+    """What in Streamlit Markdown ``markdown`` could still render as a link, HTML, emphasis, code or a formula
+    (a backslash-escaped character is text)."""
+    unescaped = re.sub(r"\\.", "", markdown)
+    return re.findall(r"[\[\]<>`*$~]|https?://|www\.|\w@\w|(?<!\w)_|_(?!\w)|^\s*(?:#|[-+] |\d+[.)] )", unescaped)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        LINK,
+        "[click me](http://x).npz",
+        *MARKUP_NAMES,
+        "# heading",
+        "1. item",
+        "- item",
+        "see www.evil.example",
+        "a@b.c",
+    ],
+)
+def test_plain_leaves_no_markup_and_keeps_the_words(text):
+    shown = text_module.plain(text)
+    assert not _markup_left(shown), shown
+    words = re.sub(r"\\(.)", r"\1", shown).replace("\u2060", "")
+    assert words == text  # the escapes are all that was added
+
+
+def test_plain_keeps_ordinary_messages_as_they_are():
+    for text in ("announces shape (100000000, 100000)", "#12 · cat → dog · Rel-U 0.31", "relu_core.limits.max_classes"):
+        assert text_module.plain(text) == text
+
+
+def _shown_texts(at) -> list[str]:
+    """Every Markdown body the page shows: boxes, captions, markdown, subheaders and image captions."""
+    elements = [*at.warning, *at.error, *at.success, *at.info, *at.caption, *at.markdown, *at.subheader]
+    captions = [image.caption for row in at.get("image") for image in row.proto.imgs]
+    return [e.value for e in elements] + captions
+
+
+@pytest.mark.slow
+def test_a_shared_links_run_name_is_no_link_in_the_notice():
+    at = app(timeout=300)
+    at.query_params.update({"run": "0123456789abcdef", "run_name": f"{LINK} <b>now</b>"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    notice = next(w.value for w in at.warning if "This link is for run" in w.value)
+    assert "log in again" in notice and not _markup_left(notice), notice
+
+
+@pytest.mark.slow
+def test_an_uploads_file_and_class_names_are_shown_as_text():
+    from relu_core import jobs
+
+    at = app(timeout=300).run()
+    labels = np.repeat(np.arange(len(MARKUP_NAMES)), 40)
+    rng = np.random.default_rng(2)
+    logits = (rng.normal(size=(labels.size, len(MARKUP_NAMES))) + 2 * np.eye(len(MARKUP_NAMES))[labels]).astype(
+        np.float32
+    )
+    buffer = io.BytesIO()
+    np.savez(buffer, logits=logits, labels=labels, class_names=np.array(MARKUP_NAMES))
+    at.file_uploader(key="upload_logits").upload("[click me](http://x).npz", buffer.getvalue()).run()
+    at.button(key="upload_logits_load").click().run()
+    for job in jobs.MANAGER.jobs():
+        assert job.wait(120), f"job {job.key} did not end"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    shown = _shown_texts(at)
+    assert any("click me" in text for text in shown)  # the upload's name is there, as text
+    assert not [text for text in shown if _markup_left(text)]
+    at.switch_page(EXPLORE).run()
+    at.session_state["ex_detail_tab"] = "Samples of a confusion cell"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = _shown_texts(at)
+    assert any("with true class" in text for text in shown)
+    assert not [text for text in shown if _markup_left(text)]
+
+
+def test_the_report_shows_hostile_class_and_file_names_as_text():
+    labels = np.repeat(np.arange(len(MARKUP_NAMES)), 40)
+    rng = np.random.default_rng(3)
+    logits = (rng.normal(size=(labels.size, len(MARKUP_NAMES))) + 2 * np.eye(len(MARKUP_NAMES))[labels]).astype(
+        np.float32
+    )
+    run = runs.Run.from_logits(logits, labels, MARKUP_NAMES, source="<img src=x onerror=alert(1)>.npz")
+    setting = explore.Setting()
+    text = explore.report_html(run, explore.view(run, setting), setting)
+    assert "<script>alert" not in text and "<img src=x" not in text
+    assert html.escape("<img src=x onerror=alert(1)>.npz") in text  # the title and the provenance name it
