@@ -92,7 +92,11 @@ def load_upload(
     if kind != "model":
         raise InputError(f"unknown upload kind {kind!r}")
     if not model_data:
-        raise InputError("upload a model checkpoint (TorchScript or state dict) first")
+        raise InputError(
+            f"{model_filename} is empty (0 bytes): upload the checkpoint again"
+            if model_filename
+            else "upload a model checkpoint (TorchScript or state dict) first"
+        )
     if not arch:
         raise InputError("choose the model's architecture")
     from relu_core import datasets
@@ -101,6 +105,8 @@ def load_upload(
         images = datasets.load_uploaded_dataset(data, filename, progress=progress)
     elif dataset_spec:
         images = dataset_spec
+    elif filename:
+        raise InputError(f"{filename} is empty (0 bytes): upload the data set again or pick a registered one")
     else:
         raise InputError("choose a data set for the model: upload one or pick a registered one")
     # the checkpoint is read from its bytes too: TorchScript or a state dict, told apart by its content and by
