@@ -11,6 +11,7 @@ more likely misclassified; on ROC curves the positives are the correctly classif
 
 from __future__ import annotations
 
+import html
 from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
@@ -156,6 +157,18 @@ def _unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=traces, layout={"template": TEMPLATE, **layout}, _validate=False)
 
 
+def _label(name: object) -> str:
+    """A class name as a matrix figure's axes and hover show it: plotly reads ``<a href>``, ``<b>``, ``<br>`` in
+    its texts, so ``<``, ``>`` and ``&`` are written as entities, which it shows as the characters themselves
+    (``figure_csv`` writes the names back as given)."""
+    return html.escape(str(name), quote=False)
+
+
+def _unlabel(value: object) -> object:
+    """A matrix figure's axis value as given (:func:`_label` undone; numbers unchanged)."""
+    return html.unescape(value) if isinstance(value, str) else value
+
+
 def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "D* (Rel-U)") -> go.Figure:
     """Heatmap of a Rel-U matrix D* (or Doctor's implicit all-ones-off-diagonal matrix).
 
@@ -167,7 +180,7 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     keep = top_classes(matrix)
     title = _top_note(title, keep.size, matrix.shape[0], "largest D* row + column sums")
     matrix = matrix[np.ix_(keep, keep)]
-    names = [str(class_names[k]) for k in keep]
+    names = [_label(class_names[k]) for k in keep]
     heatmap = {
         "type": "heatmap",
         "z": matrix,
@@ -196,7 +209,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     keep = top_classes(cm)
     title = _top_note(title, keep.size, cm.shape[0], "most errors")
     cm = cm[np.ix_(keep, keep)]
-    names = [str(class_names[k]) for k in keep]
+    names = [_label(class_names[k]) for k in keep]
     n = len(names)
     diagonal = np.eye(n, dtype=bool)
     errors = np.where(diagonal, np.nan, cm.astype(np.float64))
@@ -587,7 +600,7 @@ def figure_csv(fig: go.Figure) -> str:
             for i, y in enumerate(trace.y):
                 for j, x in enumerate(trace.x):
                     if not np.isnan(z[i, j]):
-                        rows.append((trace.name, x, y, z[i, j]))
+                        rows.append((trace.name, _unlabel(x), _unlabel(y), z[i, j]))
         elif trace.type == "scatterpolar":
             rows.extend((trace.name, t, r) for t, r in zip(trace.theta[:-1], trace.r[:-1], strict=True))
         else:
