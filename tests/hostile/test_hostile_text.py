@@ -81,6 +81,8 @@ def test_the_view_zip_holds_the_class_names_as_text():
 
 # ------------------------------------------------------------------ nothing a user names renders as Markdown
 
+#: AppTest's limit for one script run: the first trains the default digits model, minutes on a busy machine.
+TIMEOUT = 900
 LINK = "[log in again](http://evil.example/login)"
 MARKUP_NAMES = ("<script>alert(1)</script>", "**bold** _it_", "[x](http://evil.example)", "$x$ :red[y]", "ok")
 
@@ -126,7 +128,7 @@ def _shown_texts(at) -> list[str]:
 
 @pytest.mark.slow
 def test_a_shared_links_run_name_is_no_link_in_the_notice():
-    at = app(timeout=300)
+    at = app(timeout=TIMEOUT)
     at.query_params.update({"run": "0123456789abcdef", "run_name": f"{LINK} <b>now</b>"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -138,7 +140,7 @@ def test_a_shared_links_run_name_is_no_link_in_the_notice():
 def test_an_uploads_file_and_class_names_are_shown_as_text():
     from relu_core import jobs
 
-    at = app(timeout=300).run()
+    at = app(timeout=TIMEOUT).run()
     labels = np.repeat(np.arange(len(MARKUP_NAMES)), 40)
     rng = np.random.default_rng(2)
     logits = (rng.normal(size=(labels.size, len(MARKUP_NAMES))) + 2 * np.eye(len(MARKUP_NAMES))[labels]).astype(
@@ -147,21 +149,28 @@ def test_an_uploads_file_and_class_names_are_shown_as_text():
     buffer = io.BytesIO()
     np.savez(buffer, logits=logits, labels=labels, class_names=np.array(MARKUP_NAMES))
     at.file_uploader(key="upload_logits").upload("[click me](http://x).npz", buffer.getvalue()).run()
+    shown = []  # over every run: the sidebar says a job's end once, on the run that notices it
     at.button(key="upload_logits_load").click().run()
+    shown += _shown_texts(at)
     for job in jobs.MANAGER.jobs():
         assert job.wait(120), f"job {job.key} did not end"
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    shown = _shown_texts(at)
-    assert any("click me" in text for text in shown)  # the upload's name is there, as text
-    assert not [text for text in shown if _markup_left(text)]
+    shown += _shown_texts(at)
     at.switch_page(EXPLORE).run()
     at.session_state["ex_detail_tab"] = "Samples of a confusion cell"
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    shown = _shown_texts(at)
-    assert any("with true class" in text for text in shown)
-    assert not [text for text in shown if _markup_left(text)]
+    shown += _shown_texts(at)
+    assert any("click me" in text for text in shown), shown  # the upload's name is there, as text
+    assert any("with true class" in text for text in shown), shown  # and so are its class names
+    assert not [text for text in shown if _hostile_markup_left(text)]
+
+
+def _hostile_markup_left(markdown: str) -> list[str]:
+    """The Markdown of the upload's name and class names (not the page's own bold or code) still in effect."""
+    unescaped = re.sub(r"\\.", "", markdown)
+    return re.findall(r"\]\(|<(?:script|b|a)\b|https?://|www\.|\*\*bold|\$x\$|:red\[|(?<!\w)_it_", unescaped)
 
 
 def test_the_report_shows_hostile_class_and_file_names_as_text():
@@ -175,3 +184,12 @@ def test_the_report_shows_hostile_class_and_file_names_as_text():
     text = explore.report_html(run, explore.view(run, setting), setting)
     assert "<script>alert" not in text and "<img src=x" not in text
     assert html.escape("<img src=x onerror=alert(1)>.npz") in text  # the title and the provenance name it
+
+
+def test_matrix_figures_show_class_names_as_text_and_their_csv_as_given():
+    names = ('<a href="http://evil.example">x</a>', "<b>bold</b>", "a &amp; b", "plain")
+    for fig in (figures.dstar_heatmap(np.ones((4, 4)) - np.eye(4), names), figures.confusion_heatmap(np.eye(4), names)):
+        for trace in fig.data:
+            assert not any("<" in str(v) for v in (*trace.x, *trace.y)), trace.x  # plotly reads <a href> as a link
+        rows = pd.read_csv(io.StringIO(figures.figure_csv(fig)), dtype=str, keep_default_na=False)
+        assert set(rows["x"].map(csv_text.read_cell)) == set(names)
