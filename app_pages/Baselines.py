@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from relu_core import baselines, comparison, detectors, figures, metric_info, protocol
+from relu_core import baselines, comparison, csv_text, detectors, figures, metric_info, protocol
 from studio import jobbox, page, session
 
 run = page.page_header(
@@ -130,14 +130,14 @@ row1, row2 = st.columns(3), st.columns(3)
 page.download_button(
     row1[0],
     "Table (CSV)",
-    table.to_csv(index=False),
+    csv_text.frame_csv(table),
     "baselines.csv",
     key=session.BL_DL_TABLE,
 )
 page.download_button(
     row1[1],
     "Per-seed values (CSV)",
-    result.per_seed.to_csv(index=False),
+    csv_text.frame_csv(result.per_seed),
     "baselines_per_seed.csv",
     key=session.BL_DL_SEEDS,
 )

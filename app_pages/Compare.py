@@ -10,9 +10,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from relu_core import compare, detectors, explore, figures, metric_info, protocol, runs
+from relu_core import compare, csv_text, detectors, explore, figures, metric_info, protocol, runs
 from studio import jobbox, page, session
 from studio.runs import run_label, session_runs
+from studio.text import plain
 
 page.page_header(
     "Runs compared side by side",
@@ -93,7 +94,7 @@ words = ["run", "metric", "verdict"]
 if not result.relu_minus_doctor.empty:
     st.subheader("Rel-U − Doctor within each run")
     st.dataframe(result.relu_minus_doctor[words], hide_index=True)
-st.subheader(f"Each run − run 1 ({result.run_labels[0]})")
+st.subheader(plain(f"Each run − run 1 ({result.run_labels[0]})"))
 st.dataframe(result.differences[["detector", *words]], hide_index=True)
 st.caption(
     "Verdicts: the 95 % percentile interval of the paired bootstrap, pooled over the seeds; "
@@ -127,7 +128,7 @@ for column, (name, frame) in zip(
     page.download_button(
         column,
         f"{name.replace('_', ' ')} (CSV)",
-        frame.to_csv(index=False),
+        csv_text.frame_csv(frame),
         f"{name}.csv",
         key=session.item_key(session.CMP_DOWNLOAD, name),
     )

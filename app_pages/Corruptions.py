@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from relu_core import comparison, corruptions, detectors, explore, figures, metric_info, protocol, robustness
+from relu_core import comparison, corruptions, csv_text, detectors, explore, figures, metric_info, protocol, robustness
 from relu_core.runs import get_run
 from studio import jobbox, page, session
+from studio.text import plain
 
 run = page.page_header(
     "Robustness under corruption",
@@ -206,7 +207,7 @@ if result is not None:
     )
     for column, (label, frame, part, key) in zip(st.columns(2), downloads):
         page.download_button(
-            column, label, frame.to_csv(index=False), f"corruptions_severity{result.severity}{part}.csv", key=key
+            column, label, csv_text.frame_csv(frame), f"corruptions_severity{result.severity}{part}.csv", key=key
         )
     with st.expander("Hyperparameters selected on each clean tuning split"):
         st.dataframe(explore.readable_hyperparameters(result.hyperparameters), hide_index=True)
@@ -224,7 +225,9 @@ if not 0 <= st.session_state[session.ROB_IMAGE] < N_IMAGES:  # the run changed t
     st.session_state[session.ROB_IMAGE] = 0
 st.number_input("image index", min_value=0, max_value=N_IMAGES - 1, step=1, key=session.ROB_IMAGE)
 index = int(st.session_state[session.ROB_IMAGE])
-st.caption(f"Image #{index}, true class {run.class_names[run.labels[index]]}. Columns: clean, then severity 1 to 5.")
+st.caption(
+    plain(f"Image #{index}, true class {run.class_names[run.labels[index]]}. Columns: clean, then severity 1 to 5.")
+)
 grid = gallery(run.run_id, index)
 clean = explore.thumbnail(run.images[index], size=96)
 for k, name in enumerate(corruptions.CORRUPTIONS):

@@ -10,13 +10,14 @@ from relu_core.errors import Cancelled, InputError
 from relu_core.runs import get_run
 from studio import explore_ui, frame, jobbox, page, query, runs, session
 from studio.explore_ui import Neighbours, chart, html
+from studio.text import plain
 
 run = frame.current_run()
 query.init_from_query_params()
 
 # a subheader, not a title: with the one-row control bar, D* and the confusion matrix fit in 1280 x 720
 st.subheader("Explore: Rel-U vs Doctor")
-st.caption(f"Run: {runs.run_label(run)}")
+st.caption(plain(f"Run: {runs.run_label(run)}"))
 query.query_params_notice()
 
 session.share(session.explore_shared(run.model is not None and run.images is not None))  # every page's T, λ, ...
@@ -150,9 +151,11 @@ def _cell_gallery(run_, view: explore.View) -> None:
     pool = view.tune_idx if tuning else view.eval_idx
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
     st.caption(
-        f"{page.count(cell.size, 'sample')} with true class {class_names[true_class]} predicted as "
-        f"{class_names[pred_class]} in the {'tuning' if tuning else 'evaluation'} split; clean uncertainty scores "
-        "(higher = more likely wrong)."
+        plain(
+            f"{page.count(cell.size, 'sample')} with true class {class_names[true_class]} predicted as "
+            f"{class_names[pred_class]} in the {'tuning' if tuning else 'evaluation'} split; clean uncertainty "
+            "scores (higher = more likely wrong)."
+        )
     )
     explore_ui.gallery(run_, cell, view, view.setting.detectors, name_classes=False)
 

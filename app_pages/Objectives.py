@@ -12,7 +12,7 @@ import json
 
 import streamlit as st
 
-from relu_core import protocol
+from relu_core import csv_text, protocol
 from relu_core.studies import objectives
 from studio import frame, jobbox, page, session
 from studio.runs import select_run
@@ -125,7 +125,7 @@ row = st.columns(2)
 page.download_button(
     row[0],
     "Table (CSV)",
-    table.to_csv(index=False),
+    csv_text.frame_csv(table),
     "objectives.csv",
     key=session.item_key(session.OBJ_DOWNLOAD, "csv"),
 )

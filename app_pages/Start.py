@@ -17,6 +17,7 @@ from relu_core import comparison, explore, figures, metrics, scorecard
 from relu_core.errors import InputError
 from relu_core.runs import get_run
 from studio import frame, jobbox, page, session
+from studio.text import plain
 
 START_HEIGHT = 400  # pixels per matrix figure
 # class labels per axis and their length: the matrices are about 150 px across at 100 classes
@@ -137,7 +138,7 @@ st.info(
 )
 
 st.caption(
-    f"Run: {run.source or 'uploaded logits'} · {n:,} samples × {c} classes · run id `{run.run_id}`. "
+    f"Run: {plain(run.source or 'uploaded logits')} · {n:,} samples × {c} classes · run id `{run.run_id}`. "
     "D* (left) is Rel-U's learned matrix: entry (i, j) is large when the model's errors spread probability over "
     "classes i and j together; the confusion matrix (right, counts; grey: correct predictions) shows which classes "
     "the model actually confuses. "

@@ -14,6 +14,7 @@ from relu_core import figures, onnx_model, protocol, scorecard
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
 from studio import jobbox, page, session
+from studio.text import plain
 
 run = page.page_header(
     "The paper's studies",
@@ -155,7 +156,7 @@ st.caption(
     + page.fixed_note()  # every study holds T = 1 and λ = 0.5 but on the axis it sweeps
 )
 for note in result.notes:
-    st.caption(f"Note: {note}")
+    st.caption(plain(f"Note: {note}"))
 
 if "summary" in result.tables:
     st.subheader("Before and after temperature scaling (mean and std over seeds)")

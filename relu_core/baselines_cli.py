@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relu_core import cli_shared, validation
+from relu_core import cli_shared, csv_text, validation
 from relu_core.errors import InputError
 
 
@@ -115,8 +115,8 @@ def write_outputs(result, out: Path) -> list[Path]:
 
     out = validation.output_folder(out)
     written = {
-        out / "baselines.csv": result.table.to_csv(index=False),
-        out / "baselines_per_seed.csv": result.per_seed.to_csv(index=False),
+        out / "baselines.csv": csv_text.frame_csv(result.table),
+        out / "baselines_per_seed.csv": csv_text.frame_csv(result.per_seed),
     }
     for name, fig in zip(("roc", "risk_coverage"), baselines.study_figures(result)):
         written[out / f"{name}.html"] = fig.to_html(include_plotlyjs=True, full_html=True)

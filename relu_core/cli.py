@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from relu_core import baselines_cli, evaluate_cli, export_cli, logits_cli, report_cli, train_cli
 from relu_core.cli_shared import ProgressBar
-from relu_core.errors import Cancelled
+from relu_core.errors import Cancelled, printable
 from relu_core.studies import cli as studies_cli
 
 EXIT_BAD_INPUT = 2
@@ -54,7 +54,7 @@ def _one_line(exc: BaseException) -> str:
         text = f"no such file: {exc.filename}"
     else:
         text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
+    return " ".join(printable(text).split())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
+        # our use of TorchScript to read the user's file, not something the user can change
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.\w+` is deprecated")
         status = _run(argv)
     if status == 0:
         for message in dict.fromkeys(_one_line(w.message) for w in caught):

@@ -142,9 +142,23 @@ def add_run_arguments(parser: argparse.ArgumentParser, logits_help: str, *, requ
     )
 
 
+def available_device(name: str) -> str:
+    """``--device`` as given, once the device is found on this machine: checked when the flags are read, so
+    that ``--device cuda`` without a GPU fails before any data is loaded or decoded."""
+    if name not in ("auto", "cpu"):
+        from relu_core import engine
+
+        try:
+            engine.select_device(name)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return name
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of the engine that computes a model's logits: ``--device``, ``--batch-size``, ``--download``."""
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    """The flags of the engine that computes a model's logits: ``--device`` (:func:`available_device`),
+    ``--batch-size``, ``--download``."""
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=available_device)
     parser.add_argument("--batch-size", default=None, help="inference batch size (default: chosen for the device)")
     parser.add_argument("--download", action="store_true", help="download a registered data set if missing")
 

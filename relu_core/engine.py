@@ -33,6 +33,7 @@ import concurrent.futures
 import contextlib
 import copy
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -256,6 +257,13 @@ def forward(net: nn.Module, x: torch.Tensor, precision: str) -> torch.Tensor:
         raise InputError(f"the model raised an error in forward: {(lines or ['?'])[-1][:160]}") from None
     except RuntimeError as exc:  # shape errors surface as RuntimeError deep inside the model
         first = str(exc).strip().splitlines()[0][:160]
+        asked = re.search(r"can't allocate memory: you tried to allocate (\d+) bytes|out of memory", str(exc))
+        if asked:  # the model's own allocation failed: not a question of the images' size
+            size = f"{int(asked.group(1)):,} bytes" if asked.group(1) else "more memory"
+            raise InputError(
+                f"the model failed in forward: it asked for {size}, more than {x.device} can give "
+                f"(batches of {x.shape[0]} images)"
+            ) from None
         channels, height, width = x.shape[1:]
         raise InputError(f"the model cannot read {height}x{width} images with {channels} channel(s): {first}") from None
     return check_outputs(out, x.shape[0])

@@ -9,9 +9,12 @@ import json
 import math
 import sys
 
-from relu_core import cli_shared, metric_info
+from relu_core import cli_shared, metric_info, progress
 from relu_core.errors import InputError
 from relu_core.validation import parse_fraction, parse_int
+
+#: Work estimated to take this long or more is announced on stderr before it starts (seconds).
+LONG_WORK_S = 10.0
 
 
 def add_parser(sub) -> None:
@@ -227,6 +230,17 @@ def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
                 run, args.eps, device=args.device, batch_size=batch_size
             )
             title += f" (input pre-processing eps={args.eps:g})"
+    n_seeds = len(protocol.resolve_seeds(seeds))  # checked first: the estimate names valid work only
+    protocol.check_resamples(n_resamples)
+    estimate = protocol.evaluation_seconds(len(labels), logits.shape[1], n_seeds, methods, n_resamples, fraction)
+    if estimate >= LONG_WORK_S:  # said before the work, on stderr: stdout holds only the result
+        at_least = "at least " if (args.select or args.oracle) else ""
+        print(
+            f"note: {logits.shape[0]:,} x {logits.shape[1]:,} logits, {n_seeds} seed(s), {len(methods)} detector(s), "
+            f"{n_resamples:,} bootstrap resamples take {at_least}{progress.duration_words(estimate)} on a 2-core "
+            "machine (protocol.EVALUATION_RATES); fewer --seeds or --bootstrap 0 shorten it",
+            file=sys.stderr,
+        )
     options = {  # what both protocols take alike
         "tune_fraction": fraction,
         "seeds": seeds,

@@ -11,14 +11,14 @@ more likely misclassified; on ROC curves the positives are the correctly classif
 
 from __future__ import annotations
 
-import io
+import html
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from relu_core import metric_info
+from relu_core import csv_text, metric_info
 from relu_core.limits import FIGURE_MAX_CLASSES
 
 # One colour per detector everywhere in the app; Rel-U and Doctor are the two being compared, so they
@@ -179,6 +179,18 @@ def _unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=traces, layout={"template": TEMPLATE, **layout}, _validate=False)
 
 
+def _label(name: object) -> str:
+    """A class name as a matrix figure's axes and hover show it: plotly reads ``<a href>``, ``<b>``, ``<br>`` in
+    its texts, so ``<``, ``>`` and ``&`` are written as entities, which it shows as the characters themselves
+    (``figure_csv`` writes the names back as given)."""
+    return html.escape(str(name), quote=False)
+
+
+def _unlabel(value: object) -> object:
+    """A matrix figure's axis value as given (:func:`_label` undone; numbers unchanged)."""
+    return html.unescape(value) if isinstance(value, str) else value
+
+
 def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "D* (Rel-U)") -> go.Figure:
     """Heatmap of a Rel-U matrix D* (or Doctor's implicit all-ones-off-diagonal matrix).
 
@@ -199,7 +211,7 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     keep = top_classes(matrix)
     title = _top_note(title, keep.size, matrix.shape[0], "by D* weight")
     matrix = matrix[np.ix_(keep, keep)]
-    names = [str(class_names[k]) for k in keep]
+    names = [_label(class_names[k]) for k in keep]
     heatmap = {
         "type": "heatmap",
         "z": matrix,
@@ -236,7 +248,7 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     keep = top_classes(cm)
     title = _top_note(title, keep.size, cm.shape[0], "by errors")
     cm = cm[np.ix_(keep, keep)]
-    names = [str(class_names[k]) for k in keep]
+    names = [_label(class_names[k]) for k in keep]
     n = len(names)
     diagonal = np.eye(n, dtype=bool)
     errors = np.where(diagonal, np.nan, cm.astype(np.float64))
@@ -671,20 +683,13 @@ def accuracy_bars(
     return fig
 
 
-def _csv_cell(value: object) -> str:
-    text = repr(float(value)) if isinstance(value, (float, np.floating)) else str(value)
-    return f'"{text}"' if any(c in text for c in ',"\n') else text
-
-
 def matrix_csv(matrix: np.ndarray, row_names: Sequence[str], col_names: Sequence[str] | None = None) -> str:
-    """A matrix as CSV text: a header of column names, then one row per row name (exact values)."""
+    """A matrix as CSV text: a header of column names, then one row per row name (exact values; names written
+    by ``csv_text``, so a quote or a leading ``=`` in a class name stays text in its own cell)."""
     matrix = np.asarray(matrix)
     col_names = row_names if col_names is None else col_names
-    out = io.StringIO()
-    out.write(",".join(["", *map(_csv_cell, col_names)]) + "\n")
-    for name, row in zip(row_names, matrix, strict=True):
-        out.write(",".join([_csv_cell(name), *map(_csv_cell, row.tolist())]) + "\n")
-    return out.getvalue()
+    rows = ([str(name), *row] for name, row in zip(row_names, matrix.tolist(), strict=True))
+    return csv_text.rows_csv(["", *map(str, col_names)], rows)
 
 
 def figure_csv(fig: go.Figure) -> str:
@@ -703,11 +708,10 @@ def figure_csv(fig: go.Figure) -> str:
             for i, y in enumerate(trace.y):
                 for j, x in enumerate(trace.x):
                     if not np.isnan(z[i, j]):
-                        rows.append((trace.name, x, y, z[i, j]))
+                        rows.append((trace.name, _unlabel(x), _unlabel(y), z[i, j]))
         elif trace.type == "scatterpolar":
             rows.extend((trace.name, t, r) for t, r in zip(trace.theta[:-1], trace.r[:-1], strict=True))
         else:
             rows.extend((trace.name, x, y, "") for x, y in zip(trace.x, trace.y, strict=True))
     header = ("trace", "theta", "r") if polar else ("trace", "x", "y", "z")
-    lines = [",".join(header)] + [",".join(_csv_cell(v) for v in row) for row in rows]
-    return "\n".join(lines) + "\n"
+    return csv_text.rows_csv(header, rows)

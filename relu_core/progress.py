@@ -31,3 +31,12 @@ def within(progress: Progress, step: int, total: int) -> Progress:
         progress(round((step + fraction) * WITHIN_STEPS), total * WITHIN_STEPS, message)
 
     return inner
+
+
+def duration_words(seconds: float) -> str:
+    """An estimated duration, rounded as an estimate deserves: "about 40 s", "about 4 min", "about 2 h"."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds, -1) if seconds >= 20 else round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds / 3600:.1f} h".replace(".0 h", " h")

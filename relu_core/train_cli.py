@@ -110,7 +110,9 @@ def add_parser(sub) -> None:
     tp.add_argument("--tau", help="LogitNorm's τ (default 0.04)")
     tp.add_argument("--alpha", help="λ ~ Beta(α, α) (default: mixup 1, regmixup and openmix 10)")
     tp.add_argument("--gamma", help="weight of the mixed term (default: regmixup 0.5, openmix 1)")
-    tp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    tp.add_argument(
+        "--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=cli_shared.available_device
+    )
     tp.add_argument("--download", action="store_true", help="download a registered data set if missing")
     tp.add_argument("--out", metavar="FILE.npz", help="also write the test-split logits to this file")
     tp.add_argument("--json", action="store_true", help="print the settings, metadata and curve as JSON")

@@ -14,6 +14,7 @@ import streamlit as st
 from relu_core import detector_export, detectors, explore, jobs, protocol
 from studio import page, session
 from studio.live_chart import Follow, live_html, value_key
+from studio.text import plain
 
 #: How often the browser asks for the panel again while its paired bootstrap runs (a rerun of the panel's
 #: fragment: a rerun of the whole page would rebuild the controls and take the keyboard focus off the λ slider).
@@ -121,10 +122,10 @@ def eps_section(run, setting: explore.Setting, slot) -> explore.EpsPass:
     if setting.eps == 0:
         return shown
     with slot:
-        st.caption(shown.note)
+        st.caption(plain(shown.note))
         if shown.failed:
             left, right = st.columns([5, 1], vertical_alignment="center")
-            left.error(shown.failed)
+            left.error(plain(shown.failed))
             right.button("Retry the ε pass", key=session.EX_EPS_RETRY, on_click=memory.retry)
         elif shown.job is not None:
             _eps_watch(shown.job.key, shown.step)
@@ -203,7 +204,9 @@ def gallery(
     for n, i in enumerate(shown):
         classes = [f"{names[labels[i]]} → {names[view.predictions[i]]}"] if name_classes else []
         scores = [f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys]
-        grid[n % columns].image(explore.thumbnail(run.images[i]), caption=" · ".join([f"#{i}", *classes, *scores]))
+        grid[n % columns].image(
+            explore.thumbnail(run.images[i]), caption=plain(" · ".join([f"#{i}", *classes, *scores]))
+        )
     if indices.size > limit:
         st.caption(f"showing {limit} of {indices.size}")
 

@@ -20,15 +20,16 @@ from relu_core.errors import USER_ERRORS, unexpected, user_message
 from relu_core.registry import LRURegistry
 from relu_core.runs import register_run
 from studio import runs, session
+from studio.text import plain
 
 
 def show_error(exc: BaseException, task: str = "this page") -> None:
     """The one-line message of a user error (no traceback); any other exception is logged on the server with
     its traceback and shown as one line with a short reference (``errors.unexpected``)."""
     if not isinstance(exc, USER_ERRORS):
-        st.error(unexpected(exc, task))
+        st.error(plain(unexpected(exc, task)))
         return
-    st.error(user_message(exc))
+    st.error(plain(user_message(exc)))
 
 
 def _cancelled_here() -> set[str]:
@@ -57,15 +58,15 @@ def wait_for(job: jobs.Job) -> bool:
     if job.running:
         box = _top_slot() or st.empty()
         with box.container(border=True):
-            st.markdown(f"**{job.label}** on {explore.device_name()}")
-            bar = st.progress(job.fraction, text=job.message)
+            st.markdown(f"**{plain(job.label)}** on {explore.device_name()}")
+            bar = st.progress(job.fraction, text=plain(job.message))
             st.button("Cancel", key=session.item_key(session.CANCEL, job.key), on_click=_cancel_from_box, args=(job,))
             st.caption(
                 "Runs in the background: it goes on if you leave this page, and the jobs panel in the "
                 "sidebar follows it."
             )
         while not job.wait(0.25):
-            bar.progress(job.fraction, text=job.message)
+            bar.progress(job.fraction, text=plain(job.message))
         box.empty()
     if job.key not in _cancelled_here() or job.state == jobs.RUNNING:
         return False
@@ -77,7 +78,7 @@ def wait_for(job: jobs.Job) -> bool:
 
 
 def _say_cancelled(job: jobs.Job) -> None:
-    st.warning(f"{job.label}: {_cancelled_text(job)}.")
+    st.warning(plain(f"{job.label}: {_cancelled_text(job)}."))
 
 
 def start_job(
@@ -123,7 +124,7 @@ def _running_jobs_panel() -> None:
     if not any(job.key in pending for job in running) and pending:
         st.rerun()  # one of this session's jobs ended: the whole page picks up its run
     for job in running:
-        st.progress(job.fraction, text=f"{job.label}: {job.message}")
+        st.progress(job.fraction, text=plain(f"{job.label}: {job.message}"))
         st.button(
             "Cancel",
             key=session.item_key(session.CANCEL_PANEL, job.key),
@@ -194,7 +195,7 @@ def jobs_panel() -> None:
     if running:
         _running_jobs_panel()
     for kind, text in messages:
-        {"error": st.error, "warning": st.warning, "success": st.success}[kind](text)
+        {"error": st.error, "warning": st.warning, "success": st.success}[kind](plain(text))
     messages.clear()
 
 
@@ -220,7 +221,7 @@ def _finished(handle: jobs.Job, select: bool = False, said: bool = False):
             runs.select_run(handle.result)
         return handle.result
     if handle.state == jobs.FAILED:
-        st.error(handle.error)  # one line: the user's error, or errors.unexpected's with its reference
+        st.error(plain(handle.error))  # one line: the user's error, or errors.unexpected's with its reference
     elif not said:
         _say_cancelled(handle)
     jobs.MANAGER.forget(handle.key)  # asking again retries

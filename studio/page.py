@@ -12,6 +12,7 @@ from relu_core import figures, protocol
 from studio import frame, session
 from studio.live_chart import Follow, live_chart
 from studio.runs import run_label
+from studio.text import plain
 
 #: The mime type of each kind of file the pages offer, by suffix.
 MIME_TYPES = {".csv": "text/csv", ".html": "text/html", ".json": "application/json"}
@@ -27,7 +28,7 @@ def page_header(title: str, introduction: str):
     (markdown). Returns the run."""
     run = frame.current_run()
     st.title(title)
-    st.caption(f"Run: {run_label(run)}")
+    st.caption(plain(f"Run: {run_label(run)}"))
     st.markdown(introduction)
     return run
 

@@ -14,6 +14,7 @@ from relu_core import explore, jobs, protocol, runs
 from studio import session
 from studio.jobbox import wait_for
 from studio.runs import register_if_run, select_run
+from studio.text import plain
 
 #: The split seed's range in a URL (the Explore control's).
 SEED_MAX = 10_000
@@ -98,7 +99,7 @@ def init_from_query_params() -> None:
 def query_params_notice() -> None:
     """The notice of :func:`init_from_query_params` (its echoed values hold no Markdown)."""
     if st.session_state.get(session.QUERY_PARAMS_NOTICE):
-        st.warning(st.session_state[session.QUERY_PARAMS_NOTICE])
+        st.warning(plain(st.session_state[session.QUERY_PARAMS_NOTICE]))
 
 
 def open_run_from_query() -> None:
@@ -142,7 +143,7 @@ def open_run_from_query() -> None:
 def query_run_notice() -> None:
     """The notice of :func:`open_run_from_query`, while the session has not moved to another run."""
     if st.session_state.get(session.QUERY_RUN_NOTICE):
-        st.warning(st.session_state[session.QUERY_RUN_NOTICE])
+        st.warning(plain(st.session_state[session.QUERY_RUN_NOTICE]))
 
 
 def write_run_param(run) -> None:

@@ -104,7 +104,11 @@ def load_upload(
     if kind != "model":
         raise InputError(f"unknown upload kind {kind!r}")
     if not model_data:
-        raise InputError("upload a model checkpoint (TorchScript or state dict) first")
+        raise InputError(
+            f"{model_filename} is empty (0 bytes): upload the checkpoint again"
+            if model_filename
+            else "upload a model checkpoint (TorchScript or state dict) first"
+        )
     name = model_filename or "model.pt"
     onnx = onnx_model.is_onnx(name)
     if not arch and not onnx:
@@ -115,6 +119,8 @@ def load_upload(
         images = datasets.load_uploaded_dataset(data, filename, progress=progress)
     elif dataset_spec:
         images = dataset_spec
+    elif filename:
+        raise InputError(f"{filename} is empty (0 bytes): upload the data set again or pick a registered one")
     else:
         raise InputError("choose a data set for the model: upload one or pick a registered one")
     if onnx:

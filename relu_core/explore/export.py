@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from relu_core import figures, report, stats
+from relu_core import csv_text, figures, report, stats
 from relu_core.explore import cached, tables
 from relu_core.explore.setting import Setting
 from relu_core.explore.views import View, ensure_paired
@@ -98,8 +98,8 @@ def view_files(
         "dstar_matrix.csv": figures.matrix_csv(view.dstar, class_names),
         "dstar.npy": buffer.getvalue(),
         **{f"{name}.csv": figures.figure_csv(fig) for name, fig in figs.items() if name != "dstar"},
-        "metrics.csv": table.to_csv(),
-        "paired.csv": paired_csv.to_csv(index=False),
-        "operating_point.csv": operating.to_csv(),
+        "metrics.csv": csv_text.frame_csv(table, index=True),
+        "paired.csv": csv_text.frame_csv(paired_csv),
+        "operating_point.csv": csv_text.frame_csv(operating, index=True),
         "settings.json": json.dumps(described, indent=2, ensure_ascii=False),
     }

@@ -15,7 +15,6 @@ model), every setting, and :data:`CACHE_VERSION`.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, detectors, metric_info, metrics, protocol, stats
+from relu_core import cache, csv_text, detectors, metric_info, metrics, protocol, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress, report
 
@@ -106,12 +105,7 @@ class StudyResult:
             "per_seed.csv": self.per_seed,
             **{f"{name}.csv": table for name, table in self.tables.items()},
         }
-        out = {}
-        for name, table in files.items():
-            buffer = io.StringIO()
-            table.to_csv(buffer, index=False)
-            out[name] = buffer.getvalue()
-        return out
+        return {name: csv_text.frame_csv(table) for name, table in files.items()}
 
 
 def _plain(value, strict_json: bool):

@@ -79,7 +79,9 @@ def add_parser(sub) -> None:
         help="T and λ chosen by cross-validation inside each tuning split (the paper's, default) or fixed T = 1, λ = 0.5",
     )
     st.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples per point (default 1000; 0: none)")
-    st.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    st.add_argument(
+        "--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=cli_shared.available_device
+    )
     st.add_argument("--no-cache", action="store_true", help="recompute even when a cached result exists")
     st.add_argument("--json", action="store_true", help="print the result as one JSON object")
     st.add_argument("--out", metavar="DIR", help="also write CSVs, result.json and the figures (HTML + CSV) here")

@@ -1,0 +1,28 @@
+"""Text that came from a user (file names, class names, run names, URL values, the messages that quote them)
+shown by Streamlit elements that read Markdown (``st.warning``, ``st.error``, ``st.caption``, ``st.markdown``,
+image captions, progress texts, subheaders): :func:`plain` makes it show as the text it is."""
+
+from __future__ import annotations
+
+import re
+
+# what can start a link, an image, HTML or an autolink (<...>), emphasis, code, strikethrough, a formula or a
+# Streamlit directive (:red[...]); an underscore only where it can open or close emphasis (not inside a word,
+# so "relu_core.limits" reads as it is)
+_INLINE = re.compile(r"([\\`*\[\]<>$~])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# a heading or a list when the text starts with it ("> quote" and "* item" are escaped above)
+_HEADING_OR_BULLET = re.compile(r"^(?=(?:#{1,6}|[-+])(?:\s|$))")
+_NUMBERED = re.compile(r"^(\d{1,9})(?=[.)](?:\s|$))")
+# GitHub-flavoured Markdown links bare URLs and e-mail addresses, escapes or not: an invisible word joiner
+# inside "://", "www." and "name@host" keeps them text
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)(?=\w)", re.IGNORECASE)
+_WORD_JOINER = "\u2060"
+
+
+def plain(text: object) -> str:
+    """``text`` on one line, as Markdown that renders as that text: no link, image, HTML, emphasis, heading,
+    list, formula or colour directive from what a user typed or named (escaped with backslashes, which the
+    page does not show)."""
+    line = " ".join(str(text).split())
+    line = _INLINE.sub(lambda m: "\\" + m.group(0), _AUTOLINK.sub(_WORD_JOINER, line))
+    return _NUMBERED.sub(r"\1\\", _HEADING_OR_BULLET.sub(r"\\", line))
