@@ -124,7 +124,9 @@ def _class_ticks(names: Sequence[str], max_ticks: int = MAX_CLASS_TICKS, max_cha
     """The same class names on both axes of a matrix (left to plotly, the x axis of a 50-class matrix would
     label every other class and the y axis every one, so a row's label would not meet its column's)."""
     shown = list(names)[:: -(-len(names) // max_ticks) or 1]
-    return {"tickmode": "array", "tickvals": shown, "ticktext": [short_label(name, max_chars) for name in shown]}
+    # the names come as the axes hold them (:func:`_label`): cut the name itself, never an entity in half
+    ticktext = [_label(short_label(str(_unlabel(name)), max_chars)) for name in shown]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": ticktext}
 
 
 def matrix_ticks(fig: go.Figure, max_ticks: int, max_chars: int = MAX_TICK_CHARS) -> dict:

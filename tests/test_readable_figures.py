@@ -5,6 +5,7 @@ give them at 1280 x 720 and measures what it drew."""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -142,3 +143,13 @@ def test_figures_drawn_at_page_width_are_readable(chromium, tmp_path):
     radar_drawn = measured[-1]
     assert len(radar_drawn["angular"]) == len(corruptions.CORRUPTIONS)
     assert not _overlaps(radar_drawn["angular"] + radar_drawn["legend"])  # the legend clear of the labels
+
+
+def test_a_cut_tick_label_never_splits_an_escaped_character():
+    """Class names reach plotly with ``<``, ``>`` and ``&`` as entities; cutting a long name cuts the name,
+    not its entity (a label "&l…" would show as such)."""
+    names = [f"<script>{k}</script>-class" for k in range(20)] + ["a&b"]
+    fig = figures.confusion_heatmap(np.eye(21, dtype=int), names)
+    ticks = fig.layout.xaxis.ticktext
+    assert ticks and all(t.startswith("&lt;script&gt;") and t.endswith("…") for t in ticks if "script" in t)
+    assert all(html.unescape(t).startswith("<script>") for t in ticks if "script" in t)
