@@ -27,7 +27,7 @@ def page_header(title: str, introduction: str):
     """The top of a study page: its title, the current run (``frame.current_run``) and what the page does
     (markdown). Returns the run."""
     run = frame.current_run()
-    st.title(title)
+    st.subheader(title)  # like Explore's heading: a title took 90 px of a 1280 x 720 window
     st.caption(plain(f"Run: {run_label(run)}"))
     st.markdown(introduction)
     return run
