@@ -137,7 +137,8 @@ def lambda_grid_job(run, temperature: float, tune_fraction: float, seed: int) ->
         probs = probs_at(run, temperature)
         GRIDS[key] = lambda_grid.relu_grid_scores(moments, probs, LAMBDA_GRID, eval_idx, cancel)
 
-    return jobs.MANAGER.submit(job_key, "Rel-U at every λ", work)
+    # one grid per run at a time: a T or split move cancels the grid of the one before
+    return jobs.MANAGER.submit(job_key, "Rel-U at every λ", work, group=f"lambda-grid:{run.run_id}")
 
 
 def ready_lambda_grid(run, temperature: float, tune_fraction: float, seed: int) -> lambda_grid.LambdaGrid | None:
