@@ -72,7 +72,8 @@ def _ms(step) -> float:
 
 @contextlib.contextmanager
 def no_lambda_grid():
-    """Views scored densely only (no λ grid job started: it would run beside the timed moves)."""
+    """No λ grid job is started (it would run beside the timed moves): views of a (T, split) whose grid is not
+    ready are scored densely, as before the grid."""
     kept = explore.cached.GRID_MIN_WORK
     explore.cached.GRID_MIN_WORK = math.inf
     try:
@@ -144,6 +145,7 @@ def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3)
                 for cached in vars(explore.cached).values():  # as a fresh server would find them
                     if isinstance(getattr(cached, "cache", None), LRURegistry):
                         cached.cache.clear()
+                explore.cached.GRIDS.clear()
                 with no_lambda_grid():
                     firsts.append(_ms(lambda: slider_change(run, setting)))
             lam_ms, t_ms = _moves(run, setting, repeats)

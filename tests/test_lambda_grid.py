@@ -123,6 +123,12 @@ def test_the_view_from_the_grid_equals_the_dense_view_and_neighbours_follow_once
     found = neighbours.neighbour_views(run, setting)
     assert sorted(found) == [0.36, 0.38]
     np.testing.assert_array_equal(found[0.38].detectors["relu"].eval_uncertainty, grid.scores_at(0.38))
+    # a grid that left the cache is prepared again (its finished job does not stand in for it)
+    cached.GRIDS.clear()
+    assert cached.ready_lambda_grid(run, 2.0, 0.3, 0) is None
+    again = _ready_grid(run, setting)
+    np.testing.assert_array_equal(again.scores, grid.scores)
+    assert cached.lambda_grid_job(run, 2.0, 0.3, 0) is None  # ready: nothing to start
     # a λ off the grid (the CLI's) is scored densely
     off = views.compute(run, setting.replace(lam=0.375))
     expected = detectors.quadratic_score(cached.probs_at(run, 2.0), off.dstar, off.eval_idx)
