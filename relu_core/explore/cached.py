@@ -103,8 +103,9 @@ def fitted_relu(run, setting) -> detectors.RelU:
 
 #: The slider's λ values, 0 to 1 by :data:`LAM_STEP`, rounded as the slider rounds them.
 LAMBDA_GRID = np.round(np.arange(round(1 / LAM_STEP) + 1) * LAM_STEP, LAM_DECIMALS)
-#: Rel-U's scores are prepared on :data:`LAMBDA_GRID` (:func:`lambda_grid`) only for evaluation splits whose
-#: dense score costs at least this many multiply-adds (N x C²); below it a dense λ move takes milliseconds.
+#: Rel-U's scores are prepared on :data:`LAMBDA_GRID` (:func:`lambda_grid_job`) only for runs of more than this
+#: many N x C² multiply-adds (below it a dense λ move takes milliseconds): ``neighbours.FOLLOW_MAX_WORK``, above
+#: which λ's neighbours follow only with the grid ready.
 GRID_MIN_WORK = 3e8
 #: The λ grids of this process, least recently used dropped: (run id, T, tuning fraction, seed) ->
 #: :class:`lambda_grid.LambdaGrid` (101 x N_eval float64 each: 32 MB at 40,000 evaluation rows).
@@ -121,8 +122,8 @@ def lambda_grid_job(run, temperature: float, tune_fraction: float, seed: int) ->
     entries per sample), kept in :data:`GRIDS`. None when the run is too small to need one
     (:data:`GRID_MIN_WORK`) or its grid would not fit (:data:`lambda_grid.GRID_MAX_VALUES`), and once it is ready."""
     _, eval_idx = split_for(run, tune_fraction, seed)
-    n_classes = run.logits.shape[1]
-    if eval_idx.size * n_classes**2 < GRID_MIN_WORK or not lambda_grid.fits(eval_idx.size, LAMBDA_GRID.size):
+    n_samples, n_classes = run.logits.shape
+    if n_samples * n_classes**2 <= GRID_MIN_WORK or not lambda_grid.fits(eval_idx.size, LAMBDA_GRID.size):
         return None
     key = _grid_key(run, temperature, tune_fraction, seed)
     if GRIDS.get(key) is not None:

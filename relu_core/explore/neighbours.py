@@ -15,7 +15,7 @@ _LOG = logging.getLogger(__name__)
 #: N × C² multiply-adds (10k × 100: 10⁸, a few ms; 50k × 1000: 5·10¹⁰, seconds) and the paired bootstrap
 #: ~N·10³. Once the (T, split)'s λ grid is ready (``cached.ready_lambda_grid``) a neighbour's Rel-U scores are
 #: read from it, and only :data:`FOLLOW_MAX_SAMPLES` bounds them.
-FOLLOW_MAX_WORK = 3e8
+FOLLOW_MAX_WORK = cached.GRID_MIN_WORK
 FOLLOW_MAX_SAMPLES = 50_000
 
 
