@@ -28,7 +28,7 @@ from relu_core.threads import map_row_blocks
 #: The most scores a grid keeps (grid values x rows): 101 x 50,000 float64, about 40 MB.
 GRID_MAX_VALUES = 101 * 50_000
 #: Rows scored together (each block's transposed probabilities, C x CHUNK_ROWS float64).
-CHUNK_ROWS = 2048
+CHUNK_ROWS = 512
 
 
 @dataclass(frozen=True)
