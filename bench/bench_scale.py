@@ -5,16 +5,20 @@ first). Stages: reading the upload (``runs.load_logits_upload`` on the npz bytes
 first Explore view (softmax, split, Rel-U fit, scores, curves, metrics; caches emptied as on a fresh server),
 λ moves and T moves (each to a value not computed before) with the figures (D* and confusion heatmaps show
 the top 50 classes); medians of ``repeats``, quiet then with one core busy (``bench/busy.py``), then Rel-U's
-metrics against the dense reference. Run once small to check it works, full size on a quiet machine:
+metrics against the dense reference. Dense moves are timed with no λ grid; then the λ grid of T = 1 is prepared
+(``explore.cached.lambda_grid_job``, timed) and λ moves and their neighbours are timed with it ready. Run once
+small to check it works (a run large enough to get a λ grid: ``explore.cached.GRID_MIN_WORK``), full size on a
+quiet machine:
 
     .venv/bin/python bench/bench_scale.py               # 50,000 x 1000, 3 repeats
-    .venv/bin/python bench/bench_scale.py 2000 100 1    # a quick check
+    .venv/bin/python bench/bench_scale.py 5000 300 1    # a quick check
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import statistics
 import sys
@@ -66,14 +70,47 @@ def _ms(step) -> float:
     return 1000 * (time.perf_counter() - start)
 
 
+@contextlib.contextmanager
+def no_lambda_grid():
+    """No λ grid job is started (it would run beside the timed moves): views of a (T, split) whose grid is not
+    ready are scored densely, as before the grid."""
+    kept = explore.cached.GRID_MIN_WORK
+    explore.cached.GRID_MIN_WORK = math.inf
+    try:
+        yield
+    finally:
+        explore.cached.GRID_MIN_WORK = kept
+
+
 def _moves(run, setting: explore.Setting, repeats: int) -> tuple[float, float]:
     """Median ms of ``repeats`` λ moves (each to a λ not computed before) and of ``repeats`` T moves (each to a
-    temperature not seen before, so its softmax and moments are computed in the move)."""
+    temperature not seen before, so its softmax and moments are computed in the move), scored densely."""
     lams = [round(0.55 + 0.01 * k, 2) for k in range(repeats)]
     temperatures = [t for t in explore.TEMPERATURES if t > 1.0][:repeats]
-    lam_ms = [_ms(lambda lam=lam: slider_change(run, setting.replace(lam=lam))) for lam in lams]
-    t_ms = [_ms(lambda t=t: slider_change(run, setting.replace(lam=lams[-1], temperature=t))) for t in temperatures]
+    with no_lambda_grid():
+        lam_ms = [_ms(lambda lam=lam: slider_change(run, setting.replace(lam=lam))) for lam in lams]
+        t_ms = [_ms(lambda t=t: slider_change(run, setting.replace(lam=lams[-1], temperature=t))) for t in temperatures]
     return statistics.median(lam_ms), statistics.median(t_ms)
+
+
+def _grid_moves(run, setting: explore.Setting, repeats: int) -> tuple[float, float, float]:
+    """(Seconds the background job takes to prepare the λ grid of the setting's T and split; then the median ms of
+    ``repeats`` λ moves, each to a λ not computed before, and of computing each moved view's two neighbours.)"""
+    explore.cached.GRIDS.clear()
+    explore.views.VIEWS.clear()  # the neighbours are computed here, not found from the last round
+    start = time.perf_counter()
+    job = explore.cached.lambda_grid_job(run, setting.temperature, setting.tune_fraction, setting.seed)
+    if job is None or not job.wait() or job.state != "done":
+        raise RuntimeError(f"no λ grid for this run: {job and job.error}")
+    prepared_s = time.perf_counter() - start
+    lam_ms, neighbour_ms = [], []
+    for k in range(repeats):
+        moved = setting.replace(lam=round(0.35 + 0.03 * k, 2))
+        lam_ms.append(_ms(lambda moved=moved: slider_change(run, moved)))
+        if not explore.neighbours.follows_lambda(run, moved):
+            raise RuntimeError("the λ neighbours are off with the grid ready")
+        neighbour_ms.append(_ms(lambda moved=moved: explore.neighbour_views(run, moved)))
+    return prepared_s, statistics.median(lam_ms), statistics.median(neighbour_ms)
 
 
 def agreement(run, setting: explore.Setting) -> float:
@@ -85,7 +122,7 @@ def agreement(run, setting: explore.Setting) -> float:
     dense = detectors.RelU(setting.lam, setting.temperature).fit_probs(probs[tune_idx], correct[tune_idx])
     reference = metrics.summary(dense.score_probs(probs)[eval_idx], correct[eval_idx])
     shown = explore.views.compute(run, setting).detectors["relu"].summary
-    return max(abs(shown[k] - reference[k]) for k in ("fpr95", "auroc", "aurc"))
+    return max(abs(shown[k] - reference[k]) for k in ("fpr95", "auroc", "aurc", "augrc"))
 
 
 def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3) -> None:
@@ -108,14 +145,18 @@ def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3)
                 for cached in vars(explore.cached).values():  # as a fresh server would find them
                     if isinstance(getattr(cached, "cache", None), LRURegistry):
                         cached.cache.clear()
-                firsts.append(_ms(lambda: slider_change(run, setting)))
+                explore.cached.GRIDS.clear()
+                with no_lambda_grid():
+                    firsts.append(_ms(lambda: slider_change(run, setting)))
             lam_ms, t_ms = _moves(run, setting, repeats)
+            prepared_s, grid_lam_ms, neighbour_ms = _grid_moves(run, setting, repeats)
         print(
             f"{label:<14} (load average {load:.1f}): read the upload {statistics.median(reads):7.1f} ms, first view "
-            f"{statistics.median(firsts):7.1f} ms, λ move {lam_ms:7.1f} ms, T move {t_ms:7.1f} ms "
-            f"(medians of {repeats})"
+            f"{statistics.median(firsts):7.1f} ms, λ move {lam_ms:7.1f} ms, T move {t_ms:7.1f} ms; λ grid prepared "
+            f"in {prepared_s:.1f} s (background), then λ move {grid_lam_ms:7.1f} ms, its two neighbours "
+            f"{neighbour_ms:7.1f} ms (medians of {repeats})"
         )
-    print(f"Rel-U metrics against the dense reference: largest difference {agreement(run, setting):.1e}")
+    print(f"Rel-U metrics (λ grid) against the dense reference: largest difference {agreement(run, setting):.1e}")
 
 
 if __name__ == "__main__":

@@ -412,15 +412,22 @@ def relu_matrix_from_moments(moment_pos: np.ndarray, moment_neg: np.ndarray, lam
     The closed form behind :func:`relu_matrix`, exposed so a grid search can compute the moments once
     per (temperature, fold) and combine them for every lambda. Hamming fallback when all entries are zero.
     """
+    matrix = unnormalised_relu_matrix(moment_pos, moment_neg, lam)
+    norm = np.linalg.norm(matrix)
+    if norm == 0.0:
+        return hamming_matrix(matrix.shape[0])
+    return matrix / norm
+
+
+def unnormalised_relu_matrix(moment_pos: np.ndarray, moment_neg: np.ndarray, lam: float) -> np.ndarray:
+    """``ReLU(lam E[p- p-^T] - (1 - lam) E[p+ p+^T])``, symmetrised, zero diagonal: :func:`relu_matrix_from_moments`
+    before its Frobenius normalisation (which entries are on at ``lam``, and its norm, for the λ grid)."""
     matrix = lam * np.asarray(moment_neg, dtype=np.float64) - (1.0 - lam) * np.asarray(moment_pos, dtype=np.float64)
     # P^T P is symmetric in exact arithmetic; averaging with the transpose removes any rounding asymmetry.
     matrix = (matrix + matrix.T) / 2.0
     np.maximum(matrix, 0.0, out=matrix)
     np.fill_diagonal(matrix, 0.0)
-    norm = np.linalg.norm(matrix)
-    if norm == 0.0:
-        return hamming_matrix(matrix.shape[0])
-    return matrix / norm
+    return matrix
 
 
 @small_work

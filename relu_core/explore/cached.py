@@ -10,7 +10,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from relu_core import detectors, figures, metrics, protocol
+from relu_core import detectors, figures, jobs, lambda_grid, metrics, protocol
+from relu_core.explore.setting import LAM_DECIMALS, LAM_STEP
 from relu_core.registry import LRURegistry
 
 F = TypeVar("F", bound=Callable)
@@ -98,3 +99,49 @@ def fitted_relu(run, setting) -> detectors.RelU:
     moments kept per (T, split) (:func:`moments_at`)."""
     moments = moments_at(run, setting.temperature, setting.tune_fraction, setting.seed)
     return detectors.RelU(lam=setting.lam, temperature=setting.temperature).fit_moments(moments)
+
+
+#: The slider's λ values, 0 to 1 by :data:`LAM_STEP`, rounded as the slider rounds them.
+LAMBDA_GRID = np.round(np.arange(round(1 / LAM_STEP) + 1) * LAM_STEP, LAM_DECIMALS)
+#: Rel-U's scores are prepared on :data:`LAMBDA_GRID` (:func:`lambda_grid_job`) only for runs of more than this
+#: many N x C² multiply-adds (below it a dense λ move takes milliseconds): ``neighbours.FOLLOW_MAX_WORK``, above
+#: which λ's neighbours follow only with the grid ready.
+GRID_MIN_WORK = 3e8
+#: The λ grids of this process, least recently used dropped: (run id, T, tuning fraction, seed) ->
+#: :class:`lambda_grid.LambdaGrid` (101 x N_eval float64 each: 32 MB at 40,000 evaluation rows).
+GRIDS = LRURegistry(4)
+
+
+def _grid_key(run, temperature: float, tune_fraction: float, seed: int) -> tuple:
+    return (run.run_id, temperature, tune_fraction, seed)
+
+
+def lambda_grid_job(run, temperature: float, tune_fraction: float, seed: int) -> jobs.Job | None:
+    """Starts (or finds) the background job that prepares Rel-U's evaluation-split scores at every λ of
+    :data:`LAMBDA_GRID` for this (run, T, split) (:func:`lambda_grid.relu_grid_scores`, one pass over the C²
+    entries per sample), kept in :data:`GRIDS`. None when the run is too small to need one
+    (:data:`GRID_MIN_WORK`) or its grid would not fit (:data:`lambda_grid.GRID_MAX_VALUES`), and once it is ready."""
+    _, eval_idx = split_for(run, tune_fraction, seed)
+    n_samples, n_classes = run.logits.shape
+    if n_samples * n_classes**2 <= GRID_MIN_WORK or not lambda_grid.fits(eval_idx.size, LAMBDA_GRID.size):
+        return None
+    key = _grid_key(run, temperature, tune_fraction, seed)
+    if GRIDS.get(key) is not None:
+        return None
+    job_key = f"lambda-grid:{key}"
+    job = jobs.MANAGER.get(job_key)
+    if job is not None and job.state == jobs.DONE:  # done, but its grid has since left GRIDS: prepare it again
+        jobs.MANAGER.forget(job_key)
+
+    def work(progress, cancel) -> None:
+        moments = moments_at(run, temperature, tune_fraction, seed)
+        probs = probs_at(run, temperature)
+        GRIDS[key] = lambda_grid.relu_grid_scores(moments, probs, LAMBDA_GRID, eval_idx, cancel)
+
+    # one grid per run at a time: a T or split move cancels the grid of the one before
+    return jobs.MANAGER.submit(job_key, "Rel-U at every λ", work, group=f"lambda-grid:{run.run_id}")
+
+
+def ready_lambda_grid(run, temperature: float, tune_fraction: float, seed: int) -> lambda_grid.LambdaGrid | None:
+    """The λ grid of this (run, T, split) when it is ready (:func:`lambda_grid_job`), else None."""
+    return GRIDS.get(_grid_key(run, temperature, tune_fraction, seed))

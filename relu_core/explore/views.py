@@ -178,13 +178,23 @@ def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
 @threads.small_work
 def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
     """The view of ``run`` at ``setting`` (uncached: :func:`view` caches it). Rel-U and Doctor are always
-    computed (D* and the paired comparison need them); the training-free baselines come from a per-run cache."""
+    computed (D* and the paired comparison need them); the training-free baselines come from a per-run cache.
+    Rel-U's evaluation scores come from the (run, T, split)'s λ grid when it is ready and λ is on it
+    (:func:`cached.ready_lambda_grid`), else from the dense ``p^T D* p`` (and the grid's job is started)."""
     predictions, correct = cached.correctness(run)
     tune_idx, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
     if perturbed is not None and perturbed.subset is not None:
         eval_idx = perturbed.subset
     probs = cached.probs_at(run, setting.temperature)
     relu = cached.fitted_relu(run, setting)
+    relu_eval = None
+    if perturbed is None:  # Rel-U's scores at every λ of the slider, prepared in the background once per (T, split)
+        grid_at = (run, setting.temperature, setting.tune_fraction, setting.seed)
+        grid = cached.ready_lambda_grid(*grid_at)
+        if grid is None:
+            cached.lambda_grid_job(*grid_at)
+        else:
+            relu_eval = grid.scores_at(relu.lam_)
     scores = {"doctor": cached.doctor_at(run, setting.temperature)}
     for key in setting.detectors:
         if key not in scores and key != "relu":
@@ -209,7 +219,12 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
         if key == "relu":
             # the softmax is fetched again when asked, so that a cached view never holds on to it (N x C float64)
             all_scores = functools.partial(_every_relu_score, run, relu)
-            eval_u = replaced[key] if key in replaced else detectors.quadratic_score(probs, relu.matrix_, eval_idx)
+            if key in replaced:
+                eval_u = replaced[key]
+            elif relu_eval is not None:
+                eval_u = relu_eval
+            else:
+                eval_u = detectors.quadratic_score(probs, relu.matrix_, eval_idx)
         else:
             all_scores = functools.partial(np.asarray, scores[key])
             eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
