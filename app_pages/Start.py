@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from relu_core import comparison, explore, figures, metrics, scorecard
+from relu_core import comparison, explore, figures, metric_info, metrics, scorecard
 from relu_core.errors import InputError
 from relu_core.runs import get_run
 from studio import frame, jobbox, page, session
@@ -103,7 +103,8 @@ st.markdown(f"**Rel-U vs Doctor on this run, in each setting** (shared settings:
 scorecard.start(run, shared)
 _scorecard(run.run_id, shared)
 st.caption(
-    "Numbers: Rel-U − Doctor (lower FPR95 is better, higher AUROC is better) [its 95 % paired bootstrap interval, "
+    f"Numbers: Rel-U − Doctor ({metric_info.FPR95.label}: {metric_info.FPR95.better}; {metric_info.AUROC.label}: "
+    f"{metric_info.AUROC.better}) [its 95 % paired bootstrap interval, "
     'pooled over the split seeds: "no clear difference" when it covers 0], or on how many items each detector is '
     "significantly better; the help icon beside them says how they were computed. The rows come in the same "
     "order and words whoever wins."
