@@ -114,7 +114,11 @@ def share(keys: Mapping[str, str]) -> None:
         if key in st.session_state and (key not in seen or st.session_state[key] != seen[key]):
             values[name] = st.session_state[key]
     for key, name in keys.items():
-        st.session_state[key] = seen[key] = values[name]
+        seen[key] = values[name]
+        # written only when it differs: a widget value written through the session state is sent to the browser
+        # as set by the app, which could undo a move of that widget still on its way to the server
+        if key not in st.session_state or st.session_state[key] != values[name]:
+            st.session_state[key] = values[name]
 
 
 # ---- defaults: seeded before a page draws its widgets

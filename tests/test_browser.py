@@ -198,6 +198,7 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     # that takes a while, so the press waits for them (and for the page to be idle), never for a fixed time
     page.wait_for_function(_NEIGHBOURS_SENT, arg="0.51", timeout=150_000)
     page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(_LAMBDA_CONTENT, timeout=60_000)  # plotly.js draws the four charts after the tables
     before = page.evaluate(_LAMBDA_CONTENT)
     assert before and "λ = 0.5)" in before
 
@@ -209,6 +210,9 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
         "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.51)')", timeout=10_000
     )
     shown = page.evaluate(_LAMBDA_CONTENT)
+    deadline = time.monotonic() + 30  # the slider sends its value after a short debounce
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
     assert held, "the page sent nothing: the test holds no move back"  # drawn by the browser alone
     old, new = json.loads(before), json.loads(shown)
     assert all(a != b for a, b in zip(old[:4], new[:4], strict=True))  # D*'s title and data, both curves
