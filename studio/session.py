@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from relu_core import baselines, corruptions, explore, protocol, robustness, scorecard
 from relu_core.studies import objectives
@@ -113,11 +114,14 @@ def share(keys: Mapping[str, str]) -> None:
     for key, name in keys.items():
         if key in st.session_state and (key not in seen or st.session_state[key] != seen[key]):
             values[name] = st.session_state[key]
+    # A full run writes every value: a widget that the previous run did not draw (another page, another study)
+    # came back at its first option in the browser otherwise. A fragment's rerun (a control of that fragment
+    # moved) writes only what differs: a value written through the session state reaches the browser as set by
+    # the app and undid a move of another control still on its way to the server (a λ press after a T press).
+    fragment_rerun = bool(getattr(get_script_run_ctx(), "fragment_ids_this_run", None))
     for key, name in keys.items():
         seen[key] = values[name]
-        # written only when it differs: a widget value written through the session state is sent to the browser
-        # as set by the app, which could undo a move of that widget still on its way to the server
-        if key not in st.session_state or st.session_state[key] != values[name]:
+        if not fragment_rerun or key not in st.session_state or st.session_state[key] != values[name]:
             st.session_state[key] = values[name]
 
 
