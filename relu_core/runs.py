@@ -556,13 +556,8 @@ def logits_for(
     """
     spec = models.get_spec(model_name)
     registered = isinstance(dataset_spec, str) and dataset_spec in datasets.DATASETS
-    data = (
-        dataset_spec
-        if isinstance(dataset_spec, datasets.ImageSet)
-        else datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
-    )
+    data = _test_images(dataset_spec, download, progress)
     n_classes = len(data.class_names)
-    limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
     normalization = spec.normalization
     if training_settings is not None and weights is not None:
         raise InputError("a model trained here takes no weights: give either weights or training settings")
@@ -646,6 +641,18 @@ def logits_for(
     )
 
 
+def _test_images(dataset_spec, download: bool, progress: Progress | None) -> datasets.ImageSet:
+    """The images a model's run is computed on: ``dataset_spec`` itself (an ImageSet) or its test split, its
+    logits' size checked against the input limits before any model runs."""
+    data = (
+        dataset_spec
+        if isinstance(dataset_spec, datasets.ImageSet)
+        else datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
+    )
+    limits.check_logits_shape(len(data), len(data.class_names), f"the logits of {data.name}")
+    return data
+
+
 def onnx_normalization(classifier: onnx_model.OnnxClassifier, dataset_spec: object, channels: int):
     """The normalisation an ONNX model's inputs get, and where it comes from in words: the model's metadata
     (``mean``, ``std``), else that of the models registered for the data set, else ``(x/255 − 0.5)/0.5``."""
@@ -676,13 +683,8 @@ def onnx_run(
         weights_name = Path(weights).name
         weights = models.checkpoints.file_bytes(Path(weights))
     classifier = onnx_model.load_onnx(weights, weights_name, device)
-    data = (
-        dataset_spec
-        if isinstance(dataset_spec, datasets.ImageSet)
-        else datasets.load_dataset(dataset_spec, split="test", download=download, progress=progress)
-    )
+    data = _test_images(dataset_spec, download, progress)
     n_classes = len(data.class_names)
-    limits.check_logits_shape(len(data), n_classes, f"the logits of {data.name}")
     normalization, origin = onnx_normalization(classifier, dataset_spec, data.images.shape[-1])
     key = {
         "kind": "onnx-logits",
