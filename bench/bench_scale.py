@@ -12,6 +12,10 @@ quiet machine:
 
     .venv/bin/python bench/bench_scale.py               # 50,000 x 1000, 3 repeats
     .venv/bin/python bench/bench_scale.py 5000 300 1    # a quick check
+
+With ``--device cuda`` (a GPU machine) the same stages run with the views' dense algebra on the GPU
+(``RELU_STUDIO_SLIDER_DEVICE``, ``explore.cached.slider_device``) and, in the same minutes, on the CPU's numpy
+path for comparison (quiet only, no λ grid; the neighbours' views are timed on the GPU).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -125,7 +130,60 @@ def agreement(run, setting: explore.Setting) -> float:
     return max(abs(shown[k] - reference[k]) for k in ("fpr95", "auroc", "aurc", "augrc"))
 
 
-def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3) -> None:
+def _fresh_server() -> None:
+    """Empties every per-run cache and the λ grids, as a fresh server would find them."""
+    for cached in vars(explore.cached).values():
+        if isinstance(getattr(cached, "cache", None), LRURegistry):
+            cached.cache.clear()
+    explore.cached.GRIDS.clear()
+
+
+def _first_views(data: bytes, setting: explore.Setting, repeats: int) -> tuple[Run, float, float]:
+    """(The run read from the upload, median ms of reading it, median ms of its first view from empty caches.)"""
+    reads, firsts = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run = runs.load_logits_upload(data, "scale.npz")
+        reads.append(1000 * (time.perf_counter() - start))
+        _fresh_server()
+        with no_lambda_grid():
+            firsts.append(_ms(lambda: slider_change(run, setting)))
+    return run, statistics.median(reads), statistics.median(firsts)
+
+
+def on_device(data: bytes, setting: explore.Setting, repeats: int, device: str) -> None:
+    """The first view, λ moves, T moves and a move's two neighbours with the views' dense algebra on ``device``,
+    then the same on the CPU's numpy path (no λ grid) in the same minutes. Every timed step ends with its scores
+    back in numpy on the CPU, so the GPU's queued work is counted."""
+    print(f"device {device}: {torch.cuda.get_device_name(torch.device(device))}; {os.cpu_count()} CPUs")
+    for label, choice in ((device, device), ("numpy on the CPU", "numpy")):
+        os.environ[explore.cached.SLIDER_DEVICE_ENV] = choice
+        run, read_ms, first_ms = _first_views(data, setting, repeats)
+        lam_ms, t_ms = _moves(run, setting, repeats)
+        line = (
+            f"{label:<17}: read the upload {read_ms:7.1f} ms, first view {first_ms:7.1f} ms, λ move {lam_ms:7.1f} "
+            f"ms, T move {t_ms:7.1f} ms"
+        )
+        if choice != "numpy":
+            neighbour_ms = []
+            for k in range(repeats):
+                moved = setting.replace(lam=round(0.35 + 0.03 * k, 2))
+                slider_change(run, moved)
+                if not explore.neighbours.follows_lambda(run, moved):
+                    raise RuntimeError(f"the λ neighbours are off on {device}")
+                neighbour_ms.append(_ms(lambda moved=moved: explore.neighbour_views(run, moved)))
+            line += f", its two neighbours {statistics.median(neighbour_ms):7.1f} ms"
+            print(line + f" (medians of {repeats})")
+            print(
+                f"Rel-U metrics ({device}) against the dense CPU reference: largest difference "
+                f"{agreement(run, setting):.1e}"
+            )
+        else:
+            print(line + f" (medians of {repeats})")
+    del os.environ[explore.cached.SLIDER_DEVICE_ENV]
+
+
+def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3, device: str | None = None) -> None:
     limits.check_logits_shape(n, n_classes, "the benchmark's logits")
     synthetic = imagenet_like_run(n, n_classes)
     print(describe(synthetic))
@@ -134,25 +192,19 @@ def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3)
     data = buffer.getvalue()
     print(f"{n:,} samples x {n_classes} classes ({len(data) / 2**20:.0f} MiB npz)")
     setting = explore.Setting(tune_fraction=0.2)
+    if device is not None:
+        on_device(data, setting, repeats, device)
+        return
+    os.environ[explore.cached.SLIDER_DEVICE_ENV] = "numpy"  # this machine's CPU path, even where a GPU is present
     for label, busy in (("quiet", contextlib.nullcontext), ("one core busy", one_core_busy)):
         with busy():
             load = os.getloadavg()[0]
-            reads, firsts = [], []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                run = runs.load_logits_upload(data, "scale.npz")
-                reads.append(1000 * (time.perf_counter() - start))
-                for cached in vars(explore.cached).values():  # as a fresh server would find them
-                    if isinstance(getattr(cached, "cache", None), LRURegistry):
-                        cached.cache.clear()
-                explore.cached.GRIDS.clear()
-                with no_lambda_grid():
-                    firsts.append(_ms(lambda: slider_change(run, setting)))
+            run, read_ms, first_ms = _first_views(data, setting, repeats)
             lam_ms, t_ms = _moves(run, setting, repeats)
             prepared_s, grid_lam_ms, neighbour_ms = _grid_moves(run, setting, repeats)
         print(
-            f"{label:<14} (load average {load:.1f}): read the upload {statistics.median(reads):7.1f} ms, first view "
-            f"{statistics.median(firsts):7.1f} ms, λ move {lam_ms:7.1f} ms, T move {t_ms:7.1f} ms; λ grid prepared "
+            f"{label:<14} (load average {load:.1f}): read the upload {read_ms:7.1f} ms, first view "
+            f"{first_ms:7.1f} ms, λ move {lam_ms:7.1f} ms, T move {t_ms:7.1f} ms; λ grid prepared "
             f"in {prepared_s:.1f} s (background), then λ move {grid_lam_ms:7.1f} ms, its two neighbours "
             f"{neighbour_ms:7.1f} ms (medians of {repeats})"
         )
@@ -160,4 +212,10 @@ def main(n: int = 50_000, n_classes: int = limits.MAX_CLASSES, repeats: int = 3)
 
 
 if __name__ == "__main__":
-    main(*(int(arg) for arg in sys.argv[1:4]))
+    arguments = sys.argv[1:]
+    chosen_device = None
+    if "--device" in arguments:
+        at = arguments.index("--device")
+        chosen_device = arguments[at + 1]
+        del arguments[at : at + 2]
+    main(*(int(arg) for arg in arguments[:3]), device=chosen_device)

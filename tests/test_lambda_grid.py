@@ -109,7 +109,10 @@ def test_the_view_from_the_grid_equals_the_dense_view_and_neighbours_follow_once
     moments = cached.moments_at(run, 2.0, 0.3, 0)
     for lam, dense in dense_views.items():
         shown = views.compute(run, setting.replace(lam=lam))
-        assert np.shares_memory(shown.detectors["relu"].eval_uncertainty, grid.scores)  # read from the grid
+        if cached.duplicate_of(run) is None:
+            assert np.shares_memory(shown.detectors["relu"].eval_uncertainty, grid.scores)  # read from the grid
+        else:  # ties are given one value again (a copy): the grid's are exact already
+            np.testing.assert_array_equal(shown.detectors["relu"].eval_uncertainty, grid.scores_at(lam))
         np.testing.assert_allclose(
             shown.detectors["relu"].eval_uncertainty, dense.detectors["relu"].eval_uncertainty, rtol=1e-10, atol=1e-16
         )

@@ -5,12 +5,15 @@ hash) and plain numbers, never on arrays. They take the run itself, so a run nee
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
+import torch
 
 from relu_core import detectors, figures, jobs, lambda_grid, metrics, protocol
+from relu_core.errors import InputError
 from relu_core.explore.setting import LAM_DECIMALS, LAM_STEP
 from relu_core.registry import LRURegistry
 
@@ -43,14 +46,104 @@ def per_run(bound: int) -> Callable[[F], F]:
 
 @per_run(24)
 def probs_at(run, temperature: float) -> np.ndarray:
-    """``softmax(logits / T)`` of a run, once per (run, T)."""
+    """``softmax(logits / T)`` of a run, once per (run, T), in numpy on the CPU."""
     return detectors.softmax(run.logits, temperature)
+
+
+#: The environment variable that says where views do their dense algebra (the softmax, D*'s moments, the
+#: scores): "auto" (the default: :func:`slider_device`), "numpy" (the CPU, always), or a torch device ("cuda",
+#: "cuda:1"; "cpu" runs the torch code on the CPU, as the tests of this path do).
+SLIDER_DEVICE_ENV = "RELU_STUDIO_SLIDER_DEVICE"
+#: Under "auto", runs of at most this many N x C² multiply-adds stay in numpy (milliseconds on the CPU, where a
+#: GPU would add transfers): the same size above which the CPU needs the λ grid (:data:`GRID_MIN_WORK`).
+DEVICE_MIN_WORK = 3e8
+#: Under "auto", the GPU is used when the run's float64 logits and this many float64 softmaxes fit in half of
+#: its free memory (:func:`device_probs_at` keeps up to that many).
+DEVICE_PROBS_KEPT = 4
+
+
+def slider_device(run) -> torch.device | None:
+    """The torch device of ``run``'s dense algebra, or None for numpy on the CPU (:data:`SLIDER_DEVICE_ENV`).
+    Under "auto": a CUDA GPU for runs of more than :data:`DEVICE_MIN_WORK` N x C² multiply-adds that fit in half
+    of its free memory, decided once per run (the memory the run then holds must not turn it off again)."""
+    choice = os.environ.get(SLIDER_DEVICE_ENV, "").strip().lower() or "auto"
+    if choice == "numpy":
+        return None
+    if choice != "auto":
+        try:
+            return torch.device(choice)
+        except RuntimeError:
+            raise InputError(f"{SLIDER_DEVICE_ENV}={choice!r} is not a torch device; use auto, numpy, cpu or cuda")
+    return _auto_device(run)
+
+
+@per_run(64)
+def _auto_device(run) -> torch.device | None:
+    n_samples, n_classes = run.logits.shape
+    if n_samples * n_classes**2 <= DEVICE_MIN_WORK or not torch.cuda.is_available():
+        return None
+    free_bytes, _ = torch.cuda.mem_get_info()
+    needed = (1 + DEVICE_PROBS_KEPT) * n_samples * n_classes * 8
+    return torch.device("cuda") if needed <= free_bytes / 2 else None
+
+
+@per_run(2)
+def _logits_on(run, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(run.logits).to(device=device, dtype=torch.float64)
+
+
+@per_run(DEVICE_PROBS_KEPT)
+def device_probs_at(run, temperature: float, device: torch.device) -> torch.Tensor:
+    """``softmax(logits / T)`` of a run as a float64 tensor on ``device``, once per (run, T, device)."""
+    return detectors.softmax(_logits_on(run, device), temperature)
+
+
+def scoring_probs(run, temperature: float) -> np.ndarray | torch.Tensor:
+    """The softmax at T where the run's dense algebra runs (:func:`slider_device`): a tensor on that device, or
+    :func:`probs_at`'s numpy array."""
+    device = slider_device(run)
+    return probs_at(run, temperature) if device is None else device_probs_at(run, temperature, device)
+
+
+def as_numpy(values: np.ndarray | torch.Tensor) -> np.ndarray:
+    """Scores computed on a device, back in float64 numpy for the metrics and the figures."""
+    if isinstance(values, torch.Tensor):
+        return values.detach().to(device="cpu", dtype=torch.float64).numpy()
+    return values
+
+
+def _rows(probs: np.ndarray | torch.Tensor, rows: np.ndarray) -> np.ndarray | torch.Tensor:
+    if isinstance(probs, torch.Tensor):
+        return probs[torch.as_tensor(rows, device=probs.device)]
+    return probs[rows]
 
 
 @per_run(8)
 def correctness(run) -> tuple[np.ndarray, np.ndarray]:
     """(predictions, correct) of a run."""
     return np.argmax(run.logits, axis=1), protocol.correctness(run.logits, run.labels)
+
+
+@per_run(8)
+def duplicate_of(run) -> np.ndarray | None:
+    """Per sample, the first sample whose logits row is the same bit for bit (itself when none is), or None when
+    every row is distinct. Identical rows are exact ties of every detector, but a BLAS product (the CPU's or a
+    GPU's) may round the same row differently at different positions (by ~1e-19) and so split the tie:
+    :func:`tied_equal` gives them one value again. Found by sorting the rows as opaque bytes (no hash to collide)."""
+    logits = np.ascontiguousarray(run.logits)
+    rows = logits.reshape(logits.shape[0], -1).view(np.dtype((np.void, logits.itemsize * logits.shape[1])))
+    _, first, inverse = np.unique(rows.ravel(), return_index=True, return_inverse=True)
+    return None if first.size == logits.shape[0] else first[inverse.ravel()]
+
+
+def tied_equal(run, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per sample of ``rows``) with every sample whose logits equal another's given the value of
+    the first of them in ``rows`` (:func:`duplicate_of`); ``values`` itself when the run has no such samples."""
+    twins = duplicate_of(run)
+    if twins is None:
+        return values
+    _, first, inverse = np.unique(twins[rows], return_index=True, return_inverse=True)
+    return values[first][inverse]
 
 
 @per_run(32)
@@ -66,7 +159,7 @@ def fixed_scores(run, key: str) -> np.ndarray:
     detector = detectors.make_detector(key)
     if not detector.accepts_probs:
         return detector.score(run.logits)
-    return detector.score_probs(probs_at(run, detector.temperature))
+    return as_numpy(detector.score_probs(scoring_probs(run, detector.temperature)))
 
 
 @per_run(32)
@@ -85,13 +178,13 @@ def moments_at(run, temperature: float, tune_fraction: float, seed: int) -> dete
     classes, hence the small bound)."""
     _, correct = correctness(run)
     tune_idx, _ = split_for(run, tune_fraction, seed)
-    return detectors.second_moments(probs_at(run, temperature)[tune_idx], correct[tune_idx])
+    return detectors.second_moments(_rows(scoring_probs(run, temperature), tune_idx), correct[tune_idx])
 
 
 @per_run(24)
 def doctor_at(run, temperature: float) -> np.ndarray:
     """Doctor's uncertainty on every sample at T (it does not depend on λ or the split)."""
-    return detectors.Doctor(temperature).score_probs(probs_at(run, temperature))
+    return as_numpy(detectors.Doctor(temperature).score_probs(scoring_probs(run, temperature)))
 
 
 def fitted_relu(run, setting) -> detectors.RelU:
@@ -120,10 +213,13 @@ def lambda_grid_job(run, temperature: float, tune_fraction: float, seed: int) ->
     """Starts (or finds) the background job that prepares Rel-U's evaluation-split scores at every λ of
     :data:`LAMBDA_GRID` for this (run, T, split) (:func:`lambda_grid.relu_grid_scores`, one pass over the C²
     entries per sample), kept in :data:`GRIDS`. None when the run is too small to need one
-    (:data:`GRID_MIN_WORK`) or its grid would not fit (:data:`lambda_grid.GRID_MAX_VALUES`), and once it is ready."""
+    (:data:`GRID_MIN_WORK`), its dense algebra runs on a torch device (:func:`slider_device`: a GPU scores a λ
+    move in milliseconds), its grid would not fit (:data:`lambda_grid.GRID_MAX_VALUES`), and once it is ready."""
     _, eval_idx = split_for(run, tune_fraction, seed)
     n_samples, n_classes = run.logits.shape
     if n_samples * n_classes**2 <= GRID_MIN_WORK or not lambda_grid.fits(eval_idx.size, LAMBDA_GRID.size):
+        return None
+    if slider_device(run) is not None:
         return None
     key = _grid_key(run, temperature, tune_fraction, seed)
     if GRIDS.get(key) is not None:

@@ -180,12 +180,13 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
     """The view of ``run`` at ``setting`` (uncached: :func:`view` caches it). Rel-U and Doctor are always
     computed (D* and the paired comparison need them); the training-free baselines come from a per-run cache.
     Rel-U's evaluation scores come from the (run, T, split)'s λ grid when it is ready and λ is on it
-    (:func:`cached.ready_lambda_grid`), else from the dense ``p^T D* p`` (and the grid's job is started)."""
+    (:func:`cached.ready_lambda_grid`), else from the dense ``p^T D* p`` (and the grid's job is started), on
+    the run's torch device when it has one (:func:`cached.slider_device`: then there is no grid)."""
     predictions, correct = cached.correctness(run)
     tune_idx, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
     if perturbed is not None and perturbed.subset is not None:
         eval_idx = perturbed.subset
-    probs = cached.probs_at(run, setting.temperature)
+    probs = cached.scoring_probs(run, setting.temperature)
     relu = cached.fitted_relu(run, setting)
     relu_eval = None
     if perturbed is None:  # Rel-U's scores at every λ of the slider, prepared in the background once per (T, split)
@@ -224,11 +225,11 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
             elif relu_eval is not None:
                 eval_u = relu_eval
             else:
-                eval_u = detectors.quadratic_score(probs, relu.matrix_, eval_idx)
+                eval_u = cached.as_numpy(detectors.quadratic_score(probs, relu.matrix_, eval_idx))
         else:
             all_scores = functools.partial(np.asarray, scores[key])
             eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
-        result.detectors[key] = detector_view(key, all_scores, eval_u, correct_eval)
+        result.detectors[key] = detector_view(key, all_scores, cached.tied_equal(run, eval_idx, eval_u), correct_eval)
     return result
 
 
@@ -249,7 +250,7 @@ def detector_view(
 
 def _every_relu_score(run, relu: detectors.RelU) -> np.ndarray:
     """Rel-U's uncertainty on every sample of ``run`` (a view's :attr:`DetectorView.uncertainty`)."""
-    return relu.score_probs(cached.probs_at(run, relu.temperature))
+    return cached.as_numpy(relu.score_probs(cached.scoring_probs(run, relu.temperature)))
 
 
 # ------------------------------------------------------------------------------- the paired bootstrap

@@ -1,0 +1,120 @@
+"""Views whose dense algebra runs in torch on a device (``cached.slider_device``: a GPU under "auto", any torch
+device when named) against the numpy path on the CPU: D*, every detector's scores and metrics; the policy that
+picks the device; no λ grid and the neighbours on where the device runs. The torch path runs here on the CPU
+(``RELU_STUDIO_SLIDER_DEVICE=cpu``) and, where a GPU is present, on CUDA."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from relu_core import explore
+from relu_core.errors import InputError
+from relu_core.explore import cached, neighbours, views
+from relu_core.registry import LRURegistry
+from tests.test_fast_paths import _random_logits, _realistic_logits, _run, _tied_logits
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    def clear():
+        for value in vars(cached).values():
+            if isinstance(getattr(value, "cache", None), LRURegistry):
+                value.cache.clear()
+        views.VIEWS.clear()
+
+    clear()
+    yield
+    clear()
+
+
+def _views(run, settings, device: str, monkeypatch) -> list[views.View]:
+    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, device)
+    try:
+        return [views.compute(run, setting) for setting in settings]
+    finally:
+        monkeypatch.delenv(cached.SLIDER_DEVICE_ENV)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", [_random_logits, _realistic_logits, _tied_logits])
+def test_views_on_a_torch_device_equal_the_numpy_views(kind, device, monkeypatch):
+    run = _run(kind, n=1500, c=25, seed=3)
+    base = explore.Setting(tune_fraction=0.3, detectors=("relu", "doctor", "msp", "odin", "entropy"))
+    settings = [base, base.replace(lam=0.8, temperature=2.0), base.replace(lam=0.0), base.replace(temperature=0.5)]
+    on_numpy = _views(run, settings, "numpy", monkeypatch)
+    on_device = _views(run, settings, device, monkeypatch)
+    assert cached.device_probs_at.cache  # the torch path did run
+    for setting, expected, got in zip(settings, on_numpy, on_device, strict=True):
+        assert got.fallback == expected.fallback
+        np.testing.assert_allclose(got.dstar, expected.dstar, rtol=1e-9, atol=1e-12)
+        assert set(got.detectors) == set(expected.detectors)
+        for key, detector in got.detectors.items():
+            reference = expected.detectors[key]
+            assert isinstance(detector.eval_uncertainty, np.ndarray)
+            assert detector.eval_uncertainty.dtype == np.float64
+            np.testing.assert_allclose(detector.eval_uncertainty, reference.eval_uncertainty, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(detector.uncertainty, reference.uncertainty, rtol=1e-9, atol=1e-12)
+            for metric in ("fpr95", "auroc", "aurc", "augrc"):
+                assert detector.summary[metric] == pytest.approx(reference.summary[metric], abs=1e-6), (
+                    setting,
+                    key,
+                    metric,
+                )
+
+
+def test_a_device_run_has_no_lambda_grid_and_its_neighbours_follow(monkeypatch):
+    run = _run(_realistic_logits, n=900, c=20, seed=1)
+    setting = explore.Setting(lam=0.4, tune_fraction=0.3)
+    monkeypatch.setattr(cached, "GRID_MIN_WORK", 0)
+    monkeypatch.setattr(neighbours, "FOLLOW_MAX_WORK", 0)  # as a 50k x 1000 run
+    assert not neighbours.follows_lambda(run, setting)  # numpy on the CPU, no grid yet: no neighbours
+    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "cpu")
+    assert cached.lambda_grid_job(run, 1.0, 0.3, 0) is None
+    assert neighbours.follows_lambda(run, setting)
+    assert sorted(neighbours.neighbour_views(run, setting)) == [0.39, 0.41]
+    assert not neighbours.follows_lambda(run, setting.replace(lam="auto"))
+
+
+def test_the_device_policy(monkeypatch):
+    small = _run(_random_logits, n=200, c=10, seed=0)
+    large = _run(_random_logits, n=300, c=40, seed=0)
+    monkeypatch.setattr(cached, "DEVICE_MIN_WORK", 300 * 40 * 40 - 1)  # only the large run is worth a GPU
+    monkeypatch.delenv(cached.SLIDER_DEVICE_ENV, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cached.slider_device(small) is None and cached.slider_device(large) is None
+    cached._auto_device.cache.clear()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (10**12, 10**12))
+    assert cached.slider_device(small) is None
+    assert cached.slider_device(large) == torch.device("cuda")
+    # decided once per run: the memory the run then holds does not turn it off
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (0, 10**12))
+    assert cached.slider_device(large) == torch.device("cuda")
+    cached._auto_device.cache.clear()
+    assert cached.slider_device(large) is None  # too little free memory: numpy on the CPU
+    for choice, expected in (("numpy", None), ("cpu", torch.device("cpu")), (" CUDA:1 ", torch.device("cuda", 1))):
+        monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, choice)
+        assert cached.slider_device(small) == expected
+    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "gpu please")
+    with pytest.raises(InputError, match="RELU_STUDIO_SLIDER_DEVICE"):
+        cached.slider_device(small)
+
+
+def test_identical_logits_get_one_score_on_every_path(monkeypatch):
+    run = _run(_tied_logits, n=1500, c=25, seed=3)
+    twins = cached.duplicate_of(run)
+    assert twins is not None and np.unique(twins).size <= 40
+    np.testing.assert_array_equal(run.logits, run.logits[twins])  # each row's first twin: the same row
+    assert (twins <= np.arange(run.logits.shape[0])).all()
+    assert cached.duplicate_of(_run(_random_logits, n=500, c=10, seed=0)) is None
+    for device in ("numpy", "cpu"):
+        (view,) = _views(run, [explore.Setting(tune_fraction=0.3, lam=0.7)], device, monkeypatch)
+        groups = twins[view.eval_idx]
+        for key, detector in view.detectors.items():
+            first = {}
+            for group, value in zip(groups, detector.eval_uncertainty, strict=True):
+                assert first.setdefault(group, value) == value, (device, key, group)
