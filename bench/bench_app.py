@@ -45,11 +45,11 @@ def synthetic_run(n: int, n_classes: int, seed: int = 0) -> Run:
 
 def slider_change(run, setting: explore.Setting) -> None:
     """One fragment rerun's compute path (no widgets): the view (uncached, as on a setting not seen before), its
-    operating points and figures."""
+    operating points and the figures Explore draws by default (D*, ROC, risk-coverage)."""
     view = explore.views.compute(run, setting)
     explore.confusion_figure(run, setting.tune_fraction, setting.seed)
-    view.marked(setting)
-    view.heat  # noqa: B018 - the D* figure, built on first use
+    marked = view.marked(setting)
+    marked.roc, marked.rc, view.heat  # noqa: B018 - the figures Explore draws by default, built on first use
 
 
 def bench(n: int, n_classes: int, label: str, seed: int) -> tuple[float, float]:

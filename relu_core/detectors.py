@@ -299,8 +299,13 @@ def hamming_matrix(n_classes: int) -> np.ndarray:
 
 
 def is_fallback(matrix: np.ndarray) -> bool:
-    """Whether a D* is the :func:`hamming_matrix` fallback (then Rel-U ranks exactly like Doctor)."""
-    return bool(np.array_equal(matrix, hamming_matrix(matrix.shape[0])))
+    """Whether a D* is the :func:`hamming_matrix` fallback (then Rel-U ranks exactly like Doctor): a zero diagonal
+    and every other entry equal to the Hamming matrix's (compared in place, without building it)."""
+    n_classes = matrix.shape[0]
+    if n_classes < 2:
+        return bool(np.array_equal(matrix, hamming_matrix(n_classes)))
+    off_diagonal = 1.0 / math.sqrt(n_classes * (n_classes - 1))  # the value hamming_matrix divides into each 1
+    return not np.diagonal(matrix).any() and np.count_nonzero(matrix == off_diagonal) == n_classes * (n_classes - 1)
 
 
 def _second_moment(block: Array) -> np.ndarray:

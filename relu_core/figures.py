@@ -94,8 +94,13 @@ def top_classes(matrix: np.ndarray, k: int = FIGURE_MAX_CLASSES) -> np.ndarray:
     n = matrix.shape[0]
     if n <= k:
         return np.arange(n)
-    values = np.nan_to_num(np.asarray(matrix, dtype=np.float64))
-    mass = values.sum(axis=0) + values.sum(axis=1) - 2 * np.diag(values)
+
+    def off_diagonal_mass(values: np.ndarray) -> np.ndarray:
+        return values.sum(axis=0) + values.sum(axis=1) - 2 * np.diag(values)
+
+    mass = off_diagonal_mass(np.asarray(matrix, dtype=np.float64))
+    if not np.isfinite(mass).all():  # a NaN or infinite entry: counted as 0 (finite sums mean there is none)
+        mass = off_diagonal_mass(np.nan_to_num(np.asarray(matrix, dtype=np.float64)))
     return np.sort(np.argsort(-mass, kind="stable")[:k])
 
 
@@ -164,6 +169,9 @@ def _matrix_layout(title: str, x_title: str, y_title: str, names: Sequence[str])
 #: Streamlit changes to its own (placeholder colours that only ``st.plotly_chart`` replaces): the dashboard,
 #: the CLI and the report must draw the same figure.
 TEMPLATE = pio.templates["plotly"]
+#: :data:`TEMPLATE` as plain JSON, for :func:`_unvalidated_figure`: a figure given the template object deep-copies
+#: it (about 2 ms a figure), one given the same template as a dict does not.
+_TEMPLATE_JSON = TEMPLATE.to_plotly_json()
 
 
 def new_figure(*traces, **layout) -> go.Figure:
@@ -178,7 +186,7 @@ def _unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     them took about 50 ms of each move at 100 classes, more than computing what they show.
     ``tests/test_figures.py`` rebuilds each of them with validation on, so a wrong property still fails there.
     """
-    return go.Figure(data=traces, layout={"template": TEMPLATE, **layout}, _validate=False)
+    return go.Figure(data=traces, layout={"template": _TEMPLATE_JSON, **layout}, _validate=False)
 
 
 def _label(name: object) -> str:
@@ -209,7 +217,7 @@ def dstar_heatmap(matrix: np.ndarray, class_names: Sequence[str], title: str = "
     >>> fig.data[0].type, list(fig.data[0].x)
     ('heatmap', ['cat', 'dog', 'ship'])
     """
-    matrix = _check_square(matrix, class_names, "D*").astype(np.float64)
+    matrix = np.asarray(_check_square(matrix, class_names, "D*"), dtype=np.float64)
     keep = top_classes(matrix)
     title = _top_note(title, keep.size, matrix.shape[0], "by D* weight")
     matrix = matrix[np.ix_(keep, keep)]

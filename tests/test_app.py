@@ -755,7 +755,7 @@ def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
     from relu_core.registry import LRURegistry
 
     calls, drawn = [], []
-    real_compute, real_figures = views.compute, views.curve_figures
+    real_compute, real_figures = views.compute, views.roc_figure
 
     def counted(run, setting, *args):
         calls.append(setting)
@@ -767,7 +767,7 @@ def test_widgets_that_keep_the_setting_reuse_the_view(monkeypatch):
 
     monkeypatch.setattr(views, "VIEWS", LRURegistry(views.VIEWS.bound))  # no view of an earlier test
     monkeypatch.setattr(views, "compute", counted)
-    monkeypatch.setattr(views, "curve_figures", counted_figures)
+    monkeypatch.setattr(views, "roc_figure", counted_figures)
     at = app(EXPLORE, TIMEOUT).run()
     _no_exceptions(at)
     assert sorted(call.lam for call in calls) == [0.49, 0.5, 0.51]  # λ and its neighbours, sent for the browser

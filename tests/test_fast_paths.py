@@ -136,3 +136,20 @@ def test_quadratic_score_of_chosen_rows_equals_the_score_of_those_rows():
     on_torch = detectors.quadratic_score(torch.from_numpy(probs), matrix, rows)
     np.testing.assert_allclose(on_torch.numpy(), expected, rtol=1e-12, atol=1e-16)
     np.testing.assert_allclose(detectors.gini(probs), 1.0 - (probs**2).sum(axis=1), rtol=1e-12, atol=1e-14)
+
+
+def test_a_lambda_move_reuses_the_detector_views_that_do_not_depend_on_lambda():
+    run = _run(_realistic_logits, n=600, c=12, seed=4)
+    setting = explore.Setting(tune_fraction=0.3, detectors=("relu", "doctor", "msp"))
+    first, moved = views.compute(run, setting), views.compute(run, setting.replace(lam=0.8))
+    assert moved.detectors["doctor"] is first.detectors["doctor"] and moved.detectors["msp"] is first.detectors["msp"]
+    assert moved.detectors["relu"] is not first.detectors["relu"]
+    hotter = views.compute(run, setting.replace(temperature=2.0))  # Doctor follows T, MSP keeps its own
+    assert (
+        hotter.detectors["doctor"] is not first.detectors["doctor"]
+        and hotter.detectors["msp"] is first.detectors["msp"]
+    )
+    resplit = views.compute(run, setting.replace(seed=1))
+    assert resplit.detectors["msp"] is not first.detectors["msp"]
+    expected = metrics.summary(cached.fixed_scores(run, "msp")[resplit.eval_idx], resplit.correct_eval)
+    assert resplit.detectors["msp"].summary == expected

@@ -239,3 +239,20 @@ def test_every_known_detector_has_its_own_colour() -> None:
     assert len(names) == 11
     colours = [figures.detector_color(name) for name in names]
     assert len(set(colours)) == len(names), dict(zip(names, colours, strict=True))
+
+
+def test_top_classes_ranks_by_off_diagonal_mass_and_counts_non_finite_entries_as_zero():
+    rng = np.random.default_rng(2)
+    matrix = rng.random((30, 30))
+    np.fill_diagonal(matrix, 100.0)  # the diagonal never counts
+    matrix[[4, 9], :] += 5.0
+    keep = figures.top_classes(matrix, 5)
+    mass = matrix.sum(0) + matrix.sum(1) - 2 * np.diag(matrix)
+    np.testing.assert_array_equal(keep, np.sort(np.argsort(-mass, kind="stable")[:5]))
+    assert {4, 9} <= set(keep.tolist())
+    broken = matrix.copy()
+    broken[4, 9], broken[9, 3], broken[1, 2] = np.nan, np.inf, -np.inf
+    cleaned = np.nan_to_num(broken)
+    mass = cleaned.sum(0) + cleaned.sum(1) - 2 * np.diag(cleaned)
+    np.testing.assert_array_equal(figures.top_classes(broken, 5), np.sort(np.argsort(-mass, kind="stable")[:5]))
+    np.testing.assert_array_equal(figures.top_classes(matrix[:4, :4], 5), np.arange(4))

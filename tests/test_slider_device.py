@@ -18,20 +18,24 @@ from tests.test_fast_paths import _random_logits, _realistic_logits, _run, _tied
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
 
 
+def _clear_caches() -> None:
+    """Every per-run piece and view, so that each path computes its own (their keys do not name the device)."""
+    for value in vars(cached).values():
+        if isinstance(getattr(value, "cache", None), LRURegistry):
+            value.cache.clear()
+    views.VIEWS.clear()
+    views.FIXED_DETECTOR_VIEWS.clear()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    def clear():
-        for value in vars(cached).values():
-            if isinstance(getattr(value, "cache", None), LRURegistry):
-                value.cache.clear()
-        views.VIEWS.clear()
-
-    clear()
+    _clear_caches()
     yield
-    clear()
+    _clear_caches()
 
 
 def _views(run, settings, device: str, monkeypatch) -> list[views.View]:
+    _clear_caches()
     monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, device)
     try:
         return [views.compute(run, setting) for setting in settings]

@@ -31,6 +31,10 @@ PAIRED_WAIT_S = 0.3
 #: The views of this process, least recently used dropped: (run id, setting at the default operating point,
 #: key of the ε pass whose scores it shows or None) -> :class:`View`.
 VIEWS = LRURegistry(32)
+#: The detector views that do not change with λ (every detector's but Rel-U's, without ε), shared by the views of
+#: every λ: (run id, detector key, T for Doctor (the others keep their standard one), tuning fraction, seed) ->
+#: :class:`DetectorView`.
+FIXED_DETECTOR_VIEWS = LRURegistry(32)
 
 
 @dataclass
@@ -53,15 +57,29 @@ class DetectorView:
         return self.all_scores()
 
 
-@dataclass(frozen=True)
 class Marked:
     """What a view shows at one operating point: each detector's point, and the ROC, risk-coverage and
-    generalised risk-coverage figures of the shown detectors with their points marked."""
+    generalised risk-coverage figures of the shown detectors with their points marked, each built when first
+    asked (a page draws two of the three)."""
 
-    points: dict[str, metrics.OperatingPoint]
-    roc: object
-    rc: object
-    generalized_rc: object
+    def __init__(
+        self, view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]
+    ):
+        self.points = points
+        self._view = view
+        self._at_target = at_target
+
+    @functools.cached_property
+    def roc(self):
+        return roc_figure(self._view, self.points, self._at_target)
+
+    @functools.cached_property
+    def rc(self):
+        return risk_coverage_figure(self._view, self.points)
+
+    @functools.cached_property
+    def generalized_rc(self):
+        return risk_coverage_figure(self._view, self.points, generalized=True)
 
 
 @dataclass(eq=False)
@@ -115,7 +133,7 @@ class View:
         if found is None:
             points = self._points(*key)
             at_target = points if key == ("tpr", ROC_MARK_TPR) else self._points("tpr", ROC_MARK_TPR)
-            found = self._marked[key] = Marked(points, *curve_figures(self, points, at_target))
+            found = self._marked[key] = Marked(self, points, at_target)
         return found
 
     def _points(self, kind: str, target: float) -> dict[str, metrics.OperatingPoint]:
@@ -125,12 +143,15 @@ class View:
         }
 
 
-def curve_figures(view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]):
-    """(ROC, risk-coverage, generalised risk-coverage figures) of the view's shown detectors, their operating
-    ``points`` marked, and on the ROC the points ``at_target`` (each detector's operating point at
-    :data:`ROC_MARK_TPR`)."""
-    shown = {k: view.detectors[k] for k in view.setting.detectors}
-    roc = figures.roc_figure(
+def _shown(view: View) -> dict[str, DetectorView]:
+    return {k: view.detectors[k] for k in view.setting.detectors}
+
+
+def roc_figure(view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]):
+    """The ROC figure of the view's shown detectors, their operating ``points`` marked, and the points
+    ``at_target`` (each detector's operating point at :data:`ROC_MARK_TPR`)."""
+    shown = _shown(view)
+    return figures.roc_figure(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
         {d.name: (points[k].fpr, points[k].tpr) for k, d in shown.items()},
         target_points={d.name: (at_target[k].fpr, at_target[k].tpr) for k, d in shown.items()},
@@ -138,20 +159,20 @@ def curve_figures(view: View, points: dict[str, metrics.OperatingPoint], at_targ
         max_points=CURVE_POINTS,
         title="ROC, evaluation split",
     )
-    rc = figures.risk_coverage_figure(
-        {d.name: (d.coverage, d.risk, d.summary["aurc"]) for d in shown.values()},
-        {d.name: (points[k].coverage, points[k].risk) for k, d in shown.items()},
-        max_points=CURVE_POINTS,
-        title="Risk-coverage, evaluation split",
-    )
-    generalized_rc = figures.risk_coverage_figure(
-        {d.name: (d.coverage, d.risk * d.coverage, d.summary["augrc"]) for d in shown.values()},
-        {d.name: (points[k].coverage, points[k].risk * points[k].coverage) for k, d in shown.items()},
-        generalized=True,
-        max_points=CURVE_POINTS,
-        title="Generalised risk-coverage, evaluation split",
-    )
-    return roc, rc, generalized_rc
+
+
+def risk_coverage_figure(view: View, points: dict[str, metrics.OperatingPoint], generalized: bool = False):
+    """The risk-coverage figure of the view's shown detectors, their operating ``points`` marked; ``generalized``:
+    risk × coverage (the share of accepted errors) against coverage, with AUGRC."""
+    shown = _shown(view)
+    if generalized:
+        curves = {d.name: (d.coverage, d.risk * d.coverage, d.summary["augrc"]) for d in shown.values()}
+        marks = {d.name: (points[k].coverage, points[k].risk * points[k].coverage) for k, d in shown.items()}
+    else:
+        curves = {d.name: (d.coverage, d.risk, d.summary["aurc"]) for d in shown.values()}
+        marks = {d.name: (points[k].coverage, points[k].risk) for k, d in shown.items()}
+    title = f"{'Generalised risk' if generalized else 'Risk'}-coverage, evaluation split"
+    return figures.risk_coverage_figure(curves, marks, generalized=generalized, max_points=CURVE_POINTS, title=title)
 
 
 def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
@@ -226,6 +247,15 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
                 eval_u = relu_eval
             else:
                 eval_u = cached.as_numpy(detectors.quadratic_score(probs, relu.matrix_, eval_idx))
+        elif perturbed is None:  # the same on every λ: kept across λ moves
+            temperature = setting.temperature if key == "doctor" else None  # the others keep their standard T
+            fixed_key = (run.run_id, key, temperature, setting.tune_fraction, setting.seed)
+            found = FIXED_DETECTOR_VIEWS.get(fixed_key)
+            if found is None:
+                eval_u = cached.tied_equal(run, eval_idx, scores[key][eval_idx])
+                found = FIXED_DETECTOR_VIEWS[fixed_key] = detector_view(key, scores[key], eval_u, correct_eval)
+            result.detectors[key] = found
+            continue
         else:
             all_scores = functools.partial(np.asarray, scores[key])
             eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
