@@ -18,6 +18,7 @@ a second server runs the app of another checkout (e.g. ``git worktree add /tmp/b
 own browser, and the λ presses alternate between the two, so both see the same moments of the machine.
 
     .venv/bin/python bench/bench_browser.py [--sizes 10000x10,10000x100] [--repeats 10] [--sessions 4] [--one-way]
+        [--sizes 50000x1000]   # ImageNet-like logits; λ only, timed once the λ grid is ready (its neighbours on)
         [--profile]   # also: the renderer's CPU time per λ press (plotly.js, Streamlit and React, native)
         [--against DIR]   # instead: λ presses alternating between this checkout and the one in DIR
 """
@@ -121,9 +122,22 @@ _SETTLED = (
 )
 
 
+def _large(n: int, c: int) -> bool:
+    """Whether a run is large enough that λ's neighbours wait for its λ grid (``explore.cached.GRID_MIN_WORK``)."""
+    from relu_core.explore import cached
+
+    return n * c * c > cached.GRID_MIN_WORK
+
+
 def _synthetic_run(n: int, c: int, seed: int = 0):
+    """Logits of n samples x c classes: ImageNet-like (``bench_scale.imagenet_like_run``) for a large run, else
+    a class raise on random noise."""
     from relu_core import runs
 
+    if _large(n, c):
+        from bench.bench_scale import imagenet_like_run
+
+        return imagenet_like_run(n, c, seed)
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, c, n)
     logits = (rng.normal(size=(n, c)) + 4.0 * np.eye(c)[labels] * rng.random((n, 1))).astype(np.float32)
@@ -223,6 +237,26 @@ def _open(pw, url: str, run_id: str, profile: str):
     return context, page
 
 
+#: The title of the λ grid's job (``explore.cached.lambda_grid_job``) in the page's status area and jobs panel.
+_GRID_JOB = "Rel-U at every λ"
+
+
+def _wait_for_lambda_grid(page) -> None:
+    """Waits for the λ grid of the opened view's T and split to be ready (its job shown, then gone; a server whose
+    views run on a GPU starts none within a minute), then presses λ once untimed: that rerun sends the neighbours'
+    views."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    shown = f"() => document.body.innerText.includes({_GRID_JOB!r})"
+    try:
+        page.wait_for_function(shown, timeout=60_000, polling=500)
+    except PlaywrightTimeout:
+        print("no λ grid job seen (views on a GPU?): timing as is", flush=True)
+    else:
+        page.wait_for_function(f"() => !({shown})()", timeout=900_000, polling=500)
+    _press_and_time(page, "λ", _key("λ", 1, False))
+
+
 def _renderer_profile(page, presses: int) -> dict[str, float]:
     """Milliseconds of the page's renderer per λ press, by kind (Chrome's sampling CPU profiler, CDP)."""
     cdp = page.context.new_cdp_session(page)
@@ -316,7 +350,9 @@ def main() -> None:
                 for (n, c), run_id in zip(sizes, run_ids, strict=True):
                     context, page = _open(pw, url, run_id, str(Path(tmp) / f"profile-{n}-{c}"))
                     try:
-                        for slider in SLIDERS:
+                        if _large(n, c):  # λ only: its neighbours once the grid is ready (a T move is dense)
+                            _wait_for_lambda_grid(page)
+                        for slider in ("λ",) if _large(n, c) else SLIDERS:
                             times = [
                                 _press_and_time(page, slider, _key(slider, k, args.one_way))
                                 for k in range(args.repeats)

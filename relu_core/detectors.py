@@ -305,7 +305,9 @@ def is_fallback(matrix: np.ndarray) -> bool:
     if n_classes < 2:
         return bool(np.array_equal(matrix, hamming_matrix(n_classes)))
     off_diagonal = 1.0 / math.sqrt(n_classes * (n_classes - 1))  # the value hamming_matrix divides into each 1
-    return not np.diagonal(matrix).any() and np.count_nonzero(matrix == off_diagonal) == n_classes * (n_classes - 1)
+    return bool(
+        not np.diagonal(matrix).any() and np.count_nonzero(matrix == off_diagonal) == n_classes * (n_classes - 1)
+    )
 
 
 def _second_moment(block: Array) -> np.ndarray:
@@ -372,7 +374,9 @@ def _relu_matrix(probs: Array, correct: Array, lam: float | str) -> np.ndarray:
 class Moments:
     """What Rel-U's fit reads of a fitting split at one temperature: ``E[p+ p+^T]`` (``pos``) and ``E[p- p-^T]``
     (``neg``) over its correct and wrong rows (C x C float64; None when that side is empty) and the counts.
-    Every D* of that temperature and split comes from them (:meth:`matrix`), so a λ move reuses them."""
+    Every D* of that temperature and split comes from them (:meth:`matrix`), so a λ move reuses them. They are made
+    exactly symmetric once, when the moments are made, so that a D* needs no averaging with its transpose (the
+    slow part of a λ move at 1000 classes); their D* is then bit for bit :func:`relu_matrix_from_moments`'."""
 
     n_classes: int
     n_correct: int
@@ -380,11 +384,23 @@ class Moments:
     pos: np.ndarray | None
     neg: np.ndarray | None
 
+    def __post_init__(self) -> None:
+        for name in ("pos", "neg"):
+            moment = getattr(self, name)
+            if moment is not None:
+                moment = np.asarray(moment, dtype=np.float64)
+                object.__setattr__(self, name, (moment + moment.T) / 2.0)
+
+    def unnormalised(self, lam: float) -> np.ndarray | None:
+        """:func:`unnormalised_relu_matrix` of these moments at ``lam`` (None when a side is empty)."""
+        if self.pos is None or self.neg is None:
+            return None
+        return _clipped_off_diagonal(lam * self.neg - (1.0 - lam) * self.pos)  # symmetric: no averaging
+
     def matrix(self, lam: float) -> np.ndarray:
         """D* at a numeric ``lam``; the Hamming fallback when a side is empty."""
-        if self.pos is None or self.neg is None:
-            return hamming_matrix(self.n_classes)
-        return relu_matrix_from_moments(self.pos, self.neg, lam)
+        unnormalised = self.unnormalised(lam)
+        return hamming_matrix(self.n_classes) if unnormalised is None else _normalised(unnormalised)
 
 
 @small_work
@@ -417,7 +433,11 @@ def relu_matrix_from_moments(moment_pos: np.ndarray, moment_neg: np.ndarray, lam
     The closed form behind :func:`relu_matrix`, exposed so a grid search can compute the moments once
     per (temperature, fold) and combine them for every lambda. Hamming fallback when all entries are zero.
     """
-    matrix = unnormalised_relu_matrix(moment_pos, moment_neg, lam)
+    return _normalised(unnormalised_relu_matrix(moment_pos, moment_neg, lam))
+
+
+def _normalised(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` divided by its Frobenius norm; the Hamming fallback when every entry is zero."""
     norm = np.linalg.norm(matrix)
     if norm == 0.0:
         return hamming_matrix(matrix.shape[0])
@@ -429,7 +449,11 @@ def unnormalised_relu_matrix(moment_pos: np.ndarray, moment_neg: np.ndarray, lam
     before its Frobenius normalisation (which entries are on at ``lam``, and its norm, for the λ grid)."""
     matrix = lam * np.asarray(moment_neg, dtype=np.float64) - (1.0 - lam) * np.asarray(moment_pos, dtype=np.float64)
     # P^T P is symmetric in exact arithmetic; averaging with the transpose removes any rounding asymmetry.
-    matrix = (matrix + matrix.T) / 2.0
+    return _clipped_off_diagonal((matrix + matrix.T) / 2.0)
+
+
+def _clipped_off_diagonal(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` (a fresh array) with its negative entries and its diagonal set to zero, in place."""
     np.maximum(matrix, 0.0, out=matrix)
     np.fill_diagonal(matrix, 0.0)
     return matrix

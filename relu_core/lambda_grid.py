@@ -8,7 +8,7 @@ once per sample, in the group of the grid value where it switches on: one pass o
 like one dense score. Then every λ of the grid costs nothing: ``scores[k] = s(λ_k) / ‖D*(λ_k)‖_F``.
 
 Which entries are on at each λ_k, their values there and the norms are those of the dense fit
-(:func:`detectors.unnormalised_relu_matrix`), so the on-sets and the Hamming fallback are exactly the dense
+(:meth:`detectors.Moments.unnormalised`), so the on-sets and the Hamming fallback are exactly the dense
 path's; the sums add non-negative terms only (no cancellation), so the scores equal the dense
 :func:`detectors.quadratic_score` to rounding."""
 
@@ -74,7 +74,7 @@ def relu_grid_scores(
     if moments.pos is None or moments.neg is None:
         return LambdaGrid(lams, np.tile(hamming, (lams.size, 1)), np.ones(lams.size, dtype=bool))
     first_on, value_at_on, norms = _switch_on(moments, lams)
-    slope = (moments.neg + moments.neg.T + moments.pos + moments.pos.T) / 2.0  # d D*(λ)_ij / dλ once on
+    slope = moments.neg + moments.pos  # d D*(λ)_ij / dλ once on (the moments are symmetric)
     groups = _groups(first_on, slope, value_at_on, lams.size)
     gained, arriving = _per_group_sums(probs, rows, n_rows, groups, lams.size, cancel)
     numerators = np.empty_like(gained)
@@ -113,7 +113,7 @@ def _switch_on(moments: detectors.Moments, lams: np.ndarray) -> tuple[np.ndarray
     value_at_on = np.zeros((n_classes, n_classes))
     norms = np.empty(lams.size)
     for k, lam in enumerate(lams):
-        matrix = detectors.unnormalised_relu_matrix(moments.pos, moments.neg, float(lam))
+        matrix = moments.unnormalised(float(lam))
         norms[k] = np.linalg.norm(matrix)
         arriving = (matrix > 0.0) & (first_on == lams.size)
         first_on[arriving] = k

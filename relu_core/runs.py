@@ -56,10 +56,11 @@ class DefaultChoice:
 
 
 #: Best first. Fashion-MNIST has real class confusions (shirt / T-shirt / pullover / coat) and 10,000 test images,
-#: so the evaluation split holds hundreds of errors; 2 epochs of ``cnn28`` keep the first-use training near
-#: 40 s on 2 cores. Digits (always offline) is the fallback, with about 5 errors in its evaluation split.
+#: so the evaluation split holds hundreds of errors; one epoch of ``cnn28`` keeps the whole first run (training,
+#: logits, evaluation) under a minute on 2 quiet cores (README, "Speed"; two epochs took 99 s). Digits (always
+#: offline) is the fallback, with about 5 errors in its evaluation split.
 DEFAULT_CHOICES: dict[str, DefaultChoice] = {
-    "fashion-mnist": DefaultChoice("fashion-mnist", "cnn28", 2, "Fashion-MNIST + small CNN (cnn28, 2 epochs)"),
+    "fashion-mnist": DefaultChoice("fashion-mnist", "cnn28", 1, "Fashion-MNIST + small CNN (cnn28, 1 epoch)"),
     "digits": DefaultChoice("digits", "cnn8", None, "digits + small CNN (cnn8)"),
 }
 
@@ -590,7 +591,7 @@ def logits_for(
         source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
     elif model_name in training.RECIPES and isinstance(dataset_spec, str):
         model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel, download=download)
-        trained = "" if epochs is None else f", {epochs} epochs"
+        trained = "" if epochs is None else f", {epochs} epoch{'' if epochs == 1 else 's'}"
         source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}{trained}) on {data.name}"
     else:
         raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
@@ -759,7 +760,7 @@ def default_run(progress: Progress | None = None, cancel: Cancel | None = None) 
     logits on the test split.
 
     The trained weights and the test-split logits are cached under ``data_cache/``: the first call trains
-    (about 40 s for Fashion-MNIST on 2 cores, a second for digits), later calls load both. Images are kept for
+    (under a minute for Fashion-MNIST on 2 cores, a second for digits), later calls load both. Images are kept for
     galleries and input pre-processing.
     """
     choice = default_choice()

@@ -252,7 +252,8 @@ def _cpu_jiffies(cpus: set[int]) -> tuple[int, int] | None:
     """``(idle, total)`` jiffies of ``cpus`` so far (/proc/stat: idle and iowait count as idle), None where
     there is no /proc/stat or it names none of them."""
     try:
-        lines = open("/proc/stat").read().splitlines()  # noqa: SIM115 - one read of a kernel file
+        with open("/proc/stat") as stat:
+            lines = stat.read().splitlines()
     except OSError:
         return None
     idle = total = 0

@@ -153,3 +153,19 @@ def test_a_lambda_move_reuses_the_detector_views_that_do_not_depend_on_lambda():
     assert resplit.detectors["msp"] is not first.detectors["msp"]
     expected = metrics.summary(cached.fixed_scores(run, "msp")[resplit.eval_idx], resplit.correct_eval)
     assert resplit.detectors["msp"].summary == expected
+
+
+def test_moments_are_exactly_symmetric_and_their_dstar_is_the_public_formulas():
+    logits, labels = _realistic_logits(800, 15, 2)
+    probs = detectors.softmax(logits, 1.5)
+    moments = detectors.second_moments(probs, logits.argmax(1) == labels)
+    assert np.array_equal(moments.pos, moments.pos.T) and np.array_equal(moments.neg, moments.neg.T)
+    for lam in (0.0, 0.2, 0.5, 0.77, 1.0):
+        np.testing.assert_array_equal(
+            moments.matrix(lam), detectors.relu_matrix_from_moments(moments.pos, moments.neg, lam)
+        )
+        np.testing.assert_array_equal(
+            moments.unnormalised(lam), detectors.unnormalised_relu_matrix(moments.pos, moments.neg, lam)
+        )
+    assert detectors.is_fallback(moments.matrix(0.0)) and not detectors.is_fallback(moments.matrix(0.5))
+    assert detectors.is_fallback(detectors.hamming_matrix(2)) and not detectors.is_fallback(np.zeros((3, 3)))

@@ -153,12 +153,12 @@ def test_default_choice_prefers_fashion_mnist_then_digits(monkeypatch, shared_da
 
 @pytest.mark.slow
 def test_real_default_is_fashion_mnist_with_hundreds_of_errors(monkeypatch, shared_data):
-    """The app's real default (no RELU_STUDIO_DEFAULT): trained here (about 40 s on 2 cores), then cached."""
+    """The app's real default (no RELU_STUDIO_DEFAULT): trained here (one epoch, under a minute), then cached."""
     monkeypatch.delenv(runs.DEFAULT_ENV, raising=False)
     monkeypatch.setenv("RELU_STUDIO_DATA", str(shared_data))
     run = runs.default_run()
     assert run.logits.shape == (10_000, 10) and run.model_name == "cnn28"
-    assert run.class_names[6] == "Shirt" and "2 epochs" in run.source
+    assert run.class_names[6] == "Shirt" and "1 epoch)" in run.source
     errors = int((run.logits.argmax(1) != run.labels).sum())
     assert 0.85 <= 1 - errors / 10_000 < 0.99  # a real classifier with real confusions
     assert errors >= 400  # hundreds of errors in each half of a 50 % split

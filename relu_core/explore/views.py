@@ -209,13 +209,11 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
         eval_idx = perturbed.subset
     probs = cached.scoring_probs(run, setting.temperature)
     relu = cached.fitted_relu(run, setting)
-    relu_eval = None
+    relu_eval = grid = None
+    grid_at = (run, setting.temperature, setting.tune_fraction, setting.seed)
     if perturbed is None:  # Rel-U's scores at every λ of the slider, prepared in the background once per (T, split)
-        grid_at = (run, setting.temperature, setting.tune_fraction, setting.seed)
         grid = cached.ready_lambda_grid(*grid_at)
-        if grid is None:
-            cached.lambda_grid_job(*grid_at)
-        else:
+        if grid is not None:
             relu_eval = grid.scores_at(relu.lam_)
     scores = {"doctor": cached.doctor_at(run, setting.temperature)}
     for key in setting.detectors:
@@ -260,6 +258,8 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
             all_scores = functools.partial(np.asarray, scores[key])
             eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
         result.detectors[key] = detector_view(key, all_scores, cached.tied_equal(run, eval_idx, eval_u), correct_eval)
+    if perturbed is None and grid is None:  # started once this view is done, so that the two do not share the CPUs
+        cached.lambda_grid_job(*grid_at)
     return result
 
 
