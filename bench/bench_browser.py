@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -237,24 +238,23 @@ def _open(pw, url: str, run_id: str, profile: str):
     return context, page
 
 
-#: The title of the λ grid's job (``explore.cached.lambda_grid_job``) in the page's status area and jobs panel.
-_GRID_JOB = "Rel-U at every λ"
+# Whether the page holds views of λ's neighbours for its live charts (``studio.live_chart.Follow``).
+_FOLLOWING = """() => { const r = window.__reluStudioFollow;
+    const following = r ? [...r.targets].filter(t => t.follow && t.follow.slider) : [];
+    return following.length >= 4 && following.every(t => t.follow.views && Object.keys(t.follow.views).length > 0); }"""
 
 
-def _wait_for_lambda_grid(page) -> None:
-    """Waits for the λ grid of the opened view's T and split to be ready (its job shown, then gone; a server whose
-    views run on a GPU starts none within a minute), then presses λ once untimed: that rerun sends the neighbours'
-    views."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    shown = f"() => document.body.innerText.includes({_GRID_JOB!r})"
-    try:
-        page.wait_for_function(shown, timeout=60_000, polling=500)
-    except PlaywrightTimeout:
-        print("no λ grid job seen (views on a GPU?): timing as is", flush=True)
-    else:
-        page.wait_for_function(f"() => !({shown})()", timeout=900_000, polling=500)
-    _press_and_time(page, "λ", _key("λ", 1, False))
+def _wait_for_neighbours(page, limit_s: float = 900.0) -> None:
+    """Presses λ, untimed, until the page holds the neighbours' views: on a large run the server sends them once
+    the λ grid of its T and split is ready (a background job of about 20-70 s on 2 cores), or at once where its
+    views run on a GPU."""
+    deadline = time.monotonic() + limit_s
+    k = 0
+    while not page.evaluate(_FOLLOWING):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no neighbours' views after {limit_s:.0f} s of λ presses")
+        _press_and_time(page, "λ", _key("λ", k, False))
+        k += 1
 
 
 def _renderer_profile(page, presses: int) -> dict[str, float]:
@@ -351,7 +351,7 @@ def main() -> None:
                     context, page = _open(pw, url, run_id, str(Path(tmp) / f"profile-{n}-{c}"))
                     try:
                         if _large(n, c):  # λ only: its neighbours once the grid is ready (a T move is dense)
-                            _wait_for_lambda_grid(page)
+                            _wait_for_neighbours(page)
                         for slider in ("λ",) if _large(n, c) else SLIDERS:
                             times = [
                                 _press_and_time(page, slider, _key(slider, k, args.one_way))

@@ -271,3 +271,37 @@ def test_folding_batchnorm_leaves_models_running_in_other_threads_alone():
         stop.set()
         thread.join()
     assert not failures, failures[:3]
+
+
+def test_fp32_on_cuda_turns_tf32_off_while_any_forward_runs_and_restores_it():
+    import threading
+
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = (cudnn.allow_tf32, matmul.allow_tf32)
+    try:
+        cudnn.allow_tf32, matmul.allow_tf32 = True, True
+        cuda = torch.device("cuda")
+        with engine.autocast(torch.device("cpu"), "fp32"):
+            assert cudnn.allow_tf32 and matmul.allow_tf32  # nothing to do on the CPU
+        inside, release = threading.Event(), threading.Event()
+
+        def other_forward():
+            with engine.autocast(cuda, "fp32"):
+                inside.set()
+                release.wait(30)
+
+        thread = threading.Thread(target=other_forward)
+        with engine.autocast(cuda, "fp32"):
+            assert not cudnn.allow_tf32 and not matmul.allow_tf32
+            thread.start()
+            assert inside.wait(30)
+        assert not cudnn.allow_tf32 and not matmul.allow_tf32  # the other forward still runs: still off
+        release.set()
+        thread.join(30)
+        assert cudnn.allow_tf32 and matmul.allow_tf32  # the last one out restores the user's setting
+        cudnn.allow_tf32, matmul.allow_tf32 = False, True
+        with engine.autocast(cuda, "fp32"):
+            pass
+        assert (cudnn.allow_tf32, matmul.allow_tf32) == (False, True)
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32 = saved
