@@ -20,12 +20,13 @@ from relu_core.registry import LRURegistry
 F = TypeVar("F", bound=Callable)
 
 
-def per_run(bound: int) -> Callable[[F], F]:
+def per_run(bound: int, max_bytes: int | None = None) -> Callable[[F], F]:
     """Cache a function of a run and hashable arguments on ``(run.run_id, *arguments)`` in a process-wide
-    :class:`LRURegistry` of ``bound`` entries, shared by every session; ``.cache`` is that registry."""
+    :class:`LRURegistry` of ``bound`` entries (and ``max_bytes`` of arrays), shared by every session; ``.cache``
+    is that registry."""
 
     def decorate(function: F) -> F:
-        cache = LRURegistry(bound)
+        cache = LRURegistry(bound, max_bytes)
 
         @functools.wraps(function)
         def wrapper(run, *args):
@@ -44,7 +45,11 @@ def per_run(bound: int) -> Callable[[F], F]:
     return decorate
 
 
-@per_run(24)
+#: The bytes of CPU softmaxes :func:`probs_at` keeps (24 of a 10k x 100 run, 5 of a 50k x 1000 one: 400 MB each).
+PROBS_MAX_BYTES = 2 * 2**30
+
+
+@per_run(24, PROBS_MAX_BYTES)
 def probs_at(run, temperature: float) -> np.ndarray:
     """``softmax(logits / T)`` of a run, once per (run, T), in numpy on the CPU."""
     return detectors.softmax(run.logits, temperature)

@@ -65,6 +65,28 @@ def test_registry_is_safe_across_threads():
     assert len(registry) == 8
 
 
+def test_a_byte_bound_drops_the_oldest_arrays_and_keeps_the_newest():
+    import torch
+
+    registry = LRURegistry(10, max_bytes=3_000)
+    registry["a"] = np.zeros(100)  # 800 bytes each
+    registry["b"] = (np.zeros(100), np.zeros(10, dtype=np.int64))  # a tuple counts its arrays: 880
+    registry["c"] = torch.zeros(100, dtype=torch.float64)
+    registry["d"] = "no array: 0 bytes"
+    assert list(registry) == ["a", "b", "c", "d"]
+    registry["a"]  # read: the most recent
+    registry["e"] = np.zeros(100)  # 3,280 bytes: the least recently used (b) goes
+    assert list(registry) == ["c", "d", "a", "e"]
+    registry["huge"] = np.zeros(1_000)  # alone over the bound: kept, every other array dropped
+    assert list(registry) == ["huge"]
+    registry["huge"] = np.zeros(10)  # replaced: its old size no longer counts
+    registry["f"] = np.zeros(100)
+    assert list(registry) == ["huge", "f"]
+    registry.clear()
+    registry["g"] = np.zeros(300)
+    assert list(registry) == ["g"]
+
+
 def test_registry_refuses_a_zero_bound():
     with pytest.raises(ValueError, match="at least 1"):
         LRURegistry(0)
