@@ -60,6 +60,7 @@ def test_the_markup_the_components_rely_on_is_on_the_explore_page(app_url, chrom
     assert found["input"] == "0.50" and found["inputIsAControl"], found  # the slider's input, its value marked
     shown = " | ".join(found["showOrHide"])
     assert "Samples of a confusion cell" in shown and "Upload logits" in shown, shown  # a tab, an expander
+    assert "More settings" in shown, shown  # the control bar's popover: opening it changes no setting
 
     # a λ move: the slider's input gets its value attribute again, and while the rerun is under way (the
     # server's messages held back, then let through one at a time) the page's element containers are stale

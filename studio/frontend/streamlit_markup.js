@@ -12,6 +12,6 @@ const STREAMLIT = {
   // what a user changes settings with, in the page or the sidebar (the elements Streamlit's widgets are made of)
   controls: "input, textarea, select, button, label, [role=slider], [role=checkbox], [role=radio], "
     + "[role=switch], [role=combobox], [role=option], [role=listbox]",
-  // tabs and expanders (a details element's summary): they only show or hide
-  showOrHide: "[role=tab], summary",
+  // tabs, expanders (a details element's summary) and popovers' buttons: they only show or hide
+  showOrHide: '[role=tab], summary, [data-testid="stPopoverButton"]',
 };
