@@ -310,14 +310,21 @@ def is_fallback(matrix: np.ndarray) -> bool:
     )
 
 
-def _second_moment(block: Array) -> np.ndarray:
-    """``mean_n p_n p_n^T`` as ``P^T P / N`` (float64 numpy; a tensor is reduced on its own device)."""
-    if isinstance(block, torch.Tensor):
+def _second_moment(probs: Array, rows: Array) -> np.ndarray:
+    """``mean_n p_n p_n^T`` over ``rows`` of ``probs`` as ``P^T P / N`` (float64 numpy; a tensor is reduced on its
+    own device). numpy: gathered block by block, each block's product by BLAS ``syrk`` (the upper triangle only:
+    half the multiply-adds of ``P^T P``), mirrored once at the end, so the result is exactly symmetric."""
+    if isinstance(probs, torch.Tensor):
+        block = probs[rows]
         return (block.T @ block / block.shape[0]).cpu().numpy()
-    parts = map_row_blocks(
-        lambda start, stop: block[start:stop].T @ block[start:stop], block.shape[0], estimated_flops(block)
-    )
-    return sum(parts[1:], parts[0]) / block.shape[0]
+
+    def upper(start: int, stop: int) -> np.ndarray:
+        # the gathered block's transpose is Fortran-ordered: syrk reads it without a copy
+        return blas.dsyrk(1.0, probs[rows[start:stop]].T, trans=0, lower=0)
+
+    parts = map_row_blocks(upper, rows.shape[0], float(rows.shape[0]) * probs.shape[1] ** 2)
+    total = sum(parts[1:], parts[0])
+    return (total + np.triu(total, 1).T) / rows.shape[0]
 
 
 def relu_matrix(probs: Array, correct: Array, lam: float | str = 0.5) -> np.ndarray:
@@ -404,26 +411,33 @@ class Moments:
 
 
 @small_work
-def second_moments(probs: Array, correct: Array) -> Moments:
-    """The :class:`Moments` of ``probs`` (N, C: a fitting split's softmax) split by ``correct`` (N bool).
-    Torch input is reduced on its device (no gradient)."""
+def second_moments(probs: Array, correct: Array, rows: np.ndarray | None = None) -> Moments:
+    """The :class:`Moments` of ``probs`` (N, C: a fitting split's softmax) split by ``correct`` (N bool); with
+    ``rows``, of those rows of ``probs`` only (``correct`` then has one value per row of ``rows``), gathered block
+    by block rather than copied out first (the tuning split of a large run). Torch input is reduced on its device
+    (no gradient)."""
     if isinstance(probs, torch.Tensor):
         probs = probs.detach().to(torch.float64)
         correct = torch.as_tensor(correct, device=probs.device).to(torch.bool)
+        rows = torch.arange(probs.shape[0], device=probs.device) if rows is None else torch.as_tensor(rows)
+        rows = rows.to(probs.device)
     else:
         probs = np.asarray(probs, dtype=np.float64)
         if isinstance(correct, torch.Tensor):
             correct = correct.detach().cpu().numpy()
         correct = np.asarray(correct, dtype=bool)
-    positives, negatives = probs[correct], probs[~correct]
+        rows = np.arange(probs.shape[0]) if rows is None else np.asarray(rows)
+    if correct.shape[0] != rows.shape[0]:
+        raise InputError(f"correct has {correct.shape[0]} values for {rows.shape[0]} rows")
+    positives, negatives = rows[correct], rows[~correct]
     n_pos, n_neg = positives.shape[0], negatives.shape[0]
     both = n_pos > 0 and n_neg > 0
     return Moments(
         probs.shape[1],
         n_pos,
         n_neg,
-        _second_moment(positives) if both else None,
-        _second_moment(negatives) if both else None,
+        _second_moment(probs, positives) if both else None,
+        _second_moment(probs, negatives) if both else None,
     )
 
 

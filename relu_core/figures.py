@@ -266,48 +266,39 @@ def confusion_heatmap(cm: np.ndarray, class_names: Sequence[str], title: str = "
     text = _exact(cm)
     hover = "true: %{y}<br>predicted: %{x}<br>count: %{text}<extra></extra>"
     # both heatmaps (grey diagonal, red errors) draw the same grid with the same counts and hover text
-    cells = {
-        "x": names,
-        "y": names,
-        "text": text,
-        "hovertemplate": hover,
-        "texttemplate": "%{z:d}" if n <= 20 else None,
-    }
-    fig = new_figure()
-    fig.add_trace(
-        go.Heatmap(z=correct, colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]], showscale=False, name="correct", **cells)
-    )
-    fig.add_trace(
-        go.Heatmap(
-            z=errors,
-            colorscale="Reds",
-            zmin=0,
-            # both ends fixed: with zmin alone plotly rescales, and equal counts would get a 0.6..1.4 bar
-            zmax=max(1.0, float(np.nanmax(errors, initial=0.0))),
-            colorbar={"title": {"text": "errors"}},
-            name="errors",
-            **cells,
-        )
-    )
+    cells = {"type": "heatmap", "x": names, "y": names, "text": text, "hovertemplate": hover}
+    if n <= 20:
+        cells["texttemplate"] = "%{z:d}"
     rows, cols = np.indices((n, n))
-    fig.add_trace(
-        go.Scatter(
-            x=np.asarray(names, dtype=object)[cols.ravel()],
-            y=np.asarray(names, dtype=object)[rows.ravel()],
-            mode="markers",
-            marker={"size": max(6, 300 // n), "opacity": 0, "symbol": "square"},
+    traces = [
+        {**cells, "z": correct, "colorscale": [[0, "#d9d9d9"], [1, "#d9d9d9"]], "showscale": False, "name": "correct"},
+        {
+            **cells,
+            "z": errors,
+            "colorscale": "Reds",
+            "zmin": 0,
+            # both ends fixed: with zmin alone plotly rescales, and equal counts would get a 0.6..1.4 bar
+            "zmax": max(1.0, float(np.nanmax(errors, initial=0.0))),
+            "colorbar": {"title": {"text": "errors"}},
+            "name": "errors",
+        },
+        {
+            "type": "scatter",
+            "x": np.asarray(names, dtype=object)[cols.ravel()],
+            "y": np.asarray(names, dtype=object)[rows.ravel()],
+            "mode": "markers",
+            "marker": {"size": max(6, 300 // n), "opacity": 0, "symbol": "square"},
             # plain lists, not a numpy array: plotly would send a typed array, and the browser's selection
             # event would then carry each point's pair as an index-keyed object instead of [true, predicted]
-            customdata=np.stack([keep[rows.ravel()], keep[cols.ravel()]], axis=1).tolist(),
-            text=text.ravel(),
-            hovertemplate=hover,
-            name="cells",
-            showlegend=False,
-        )
-    )
-    fig.update_layout(**_matrix_layout(title, "predicted class", "true class", names))
-    fig.update_layout(clickmode="event+select", dragmode=False)
-    return fig
+            "customdata": np.stack([keep[rows.ravel()], keep[cols.ravel()]], axis=1).tolist(),
+            "text": text.ravel(),
+            "hovertemplate": hover,
+            "name": "cells",
+            "showlegend": False,
+        },
+    ]
+    layout = {**_matrix_layout(title, "predicted class", "true class", names), "clickmode": "event+select"}
+    return _unvalidated_figure(traces, {**layout, "dragmode": False})
 
 
 def _thin(n: int, max_points: int | None) -> np.ndarray | slice:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from relu_core import detectors, explore, metrics
+from relu_core.errors import InputError
 from relu_core.explore import cached, views
 from relu_core.runs import Run
 
@@ -169,3 +171,26 @@ def test_moments_are_exactly_symmetric_and_their_dstar_is_the_public_formulas():
         )
     assert detectors.is_fallback(moments.matrix(0.0)) and not detectors.is_fallback(moments.matrix(0.5))
     assert detectors.is_fallback(detectors.hamming_matrix(2)) and not detectors.is_fallback(np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("blocks", ["one", "many"])
+def test_second_moments_of_chosen_rows_equal_the_direct_products(blocks, monkeypatch):
+    from relu_core import threads
+
+    if blocks == "many":  # row blocks on the pool, each a syrk of its own, summed
+        monkeypatch.setattr(threads, "LARGE_WORK_FLOPS", 0)
+        monkeypatch.setattr(threads, "_workers", lambda: 2)
+    logits, labels = _realistic_logits(900, 14, 6)
+    probs = detectors.softmax(logits, 0.7)
+    correct_all = logits.argmax(1) == labels
+    rows = np.random.default_rng(1).permutation(900)[:500]
+    moments = detectors.second_moments(probs, correct_all[rows], rows=rows)
+    positives, negatives = probs[rows[correct_all[rows]]], probs[rows[~correct_all[rows]]]
+    assert (moments.n_correct, moments.n_errors) == (len(positives), len(negatives))
+    np.testing.assert_allclose(moments.pos, positives.T @ positives / len(positives), rtol=1e-12)
+    np.testing.assert_allclose(moments.neg, negatives.T @ negatives / len(negatives), rtol=1e-12)
+    on_tensor = detectors.second_moments(torch.from_numpy(probs), correct_all[rows], rows=rows)
+    np.testing.assert_allclose(on_tensor.pos, moments.pos, rtol=1e-12)
+    np.testing.assert_allclose(on_tensor.neg, moments.neg, rtol=1e-12)
+    with pytest.raises(InputError, match="500 rows"):
+        detectors.second_moments(probs, correct_all, rows=rows)

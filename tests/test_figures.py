@@ -180,7 +180,7 @@ def test_detector_colours_are_stable_and_distinct():
 
 
 def test_figures_built_without_validation_pass_plotlys_validation_unchanged():
-    """D*, ROC and risk-coverage skip plotly.py's validation for speed: rebuilding each with validation on must
+    """D*, confusion, ROC and risk-coverage skip plotly.py's validation for speed: rebuilding each with validation on must
     accept every property and leave the figure as it was (no string titles plotly.js 3 would drop, no typo)."""
     rng = np.random.default_rng(0)
     curve = (np.linspace(0, 1, 50), np.sqrt(np.linspace(0, 1, 50)), 0.8)
@@ -193,6 +193,8 @@ def test_figures_built_without_validation_pass_plotlys_validation_unchanged():
             max_points=20,
         ),
         figures.risk_coverage_figure({"Rel-U": curve, "MSP": curve}, {"MSP": (0.5, 0.1)}),
+        figures.confusion_heatmap(rng.integers(0, 9, (12, 12)), [f"c{k}" for k in range(12)]),
+        figures.confusion_heatmap(rng.integers(0, 9, (30, 30)), [f"class {k}" for k in range(30)]),
     ]
     for fig in built:
         as_built = json.loads(fig.to_json())

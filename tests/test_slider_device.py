@@ -122,3 +122,21 @@ def test_identical_logits_get_one_score_on_every_path(monkeypatch):
             first = {}
             for group, value in zip(groups, detector.eval_uncertainty, strict=True):
                 assert first.setdefault(group, value) == value, (device, key, group)
+
+
+def test_rows_that_agree_on_the_probed_columns_only_are_not_twins(monkeypatch):
+    from relu_core.runs import Run
+
+    monkeypatch.setattr(cached, "PROBE_COLUMNS", 2)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(50, 8)).astype(np.float32)
+    logits[10, ::4] = logits[3, ::4]  # the probed columns (0 and 4) agree, the others differ
+    logits[20] = logits[7]  # a true twin
+    logits[30, ::4] = logits[7, ::4]  # agrees with both on the probe only
+    run = Run.from_logits(logits, rng.integers(0, 8, 50), tuple("abcdefgh"), source="probe test")
+    twins = cached.duplicate_of(run)
+    expected = np.arange(50)
+    expected[20] = 7
+    np.testing.assert_array_equal(twins, expected)
+    logits[20, 1] += 1.0  # no twin left: None
+    assert cached.duplicate_of(Run.from_logits(logits, run.labels, run.class_names, source="no twins")) is None
