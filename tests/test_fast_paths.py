@@ -51,14 +51,22 @@ def _run(kind, n: int = 1200, c: int = 30, seed: int = 0) -> Run:
 
 
 def _dense_reference(run: Run, setting: explore.Setting) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-    """(D*, Rel-U's uncertainty on the evaluation split, its metrics), computed the plain way: the softmax in
-    numpy, D* from the tuning split's rows (``relu_matrix``), ``p^T D* p`` per row by an einsum."""
+    """(D*, Rel-U's uncertainty on the evaluation split, its metrics), computed the plain way, with none of the
+    library's code but the split and the metrics: the softmax in numpy, D* as the paper writes it from the tuning
+    split's rows (the Hamming matrix when it is all zero), ``p^T D* p`` per row by an einsum. ``setting.lam`` is
+    a number."""
     z = run.logits.astype(np.float64) / setting.temperature
     probs = np.exp(z - z.max(axis=1, keepdims=True))
     probs /= probs.sum(axis=1, keepdims=True)
     correct = run.logits.argmax(axis=1) == run.labels
     tune_idx, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
-    matrix = detectors.relu_matrix(probs[tune_idx], correct[tune_idx], setting.lam)
+    right, wrong = probs[tune_idx][correct[tune_idx]], probs[tune_idx][~correct[tune_idx]]
+    lam = float(setting.lam)
+    matrix = np.maximum(lam * wrong.T @ wrong / len(wrong) - (1 - lam) * right.T @ right / len(right), 0.0)
+    np.fill_diagonal(matrix, 0.0)
+    norm = np.linalg.norm(matrix)
+    n_classes = matrix.shape[0]
+    matrix = matrix / norm if norm > 0 else (1 - np.eye(n_classes)) / np.sqrt(n_classes * (n_classes - 1))
     scores = np.einsum("nc,cd,nd->n", probs[eval_idx], matrix, probs[eval_idx])
     return matrix, scores, metrics.summary(scores, correct[eval_idx])
 

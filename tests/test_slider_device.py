@@ -140,3 +140,37 @@ def test_rows_that_agree_on_the_probed_columns_only_are_not_twins(monkeypatch):
     np.testing.assert_array_equal(twins, expected)
     logits[20, 1] += 1.0  # no twin left: None
     assert cached.duplicate_of(Run.from_logits(logits, run.labels, run.class_names, source="no twins")) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_real_logits_on_every_path_agree_with_the_dense_reference(device, shared_data, monkeypatch):
+    """The pretrained ResNet-20's logits on the exact CIFAR-10 images: the numpy views, the torch views and the
+    λ grid against the plain dense computation (softmax, D* from the tuning rows, ``p^T D* p`` by an einsum)."""
+    from relu_core import detectors, metrics, runs
+    from tests.test_fast_paths import _dense_reference
+
+    monkeypatch.setenv("RELU_STUDIO_DATA", str(shared_data))
+    run = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu")
+    settings = [explore.Setting(lam=lam, temperature=t) for lam, t in ((0.5, 1.0), (0.8, 2.0), (0.0, 1.0))]
+    for label, on_path in (("numpy", "numpy"), (device, device)):
+        for setting, view in zip(settings, _views(run, settings, on_path, monkeypatch), strict=True):
+            matrix, reference_scores, reference = _dense_reference(run, setting)
+            np.testing.assert_allclose(view.dstar, matrix, rtol=1e-9, atol=1e-12)
+            for metric in ("fpr95", "auroc", "aurc", "augrc"):
+                assert view.detectors["relu"].summary[metric] == pytest.approx(reference[metric], abs=1e-6), (
+                    label,
+                    setting,
+                    metric,
+                )
+    monkeypatch.setattr(cached, "GRID_MIN_WORK", 0)  # the λ grid on real logits (the numpy path's)
+    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "numpy")
+    job = cached.lambda_grid_job(run, 1.0, 0.5, 0)
+    assert job is not None and job.wait(120) and job.state == "done", job and job.error
+    grid = cached.ready_lambda_grid(run, 1.0, 0.5, 0)
+    for lam in (0.0, 0.3, 0.5, 1.0):
+        _, reference_scores, reference = _dense_reference(run, explore.Setting(lam=lam))
+        got = metrics.summary(grid.scores_at(lam), cached.correctness(run)[1][cached.split_for(run, 0.5, 0)[1]])
+        for metric in ("fpr95", "auroc", "aurc", "augrc"):
+            assert got[metric] == pytest.approx(reference[metric], abs=1e-6), (lam, metric)
+    assert detectors.is_fallback(views.compute(run, explore.Setting(lam=0.0)).dstar)
