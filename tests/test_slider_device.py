@@ -106,6 +106,10 @@ def test_the_device_policy(monkeypatch):
     monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "gpu please")
     with pytest.raises(InputError, match="RELU_STUDIO_SLIDER_DEVICE"):
         cached.slider_device(small)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "cuda")
+    with pytest.raises(InputError, match="no CUDA GPU is available"):
+        cached.slider_device(small)
 
 
 def test_identical_logits_get_one_score_on_every_path(monkeypatch):

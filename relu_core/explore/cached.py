@@ -76,9 +76,12 @@ def slider_device(run) -> torch.device | None:
         return None
     if choice != "auto":
         try:
-            return torch.device(choice)
+            device = torch.device(choice)
         except RuntimeError:
             raise InputError(f"{SLIDER_DEVICE_ENV}={choice!r} is not a torch device; use auto, numpy, cpu or cuda")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise InputError(f"{SLIDER_DEVICE_ENV}={choice!r}, but no CUDA GPU is available; use auto or numpy")
+        return device
     return _auto_device(run)
 
 
