@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from relu_core import detectors, metric_info, metrics, stats, validation
+from relu_core import detectors, metric_info, metrics, stats, ties, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
@@ -399,6 +399,14 @@ class _ProbsCache:
         self.logits = logits
         self.max_bytes = max_bytes
         self._store: dict[float, np.ndarray] = {}
+        self._twins: tuple[np.ndarray | None] | None = None
+
+    def tied_equal(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``values`` of ``rows`` with samples of identical logits given one value (:mod:`relu_core.ties`;
+        their twins found once per set)."""
+        if self._twins is None:
+            self._twins = (ties.twins(np.asarray(self.logits)),)
+        return ties.tied_equal(self._twins[0], rows, values)
 
     def __call__(self, temperature: float) -> np.ndarray:
         probs = self._store.get(temperature)
@@ -412,10 +420,13 @@ class _ProbsCache:
 
 def _score(detector, cache: _ProbsCache, idx: np.ndarray) -> np.ndarray:
     """Uncertainty of a (fitted) detector on the samples ``idx``: from the cached softmax at its
-    temperature, or from the logits where it needs them (Energy, which then costs no softmax)."""
+    temperature, or from the logits where it needs them (Energy, which then costs no softmax); samples of identical
+    logits get one score (:mod:`relu_core.ties`)."""
     if detector.accepts_probs:
-        return np.asarray(detector.score_probs(cache(detector.temperature)[idx]), dtype=np.float64)
-    return np.asarray(detector.score(cache.logits[idx]), dtype=np.float64)
+        scores = detector.score_probs(cache(detector.temperature)[idx])
+    else:
+        scores = detector.score(cache.logits[idx])
+    return cache.tied_equal(idx, np.asarray(scores, dtype=np.float64))
 
 
 def _fit(
@@ -784,7 +795,8 @@ def _grid_table(
                     sums = total
                 for j, lam in enumerate(lambdas):
                     d = _relu_matrix_from_sums(*sums, lam)
-                    table[i, j] += _criterion_value(criterion, detectors.quadratic_score(p_score, d), c_score)
+                    scores = cache.tied_equal(group, detectors.quadratic_score(p_score, d))
+                    table[i, j] += _criterion_value(criterion, scores, c_score)
             else:
                 fit_rows = np.setdiff1d(fit_idx, group) if holdout else fit_idx
                 for j, lam in enumerate(lambdas or (0.5,)):

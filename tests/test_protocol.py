@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relu_core import detectors, metric_info, metrics, protocol, stats
+from relu_core import detectors, metric_info, metrics, protocol, stats, ties
 from relu_core.errors import InputError
 
 
@@ -422,3 +422,34 @@ def test_select_and_fit_refuses_a_misspelt_search_option_even_without_a_search()
     for method in ("msp", "relu"):  # MSP searches nothing, Rel-U searches (T, λ)
         with pytest.raises(TypeError, match="n_fold"):
             protocol.select_and_fit(logits, labels, method, tune_idx=np.arange(100), n_fold=3)
+
+
+def test_samples_with_identical_logits_get_one_score_in_the_protocol(monkeypatch):
+    from tests.test_fast_paths import _tied_logits
+
+    logits, labels = _tied_logits(1200, 30, 4)
+    twins = ties.twins(logits)
+    assert twins is not None and np.unique(twins).size <= 40
+    correct = logits.argmax(1) == labels
+    rows, fit_rows = np.arange(1, 1200, 2), np.arange(0, 1200, 2)
+    # a BLAS product may round the same row differently at different positions (machine-dependent): make it so
+    real = detectors.quadratic_score
+    monkeypatch.setattr(detectors, "quadratic_score", lambda p, m, r=None: real(p, m, r) + 1e-18 * np.arange(len(p)))
+
+    def split_groups(scores: np.ndarray) -> int:
+        return sum(np.unique(scores[twins[rows] == twin]).size > 1 for twin in np.unique(twins[rows]))
+
+    cache = protocol._ProbsCache(logits)
+    relu = protocol._fit(detectors.make_detector("relu", temperature=1.5), cache, correct, fit_rows)
+    with monkeypatch.context() as off:
+        off.setattr(ties, "tied_equal", lambda twins_of, at, values: values)
+        assert split_groups(protocol._score(relu, cache, rows)) > 0  # the ties this guards against
+    for key in ("relu", "doctor", "msp", "energy"):
+        detector = protocol._fit(detectors.make_detector(key, temperature=1.5), cache, correct, fit_rows)
+        assert split_groups(protocol._score(detector, cache, rows)) == 0, key
+    # the grid search's Rel-U scores too: its criterion is the same with and without the position noise
+    grid = ((1.0, 1.5), (0.3, 0.7), fit_rows, [rows[:300], rows[300:]], "auroc", False)
+    noisy = protocol._grid_table(correct, protocol._ProbsCache(logits), "relu", *grid)
+    monkeypatch.setattr(detectors, "quadratic_score", real)
+    np.testing.assert_array_equal(noisy, protocol._grid_table(correct, protocol._ProbsCache(logits), "relu", *grid))
+    assert ties.twins(np.random.default_rng(0).normal(size=(300, 30))) is None

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from relu_core import explore
+from relu_core import explore, ties
 from relu_core.errors import InputError
 from relu_core.explore import cached, neighbours, views
 from relu_core.registry import LRURegistry
@@ -131,7 +131,7 @@ def test_identical_logits_get_one_score_on_every_path(monkeypatch):
 def test_rows_that_agree_on_the_probed_columns_only_are_not_twins(monkeypatch):
     from relu_core.runs import Run
 
-    monkeypatch.setattr(cached, "PROBE_COLUMNS", 2)
+    monkeypatch.setattr(ties, "PROBE_COLUMNS", 2)
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(50, 8)).astype(np.float32)
     logits[10, ::4] = logits[3, ::4]  # the probed columns (0 and 4) agree, the others differ

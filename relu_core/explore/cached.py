@@ -12,7 +12,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from relu_core import detectors, figures, jobs, lambda_grid, metrics, protocol
+from relu_core import detectors, figures, jobs, lambda_grid, metrics, protocol, ties
 from relu_core.errors import InputError
 from relu_core.explore.setting import LAM_DECIMALS, LAM_STEP
 from relu_core.registry import LRURegistry
@@ -126,47 +126,15 @@ def correctness(run) -> tuple[np.ndarray, np.ndarray]:
     return np.argmax(run.logits, axis=1), protocol.correctness(run.logits, run.labels)
 
 
-#: :func:`duplicate_of` first compares rows on about this many of their columns, then only the rows that agree
-#: there on all of theirs: sorting 50,000 whole rows of 1000 logits took 0.8 s of a first view.
-PROBE_COLUMNS = 16
-
-
 @per_run(8)
 def duplicate_of(run) -> np.ndarray | None:
-    """Per sample, the first sample whose logits row is the same bit for bit (itself when none is), or None when
-    every row is distinct. Identical rows are exact ties of every detector, but a BLAS product (the CPU's or a
-    GPU's) may round the same row differently at different positions (by ~1e-19) and so split the tie:
-    :func:`tied_equal` gives them one value again. Rows are compared as opaque bytes (no hash to collide): first
-    on :data:`PROBE_COLUMNS` of their columns, then in full among those that agree there."""
-    logits = np.ascontiguousarray(run.logits)
-    n_samples, n_classes = logits.shape
-    probe = logits[:, :: max(1, n_classes // PROBE_COLUMNS)]
-    _, inverse, counts = np.unique(_byte_rows(probe), return_inverse=True, return_counts=True)
-    candidates = np.flatnonzero(counts[inverse.ravel()] > 1)
-    if candidates.size == 0:
-        return None
-    _, first, inverse = np.unique(_byte_rows(logits[candidates]), return_index=True, return_inverse=True)
-    if first.size == candidates.size:
-        return None
-    twins = np.arange(n_samples)
-    twins[candidates] = candidates[first[inverse.ravel()]]
-    return twins
-
-
-def _byte_rows(rows: np.ndarray) -> np.ndarray:
-    """Each row of a 2-D array as one opaque item (sorted and compared by its bytes)."""
-    rows = np.ascontiguousarray(rows)
-    return rows.view(np.dtype((np.void, rows.itemsize * rows.shape[1]))).ravel()
+    """:func:`relu_core.ties.twins` of the run's logits: per sample, the first with the same logits row."""
+    return ties.twins(run.logits)
 
 
 def tied_equal(run, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``values`` (one per sample of ``rows``) with every sample whose logits equal another's given the value of
-    the first of them in ``rows`` (:func:`duplicate_of`); ``values`` itself when the run has no such samples."""
-    twins = duplicate_of(run)
-    if twins is None:
-        return values
-    _, first, inverse = np.unique(twins[rows], return_index=True, return_inverse=True)
-    return values[first][inverse]
+    """``values`` (one per sample of ``rows``) with identical logits given one value (:mod:`relu_core.ties`)."""
+    return ties.tied_equal(duplicate_of(run), rows, values)
 
 
 @per_run(32)
