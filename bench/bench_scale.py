@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_app import slider_change
 from bench.busy import one_core_busy
 from relu_core import detectors, explore, limits, metrics, runs
-from relu_core.registry import LRURegistry
 from relu_core.runs import Run
 
 
@@ -130,14 +129,6 @@ def agreement(run, setting: explore.Setting) -> float:
     return max(abs(shown[k] - reference[k]) for k in ("fpr95", "auroc", "aurc", "augrc"))
 
 
-def _fresh_server() -> None:
-    """Empties every per-run cache and the λ grids, as a fresh server would find them."""
-    for cached in vars(explore.cached).values():
-        if isinstance(getattr(cached, "cache", None), LRURegistry):
-            cached.cache.clear()
-    explore.cached.GRIDS.clear()
-
-
 def _first_views(data: bytes, setting: explore.Setting, repeats: int) -> tuple[Run, float, float]:
     """(The run read from the upload, median ms of reading it, median ms of its first view from empty caches.)"""
     reads, firsts = [], []
@@ -145,7 +136,7 @@ def _first_views(data: bytes, setting: explore.Setting, repeats: int) -> tuple[R
         start = time.perf_counter()
         run = runs.load_logits_upload(data, "scale.npz")
         reads.append(1000 * (time.perf_counter() - start))
-        _fresh_server()
+        explore.cached.clear()  # as a fresh server would find them
         with no_lambda_grid():
             firsts.append(_ms(lambda: slider_change(run, setting)))
     return run, statistics.median(reads), statistics.median(firsts)
@@ -164,22 +155,20 @@ def on_device(data: bytes, setting: explore.Setting, repeats: int, device: str) 
             f"{label:<17}: read the upload {read_ms:7.1f} ms, first view {first_ms:7.1f} ms, λ move {lam_ms:7.1f} "
             f"ms, T move {t_ms:7.1f} ms"
         )
-        if choice != "numpy":
-            neighbour_ms = []
-            for k in range(repeats):
-                moved = setting.replace(lam=round(0.35 + 0.03 * k, 2))
-                slider_change(run, moved)
-                if not explore.neighbours.follows_lambda(run, moved):
-                    raise RuntimeError(f"the λ neighbours are off on {device}")
-                neighbour_ms.append(_ms(lambda moved=moved: explore.neighbour_views(run, moved)))
-            line += f", its two neighbours {statistics.median(neighbour_ms):7.1f} ms"
+        if choice == "numpy":
             print(line + f" (medians of {repeats})")
-            print(
-                f"Rel-U metrics ({device}) against the dense CPU reference: largest difference "
-                f"{agreement(run, setting):.1e}"
-            )
-        else:
-            print(line + f" (medians of {repeats})")
+            continue
+        neighbour_ms = []
+        for k in range(repeats):
+            moved = setting.replace(lam=round(0.35 + 0.03 * k, 2))
+            slider_change(run, moved)
+            if not explore.neighbours.follows_lambda(run, moved):
+                raise RuntimeError(f"the λ neighbours are off on {device}")
+            neighbour_ms.append(_ms(lambda moved=moved: explore.neighbour_views(run, moved)))
+        print(line + f", its two neighbours {statistics.median(neighbour_ms):7.1f} ms (medians of {repeats})")
+        print(
+            f"Rel-U metrics ({device}) against the dense CPU reference: largest difference {agreement(run, setting):.1e}"
+        )
     del os.environ[explore.cached.SLIDER_DEVICE_ENV]
 
 

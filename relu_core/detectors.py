@@ -312,11 +312,12 @@ def is_fallback(matrix: np.ndarray) -> bool:
 
 def _second_moment(probs: Array, rows: Array) -> np.ndarray:
     """``mean_n p_n p_n^T`` over ``rows`` of ``probs`` as ``P^T P / N`` (float64 numpy; a tensor is reduced on its
-    own device). numpy: gathered block by block, each block's product by BLAS ``syrk`` (the upper triangle only:
-    half the multiply-adds of ``P^T P``), mirrored once at the end, so the result is exactly symmetric."""
+    own device). Exactly symmetric. numpy: gathered block by block, each block's product by BLAS ``syrk`` (the
+    upper triangle only: half the multiply-adds of ``P^T P``), mirrored once at the end."""
     if isinstance(probs, torch.Tensor):
         block = probs[rows]
-        return (block.T @ block / block.shape[0]).cpu().numpy()
+        moment = block.T @ block / block.shape[0]
+        return ((moment + moment.T) / 2.0).cpu().numpy()
 
     def upper(start: int, stop: int) -> np.ndarray:
         # the gathered block's transpose is Fortran-ordered: syrk reads it without a copy
@@ -381,22 +382,15 @@ def _relu_matrix(probs: Array, correct: Array, lam: float | str) -> np.ndarray:
 class Moments:
     """What Rel-U's fit reads of a fitting split at one temperature: ``E[p+ p+^T]`` (``pos``) and ``E[p- p-^T]``
     (``neg``) over its correct and wrong rows (C x C float64; None when that side is empty) and the counts.
-    Every D* of that temperature and split comes from them (:meth:`matrix`), so a λ move reuses them. They are made
-    exactly symmetric once, when the moments are made, so that a D* needs no averaging with its transpose (the
-    slow part of a λ move at 1000 classes); their D* is then bit for bit :func:`relu_matrix_from_moments`'."""
+    Every D* of that temperature and split comes from them (:meth:`matrix`), so a λ move reuses them. Made by
+    :func:`second_moments`, exactly symmetric, so that a D* needs no averaging with its transpose (the slow part of
+    a λ move at 1000 classes); their D* is then bit for bit :func:`relu_matrix_from_moments`'."""
 
     n_classes: int
     n_correct: int
     n_errors: int
     pos: np.ndarray | None
     neg: np.ndarray | None
-
-    def __post_init__(self) -> None:
-        for name in ("pos", "neg"):
-            moment = getattr(self, name)
-            if moment is not None:
-                moment = np.asarray(moment, dtype=np.float64)
-                object.__setattr__(self, name, (moment + moment.T) / 2.0)
 
     def unnormalised(self, lam: float) -> np.ndarray | None:
         """:func:`unnormalised_relu_matrix` of these moments at ``lam`` (None when a side is empty)."""

@@ -33,6 +33,11 @@ def within(progress: Progress, step: int, total: int) -> Progress:
     return inner
 
 
+def count(n: int, noun: str) -> str:
+    """``n`` ``noun``s in words: "1 seed", "3 seeds", "1,000 images" (regular plurals only)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def duration_words(seconds: float) -> str:
     """An estimated duration, rounded as an estimate deserves: "about 40 s", "about 4 min", "about 2 h"."""
     if seconds < 90:

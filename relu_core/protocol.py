@@ -28,6 +28,7 @@ in the grid, across every lam: Rel-U's matrix only depends on the two second-mom
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -399,14 +400,15 @@ class _ProbsCache:
         self.logits = logits
         self.max_bytes = max_bytes
         self._store: dict[float, np.ndarray] = {}
-        self._twins: tuple[np.ndarray | None] | None = None
+
+    @functools.cached_property
+    def twins(self) -> np.ndarray | None:
+        """:func:`relu_core.ties.twins` of the logits, found once per set."""
+        return ties.twins(np.asarray(self.logits))
 
     def tied_equal(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """``values`` of ``rows`` with samples of identical logits given one value (:mod:`relu_core.ties`;
-        their twins found once per set)."""
-        if self._twins is None:
-            self._twins = (ties.twins(np.asarray(self.logits)),)
-        return ties.tied_equal(self._twins[0], rows, values)
+        """``values`` of ``rows`` with samples of identical logits given one value (:mod:`relu_core.ties`)."""
+        return ties.tied_equal(self.twins, rows, values)
 
     def __call__(self, temperature: float) -> np.ndarray:
         probs = self._store.get(temperature)

@@ -36,7 +36,7 @@ from relu_core import (
     validation,
 )
 from relu_core.errors import InputError
-from relu_core.progress import Cancel, Progress
+from relu_core.progress import Cancel, Progress, count
 from relu_core.registry import LRURegistry
 
 LABEL_COLUMN = "label"
@@ -146,9 +146,7 @@ def _read_npz(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
             raise InputError(f"labels and logits disagree on the number of samples: {labels[0]:,} vs {shape[0]:,}")
         names = headers.get("class_names", ((shape[1],),))[0]
         if len(names) == 1 and names[0] != shape[1]:
-            raise InputError(
-                f"class_names holds {names[0]:,} name{'' if names[0] == 1 else 's'} for {shape[1]:,} logit columns"
-            )
+            raise InputError(f"class_names holds {count(names[0], 'name')} for {shape[1]:,} logit columns")
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             files = set(archive.files)
@@ -591,7 +589,7 @@ def logits_for(
         source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
     elif model_name in training.RECIPES and isinstance(dataset_spec, str):
         model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel, download=download)
-        trained = "" if epochs is None else f", {epochs} epoch{'' if epochs == 1 else 's'}"
+        trained = "" if epochs is None else f", {count(epochs, 'epoch')}"
         source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}{trained}) on {data.name}"
     else:
         raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")

@@ -22,6 +22,7 @@ import pandas as pd
 
 from relu_core import comparison, datasets, jobs, metric_info, protocol, robustness, stats
 from relu_core.errors import InputError
+from relu_core.progress import count
 
 #: The metrics every row reports, in this order.
 METRICS = ("fpr95", "auroc")
@@ -51,7 +52,7 @@ class Shared:
 
     def words(self) -> str:
         """The settings in one line, e.g. "tuning split 50 % · 3 seeds · T = 1 · λ = 0.5 · ε = 0"."""
-        seeds = f"{self.seeds} seed{'' if self.seeds == 1 else 's'}"
+        seeds = count(self.seeds, "seed")
         return f"tuning split {self.tune_fraction:.0%} · {seeds} · T = {self.temperature:g} · λ = {self.lam:g} · ε = {self.eps:g}"
 
 
@@ -232,7 +233,7 @@ def _counted(paired: pd.DataFrame, noun: str) -> tuple[str, str, tuple[str, ...]
         wins += outcomes.count("Rel-U better")
         losses += outcomes.count("Doctor better")
         n = len(outcomes)
-    counts = " · ".join(lines) + f" (of {n} {noun}{'' if n == 1 else 's'})"
+    counts = " · ".join(lines) + f" (of {count(n, noun)})"
     return plain_count(wins, losses, noun), counts, ()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from relu_core import figures, protocol
+from relu_core.progress import count  # noqa: F401 - the pages call page.count
 from studio import frame, session
 from studio.live_chart import Follow, live_chart
 from studio.runs import run_label
@@ -16,11 +17,6 @@ from studio.text import plain
 
 #: The mime type of each kind of file the pages offer, by suffix.
 MIME_TYPES = {".csv": "text/csv", ".html": "text/html", ".json": "application/json"}
-
-
-def count(n: int, noun: str) -> str:
-    """``n`` ``noun``s in words: "1 seed", "3 seeds", "1,000 images" (regular plurals only)."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def page_header(title: str, introduction: str):

@@ -198,6 +198,8 @@ def test_second_moments_of_chosen_rows_equal_the_direct_products(blocks, monkeyp
     np.testing.assert_allclose(moments.pos, positives.T @ positives / len(positives), rtol=1e-12)
     np.testing.assert_allclose(moments.neg, negatives.T @ negatives / len(negatives), rtol=1e-12)
     on_tensor = detectors.second_moments(torch.from_numpy(probs), correct_all[rows], rows=rows)
+    for moment in (moments.pos, moments.neg, on_tensor.pos, on_tensor.neg):
+        assert np.array_equal(moment, moment.T)  # exactly: a D* takes no average with its transpose
     np.testing.assert_allclose(on_tensor.pos, moments.pos, rtol=1e-12)
     np.testing.assert_allclose(on_tensor.neg, moments.neg, rtol=1e-12)
     with pytest.raises(InputError, match="500 rows"):

@@ -12,7 +12,6 @@ import torch
 from relu_core import explore, ties
 from relu_core.errors import InputError
 from relu_core.explore import cached, neighbours, views
-from relu_core.registry import LRURegistry
 from tests.test_fast_paths import _random_logits, _realistic_logits, _run, _tied_logits
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
@@ -20,9 +19,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 
 def _clear_caches() -> None:
     """Every per-run piece and view, so that each path computes its own (their keys do not name the device)."""
-    for value in vars(cached).values():
-        if isinstance(getattr(value, "cache", None), LRURegistry):
-            value.cache.clear()
+    cached.clear()
     views.VIEWS.clear()
     views.FIXED_DETECTOR_VIEWS.clear()
 

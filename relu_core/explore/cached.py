@@ -232,3 +232,11 @@ def lambda_grid_job(run, temperature: float, tune_fraction: float, seed: int) ->
 def ready_lambda_grid(run, temperature: float, tune_fraction: float, seed: int) -> lambda_grid.LambdaGrid | None:
     """The λ grid of this (run, T, split) when it is ready (:func:`lambda_grid_job`), else None."""
     return GRIDS.get(_grid_key(run, temperature, tune_fraction, seed))
+
+
+def clear() -> None:
+    """Empties every per-run cache of this module and the λ grids, as a fresh server process would find them."""
+    for value in list(globals().values()):
+        if isinstance(getattr(value, "cache", None), LRURegistry):
+            value.cache.clear()
+    GRIDS.clear()

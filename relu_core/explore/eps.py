@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from relu_core import detectors, jobs, preprocessing, protocol
+from relu_core import detectors, jobs, preprocessing
 from relu_core.errors import InputError
 from relu_core.explore import cached
 from relu_core.explore.setting import Setting
@@ -55,7 +55,7 @@ def eps_subsample(run, setting: Setting) -> np.ndarray | None:
     _, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
     if eval_idx.size <= EPS_SUBSAMPLE or device_name().startswith("GPU"):
         return None
-    correct = protocol.correctness(run.logits, run.labels)[eval_idx]
+    correct = cached.correctness(run)[1][eval_idx]
     wrong, right = eval_idx[~correct], eval_idx[correct]
     n_wrong = min(wrong.size, max(1, round(EPS_SUBSAMPLE * wrong.size / eval_idx.size))) if wrong.size else 0
     n_right = min(right.size, EPS_SUBSAMPLE - n_wrong)

@@ -246,13 +246,7 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
             else:
                 eval_u = cached.as_numpy(detectors.quadratic_score(probs, relu.matrix_, eval_idx))
         elif perturbed is None:  # the same on every λ: kept across λ moves
-            temperature = setting.temperature if key == "doctor" else None  # the others keep their standard T
-            fixed_key = (run.run_id, key, temperature, setting.tune_fraction, setting.seed)
-            found = FIXED_DETECTOR_VIEWS.get(fixed_key)
-            if found is None:
-                eval_u = cached.tied_equal(run, eval_idx, scores[key][eval_idx])
-                found = FIXED_DETECTOR_VIEWS[fixed_key] = detector_view(key, scores[key], eval_u, correct_eval)
-            result.detectors[key] = found
+            result.detectors[key] = _fixed_detector_view(run, key, setting, scores[key], eval_idx, correct_eval)
             continue
         else:
             all_scores = functools.partial(np.asarray, scores[key])
@@ -261,6 +255,19 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
     if perturbed is None and grid is None:  # started once this view is done, so that the two do not share the CPUs
         cached.lambda_grid_job(*grid_at)
     return result
+
+
+def _fixed_detector_view(
+    run, key: str, setting: Setting, scores: np.ndarray, eval_idx: np.ndarray, correct_eval: np.ndarray
+) -> DetectorView:
+    """The view of a detector that does not depend on λ, from :data:`FIXED_DETECTOR_VIEWS` or computed there."""
+    temperature = setting.temperature if key == "doctor" else None  # the others keep their standard T
+    fixed_key = (run.run_id, key, temperature, setting.tune_fraction, setting.seed)
+    found = FIXED_DETECTOR_VIEWS.get(fixed_key)
+    if found is None:
+        eval_u = cached.tied_equal(run, eval_idx, scores[eval_idx])
+        found = FIXED_DETECTOR_VIEWS[fixed_key] = detector_view(key, scores, eval_u, correct_eval)
+    return found
 
 
 def detector_view(

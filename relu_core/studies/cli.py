@@ -67,7 +67,9 @@ def add_parser(sub) -> None:
     )
     objectives = st.add_argument_group("objectives (the paper's Table 1: --dataset, --model cnn by default)")
     objectives.add_argument("--objectives", default=None, help="comma-separated (default: all five)")
-    objectives.add_argument("--epochs", default=None, help="epoch cap of each model (default 2, the table's)")
+    objectives.add_argument(
+        "--epochs", default=None, help="epoch cap of each model (default: the table's, studies.objectives.TABLE_EPOCHS)"
+    )
     objectives.add_argument("--train-seed", default="0", help="training seed (default 0)")
     objectives.add_argument(
         "--outliers", default=None, help="OpenMix's outlier data set (default mnist for fashion-mnist)"
