@@ -59,6 +59,10 @@ SMALL_WORK_THREADS = 1
 LARGE_WORK_FLOPS = 5e9
 #: Row blocks per worker for large work: enough for a worker on a busy core to do less than the others.
 BLOCKS_PER_WORKER = 8
+#: Fewest rows in a block of large work: thinner blocks run BLAS less efficiently, and each block's C x C second
+#: moment is one more matrix to add up (50k x 1000 moments: 16 blocks of ~480 rows took 360-440 ms, blocks of at
+#: least 1,024 rows 315-330 ms on the 2-core development machine).
+MIN_BLOCK_ROWS = 1024
 #: Model work's torch threads: None follows the idle CPUs (:func:`model_threads`), a number fixes them.
 MODEL_THREADS: int | None = None
 #: How long :func:`idle_cpus` watches the machine, and how often model work looks again.
@@ -88,15 +92,17 @@ def configure(
     enabled: bool | None = None,
     small_work_threads: int | None = None,
     large_work_flops: float | None = None,
+    min_block_rows: int | None = None,
     model_threads: int | None | object = _FOLLOW_LOAD,
 ) -> None:
     """Change the policy for the whole process: switch it off (``enabled=False``: the process's own
-    settings everywhere), set the thread count for small work and the size from which work is large, or fix
+    settings everywhere), set the thread count for small work, the size from which work is large and the fewest
+    rows of its blocks, or fix
     model work's thread count (``model_threads=N``; ``None`` makes it follow the idle CPUs again).
 
     The knob for a program that embeds the library and manages threads itself (the README's "Threads"
     points here); the test suite fixes model threads so that its trainings do not depend on the load."""
-    global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS, MODEL_THREADS
+    global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS, MIN_BLOCK_ROWS, MODEL_THREADS
     if enabled is not None:
         _enabled = bool(enabled)
     if small_work_threads is not None:
@@ -105,6 +111,10 @@ def configure(
         SMALL_WORK_THREADS = int(small_work_threads)
     if large_work_flops is not None:
         LARGE_WORK_FLOPS = float(large_work_flops)
+    if min_block_rows is not None:
+        if int(min_block_rows) < 1:
+            raise ValueError("min_block_rows must be at least 1")
+        MIN_BLOCK_ROWS = int(min_block_rows)
     if model_threads is not _FOLLOW_LOAD:
         if model_threads is not None and int(model_threads) < 1:
             raise ValueError("model_threads must be at least 1")
@@ -199,14 +209,15 @@ def map_row_blocks(function: Callable[[int, int], T], n_rows: int, work: float) 
 
     Small work (``work`` below :data:`LARGE_WORK_FLOPS` estimated multiply-adds), a switched-off policy,
     a single CPU, or a call from inside a block worker (no nested pools): one block, ``[function(0, n_rows)]``,
-    run in the caller's thread. Large work: about :data:`BLOCKS_PER_WORKER` blocks per CPU, run by a
-    process-wide pool of one worker per CPU, each block on one BLAS/torch thread. The first exception a
+    run in the caller's thread. Large work: about :data:`BLOCKS_PER_WORKER` blocks per CPU but none thinner
+    than :data:`MIN_BLOCK_ROWS` rows (at least one block), run by a process-wide pool of one worker per CPU, each
+    block on one BLAS/torch thread. The first exception a
     block raises is raised here. ``function`` must only read shared inputs (or write disjoint rows).
     """
     workers = _workers()
     if not _enabled or work < LARGE_WORK_FLOPS or workers < 2 or getattr(_local, "block_worker", False):
         return [function(0, n_rows)]
-    n_blocks = min(n_rows, workers * BLOCKS_PER_WORKER)
+    n_blocks = max(1, min(n_rows // MIN_BLOCK_ROWS, workers * BLOCKS_PER_WORKER))
     edges = [n_rows * k // n_blocks for k in range(n_blocks + 1)]
     pool = _block_pool()
     futures = [pool.submit(_run_block, function, start, stop) for start, stop in zip(edges[:-1], edges[1:])]

@@ -187,6 +187,7 @@ def test_second_moments_of_chosen_rows_equal_the_direct_products(blocks, monkeyp
 
     if blocks == "many":  # row blocks on the pool, each a syrk of its own, summed
         monkeypatch.setattr(threads, "LARGE_WORK_FLOPS", 0)
+        monkeypatch.setattr(threads, "MIN_BLOCK_ROWS", 1)
         monkeypatch.setattr(threads, "_workers", lambda: 2)
     logits, labels = _realistic_logits(900, 14, 6)
     probs = detectors.softmax(logits, 0.7)

@@ -164,11 +164,12 @@ def test_a_worker_thread_is_limited_even_after_the_main_thread_set_the_limit():
 
 @pytest.fixture
 def large_from_1000_flops():
-    """Treat anything of 1,000 multiply-adds or more as large work, for the duration of a test."""
-    saved = threads.LARGE_WORK_FLOPS
-    threads.configure(large_work_flops=1000)
+    """Treat anything of 1,000 multiply-adds or more as large work, in blocks of any size, for the duration of a
+    test."""
+    saved = threads.LARGE_WORK_FLOPS, threads.MIN_BLOCK_ROWS
+    threads.configure(large_work_flops=1000, min_block_rows=1)
     yield
-    threads.configure(large_work_flops=saved)
+    threads.configure(large_work_flops=saved[0], min_block_rows=saved[1])
 
 
 def test_small_work_is_one_block_in_the_calling_thread():
@@ -194,6 +195,23 @@ def test_large_work_runs_ordered_blocks_on_pool_workers_with_one_blas_thread(lar
     assert starts[0] == 0 and stops[-1] == 1001 and starts[1:] == stops[:-1] and len(out) > 1
     assert all(inner == [(0, stop - start)] for start, stop, inner in out)
     assert all(name.startswith("relu_core-blocks") and torch_threads == 1 for name, torch_threads in seen)
+
+
+def test_large_work_blocks_are_never_thinner_than_min_block_rows(large_from_1000_flops):
+    if threads._workers() < 2:
+        pytest.skip("one CPU: large work stays in the calling thread")
+    threads.configure(min_block_rows=400)
+
+    def block(start, stop):
+        return stop - start, threading.current_thread().name, current_limit()[1]
+
+    sizes = threads.map_row_blocks(block, 1000, work=1e12)
+    assert [size for size, _, _ in sizes] == [500, 500]  # 1000 // 400 = 2 blocks, not workers * BLOCKS_PER_WORKER
+    (size, name, torch_threads), *_ = threads.map_row_blocks(block, 399, work=1e12)
+    # fewer rows than the minimum: still one block on a pool worker, on one thread (not the caller's BLAS pool)
+    assert size == 399 and name.startswith("relu_core-blocks") and torch_threads == 1
+    with pytest.raises(ValueError, match="min_block_rows"):
+        threads.configure(min_block_rows=0)
 
 
 def test_an_error_in_a_block_reaches_the_caller(large_from_1000_flops):
