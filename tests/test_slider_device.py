@@ -125,6 +125,25 @@ def test_identical_logits_get_one_score_on_every_path(monkeypatch):
                 assert first.setdefault(group, value) == value, (device, key, group)
 
 
+def test_perturbed_scores_of_identical_clean_logits_are_not_tied():
+    from relu_core.explore import eps, views
+
+    run = _run(_tied_logits, n=600, c=10, seed=5)
+    twins = cached.duplicate_of(run)
+    setting = explore.Setting(tune_fraction=0.5, eps=0.002)
+    _, eval_idx = cached.split_for(run, 0.5, setting.seed)
+    assert np.unique(twins[eval_idx]).size < eval_idx.size  # the evaluation split holds twins
+    # an ε pass perturbs the images, not the logits: two images of identical clean logits score apart
+    passed = {key: np.random.default_rng(1).random(eval_idx.size) for key in ("relu", "doctor")}
+    view = views.compute(run, setting, eps.Perturbed(0.002, None, passed, "test-eps-pass"))
+    for key, scores in passed.items():
+        np.testing.assert_array_equal(view.detectors[key].eval_uncertainty, scores)
+    clean = views.compute(run, setting.replace(eps=0.0))  # the clean scores of twins stay tied
+    for key in passed:
+        tied = clean.detectors[key].eval_uncertainty
+        assert all(np.unique(tied[twins[eval_idx] == group]).size == 1 for group in np.unique(twins[eval_idx]))
+
+
 def test_rows_that_agree_on_the_probed_columns_only_are_not_twins(monkeypatch):
     from relu_core.runs import Run
 

@@ -251,7 +251,9 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
         else:
             all_scores = functools.partial(np.asarray, scores[key])
             eval_u = replaced[key] if key in replaced else scores[key][eval_idx]
-        result.detectors[key] = detector_view(key, all_scores, cached.tied_equal(run, eval_idx, eval_u), correct_eval)
+        if key not in replaced:  # ε-perturbed inputs of identical clean logits need not score alike: never tied
+            eval_u = cached.tied_equal(run, eval_idx, eval_u)
+        result.detectors[key] = detector_view(key, all_scores, eval_u, correct_eval)
     if perturbed is None and grid is None:  # started once this view is done, so that the two do not share the CPUs
         cached.lambda_grid_job(*grid_at)
     return result
