@@ -136,7 +136,7 @@ def _first_views(data: bytes, setting: explore.Setting, repeats: int) -> tuple[R
         start = time.perf_counter()
         run = runs.load_logits_upload(data, "scale.npz")
         reads.append(1000 * (time.perf_counter() - start))
-        explore.cached.clear()  # as a fresh server would find them
+        explore.views.clear()  # as a fresh server would find them
         with no_lambda_grid():
             firsts.append(_ms(lambda: slider_change(run, setting)))
     return run, statistics.median(reads), statistics.median(firsts)

@@ -199,7 +199,7 @@ def test_a_view_of_an_unregistered_run_is_computed_once_per_setting(monkeypatch)
     assert first.marked(setting) is first.marked(setting)  # the figures of an operating point, built once
     assert first.marked(setting.replace(op_target=0.8)).points["relu"].tpr >= 0.8
     assert explore.view(run, setting.replace(lam=0.41)) is not first and len(computed) == 2
-    assert (run.run_id, setting.scoring(), None) in views.VIEWS
+    assert (run.run_id, cached.device_key(run), setting.scoring(), None) in views.VIEWS
 
 
 def test_the_report_is_built_from_the_view_explore_shows(tmp_path, monkeypatch):

@@ -17,22 +17,15 @@ from tests.test_fast_paths import _random_logits, _realistic_logits, _run, _tied
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
 
 
-def _clear_caches() -> None:
-    """Every per-run piece and view, so that each path computes its own (their keys do not name the device)."""
-    cached.clear()
-    views.VIEWS.clear()
-    views.FIXED_DETECTOR_VIEWS.clear()
-
-
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    _clear_caches()
+    views.clear()
     yield
-    _clear_caches()
+    views.clear()
 
 
 def _views(run, settings, device: str, monkeypatch) -> list[views.View]:
-    _clear_caches()
+    views.clear()  # each path computes its own, even where a cache would already keep them apart
     monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, device)
     try:
         return [views.compute(run, setting) for setting in settings]
@@ -123,6 +116,28 @@ def test_identical_logits_get_one_score_on_every_path(monkeypatch):
             first = {}
             for group, value in zip(groups, detector.eval_uncertainty, strict=True):
                 assert first.setdefault(group, value) == value, (device, key, group)
+
+
+def test_caches_never_serve_one_device_s_results_for_another(monkeypatch):
+    run = _run(_realistic_logits, n=800, c=12, seed=2)
+    setting = explore.Setting(tune_fraction=0.3)
+    computed = []
+    compute = views.compute
+    monkeypatch.setattr(views, "compute", lambda *args: computed.append(args) or compute(*args))
+    shown = {}
+    for device in ("numpy", "cpu", "numpy"):
+        monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, device)
+        shown.setdefault(device, []).append(explore.view(run, setting))
+        assert cached.device_key(run) == device
+    assert len(computed) == 2  # one view per device; the second numpy request finds the first
+    on_numpy, again = shown["numpy"]
+    (on_cpu,) = shown["cpu"]
+    assert again is on_numpy and on_cpu is not on_numpy
+    assert on_cpu.detectors["doctor"] is not on_numpy.detectors["doctor"]  # the λ-independent views too
+    moments = [cached.moments_at.cache.get((run.run_id, 1.0, 0.3, setting.seed, d)) for d in ("numpy", "cpu")]
+    assert all(m is not None for m in moments) and moments[0] is not moments[1]
+    views.clear()
+    assert not views.VIEWS and not views.FIXED_DETECTOR_VIEWS and not cached.moments_at.cache
 
 
 def test_perturbed_scores_of_identical_clean_logits_are_not_tied():

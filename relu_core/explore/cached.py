@@ -20,17 +20,18 @@ from relu_core.registry import LRURegistry
 F = TypeVar("F", bound=Callable)
 
 
-def per_run(bound: int, max_bytes: int | None = None) -> Callable[[F], F]:
+def per_run(bound: int, max_bytes: int | None = None, by_device: bool = False) -> Callable[[F], F]:
     """Cache a function of a run and hashable arguments on ``(run.run_id, *arguments)`` in a process-wide
     :class:`LRURegistry` of ``bound`` entries (and ``max_bytes`` of arrays), shared by every session; ``.cache``
-    is that registry."""
+    is that registry. ``by_device``: the key also names where the run's dense algebra runs (:func:`device_key`),
+    for functions whose result comes from it."""
 
     def decorate(function: F) -> F:
         cache = LRURegistry(bound, max_bytes)
 
         @functools.wraps(function)
         def wrapper(run, *args):
-            key = (run.run_id, *args)
+            key = (run.run_id, *args, device_key(run)) if by_device else (run.run_id, *args)
             try:
                 return cache[key]
             except KeyError:
@@ -83,6 +84,13 @@ def slider_device(run) -> torch.device | None:
             raise InputError(f"{SLIDER_DEVICE_ENV}={choice!r}, but no CUDA GPU is available; use auto or numpy")
         return device
     return _auto_device(run)
+
+
+def device_key(run) -> str:
+    """Where ``run``'s dense algebra runs, as a cache key: "numpy" or the torch device's name. Results computed in
+    one place are never served for another (the choice may change: the environment, or "auto" deciding again)."""
+    device = slider_device(run)
+    return "numpy" if device is None else str(device)
 
 
 @per_run(64)
@@ -144,7 +152,7 @@ def split_for(run, tune_fraction: float, seed: int) -> tuple[np.ndarray, np.ndar
     return protocol.split_indices(len(correct), tune_fraction, seed, stratify=correct)
 
 
-@per_run(64)
+@per_run(64, by_device=True)
 def fixed_scores(run, key: str) -> np.ndarray:
     """Uncertainty of a training-free detector at its standard setting, on every sample of the run."""
     detector = detectors.make_detector(key)
@@ -162,7 +170,7 @@ def confusion_figure(run, tune_fraction: float, seed: int):
     return cm, figures.confusion_heatmap(cm, run.class_names, title="Confusion matrix (tuning split)")
 
 
-@per_run(8)
+@per_run(8, by_device=True)
 def moments_at(run, temperature: float, tune_fraction: float, seed: int) -> detectors.Moments:
     """The tuning split's second moments at T (:func:`detectors.second_moments`): every λ of that T and split
     fits D* from them, so a λ move costs no pass over the tuning split (C x C x 2 float64 each: 16 MB at 1000
@@ -172,7 +180,7 @@ def moments_at(run, temperature: float, tune_fraction: float, seed: int) -> dete
     return detectors.second_moments(scoring_probs(run, temperature), correct[tune_idx], rows=tune_idx)
 
 
-@per_run(24)
+@per_run(24, by_device=True)
 def doctor_at(run, temperature: float) -> np.ndarray:
     """Doctor's uncertainty on every sample at T (it does not depend on λ or the split)."""
     return as_numpy(detectors.Doctor(temperature).score_probs(scoring_probs(run, temperature)))
@@ -235,7 +243,8 @@ def ready_lambda_grid(run, temperature: float, tune_fraction: float, seed: int) 
 
 
 def clear() -> None:
-    """Empties every per-run cache of this module and the λ grids, as a fresh server process would find them."""
+    """Empties every per-run cache of this module and the λ grids (:func:`relu_core.explore.views.clear` empties
+    these and the views: what a fresh server process would find)."""
     for value in list(globals().values()):
         if isinstance(getattr(value, "cache", None), LRURegistry):
             value.cache.clear()

@@ -28,13 +28,22 @@ ROC_MARK_TPR = 0.95
 #: How long a view's panel waits for its paired bootstrap before showing it when it lands instead.
 PAIRED_WAIT_S = 0.3
 
-#: The views of this process, least recently used dropped: (run id, setting at the default operating point,
-#: key of the ε pass whose scores it shows or None) -> :class:`View`.
+#: The views of this process, least recently used dropped: (run id, where its algebra ran
+#: (:func:`cached.device_key`), setting at the default operating point, key of the ε pass whose scores it shows or
+#: None) -> :class:`View`.
 VIEWS = LRURegistry(32)
 #: The detector views that do not change with λ (every detector's but Rel-U's, without ε), shared by the views of
-#: every λ: (run id, detector key, T for Doctor (the others keep their standard one), tuning fraction, seed) ->
-#: :class:`DetectorView`.
+#: every λ: (run id, where its algebra ran, detector key, T for Doctor (the others keep their standard one), tuning
+#: fraction, seed) -> :class:`DetectorView`.
 FIXED_DETECTOR_VIEWS = LRURegistry(32)
+
+
+def clear() -> None:
+    """Empties every cache of a view's computation (the views, the fixed detectors' views and
+    :func:`cached.clear`'s per-run pieces and λ grids), as a fresh server process would find them."""
+    cached.clear()
+    VIEWS.clear()
+    FIXED_DETECTOR_VIEWS.clear()
 
 
 @dataclass
@@ -187,7 +196,7 @@ def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
         stage = eps.eps_job_key(run.run_id, scoring, None)
     else:
         stage = None if perturbed is None else perturbed.key
-    key = (run.run_id, scoring, stage)
+    key = (run.run_id, cached.device_key(run), scoring, stage)
     found = VIEWS.get(key)
     if found is None:
         if whole_split_here:
@@ -264,7 +273,7 @@ def _fixed_detector_view(
 ) -> DetectorView:
     """The view of a detector that does not depend on λ, from :data:`FIXED_DETECTOR_VIEWS` or computed there."""
     temperature = setting.temperature if key == "doctor" else None  # the others keep their standard T
-    fixed_key = (run.run_id, key, temperature, setting.tune_fraction, setting.seed)
+    fixed_key = (run.run_id, cached.device_key(run), key, temperature, setting.tune_fraction, setting.seed)
     found = FIXED_DETECTOR_VIEWS.get(fixed_key)
     if found is None:
         eval_u = cached.tied_equal(run, eval_idx, scores[eval_idx])
