@@ -213,16 +213,19 @@ def explore_panel(run_id: str) -> None:
     _metrics_section(view, neighbours, s, shown.note)
     explore_ui.export_buttons(run_, view, s, shown.note)
     _paired_section(view, neighbours, pending)
-    operating, cell, caught = st.tabs(DETAIL_TABS, key=session.EX_DETAIL_TAB, on_change="rerun")
-    if operating.open:
-        with operating:
-            _operating_section(view, neighbours, s)
-    if cell.open:
-        with cell:
-            _cell_gallery(run_, view)
-    if caught.open:
-        with caught:
-            _caught_by_one(run_, view, s)
+    tabs = st.tabs(DETAIL_TABS, key=session.EX_DETAIL_TAB, on_change="rerun")
+    sections = (
+        lambda: _operating_section(view, neighbours, s),
+        lambda: _cell_gallery(run_, view),
+        lambda: _caught_by_one(run_, view, s),
+    )
+    for title, tab, section in zip(DETAIL_TABS, tabs, sections, strict=True):
+        if tab.open:
+            with tab:
+                try:  # the galleries score every sample with Rel-U when first opened (on a GPU: memory)
+                    section()
+                except Exception as exc:  # noqa: BLE001 - one line for the user; the panel above stays
+                    jobbox.show_error(exc, title)
 
 
 try:

@@ -269,6 +269,21 @@ def test_detail_tabs_draw_only_the_open_one(explore):
     assert captions and all(re.fullmatch(r"#\d+ · Rel-U \S+ · Doctor \S+", c) for c in captions), captions[:3]
 
 
+def test_a_gallery_that_fails_says_so_in_one_line_and_keeps_the_panel(explore, monkeypatch):
+    from relu_core.explore import views
+
+    def out_of_memory(run, relu):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(views, "_every_relu_score", out_of_memory)  # every sample's Rel-U score, for the galleries
+    explore.slider(key="ex_lam").set_value(0.37).run()  # a view not computed before: it scores through the patch
+    _no_exceptions(explore)
+    _open_tab(explore, "Samples of a confusion cell")  # no exception reaches the page
+    (error,) = [e.value for e in explore.error]
+    assert "Samples of a confusion cell" in error and "CUDA out of memory" in error and "Traceback" not in error
+    assert "Rel-U" in _metrics(explore).index  # the panel above the tabs is still drawn
+
+
 def test_cell_gallery_keeps_its_pair_across_tabs(explore):
     _open_tab(explore, "Samples of a confusion cell")
     explore.selectbox(key="ex_pair_true").set_value(3).run()

@@ -60,17 +60,23 @@ def test_views_on_a_torch_device_equal_the_numpy_views(kind, device, monkeypatch
                 )
 
 
-def test_a_device_run_has_no_lambda_grid_and_its_neighbours_follow(monkeypatch):
+def test_a_gpu_run_has_no_lambda_grid_and_its_neighbours_follow(monkeypatch):
     run = _run(_realistic_logits, n=900, c=20, seed=1)
     setting = explore.Setting(lam=0.4, tune_fraction=0.3)
     monkeypatch.setattr(cached, "GRID_MIN_WORK", 0)
     monkeypatch.setattr(neighbours, "FOLLOW_MAX_WORK", 0)  # as a 50k x 1000 run
     assert not neighbours.follows_lambda(run, setting)  # numpy on the CPU, no grid yet: no neighbours
-    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "cpu")
-    assert cached.lambda_grid_job(run, 1.0, 0.3, 0) is None
+    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "cpu")  # torch on the CPU is no faster: it waits for the grid too
+    assert not cached.on_gpu(run) and not neighbours.follows_lambda(run, setting)
+    job = cached.lambda_grid_job(run, 1.0, 0.3, setting.seed)
+    assert job is not None and job.wait(timeout=120) and job.state == "done"
     assert neighbours.follows_lambda(run, setting)
     assert sorted(neighbours.neighbour_views(run, setting)) == [0.39, 0.41]
     assert not neighbours.follows_lambda(run, setting.replace(lam="auto"))
+    cached.GRIDS.clear()
+    monkeypatch.setattr(cached, "slider_device", lambda run_: torch.device("cuda"))  # as on a GPU
+    assert cached.on_gpu(run) and cached.lambda_grid_job(run, 1.0, 0.3, setting.seed) is None
+    assert neighbours.follows_lambda(run, setting)
 
 
 def test_the_device_policy(monkeypatch):
@@ -93,9 +99,10 @@ def test_the_device_policy(monkeypatch):
     for choice, expected in (("numpy", None), ("cpu", torch.device("cpu")), (" CUDA:1 ", torch.device("cuda", 1))):
         monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, choice)
         assert cached.slider_device(small) == expected
-    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "gpu please")
-    with pytest.raises(InputError, match="RELU_STUDIO_SLIDER_DEVICE"):
-        cached.slider_device(small)
+    for choice in ("gpu please", "mps", "meta", "xpu"):  # torch devices the views' code does not run on, too
+        monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, choice)
+        with pytest.raises(InputError, match="RELU_STUDIO_SLIDER_DEVICE"):
+            cached.slider_device(small)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "cuda")
     with pytest.raises(InputError, match="no CUDA GPU is available"):

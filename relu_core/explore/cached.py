@@ -79,11 +79,21 @@ def slider_device(run) -> torch.device | None:
         try:
             device = torch.device(choice)
         except RuntimeError:
-            raise InputError(f"{SLIDER_DEVICE_ENV}={choice!r} is not a torch device; use auto, numpy, cpu or cuda")
+            device = None
+        if device is None or device.type not in ("cpu", "cuda"):
+            raise InputError(f"{SLIDER_DEVICE_ENV}={choice!r} is not one of auto, numpy, cpu, cuda or cuda:N")
         if device.type == "cuda" and not torch.cuda.is_available():
             raise InputError(f"{SLIDER_DEVICE_ENV}={choice!r}, but no CUDA GPU is available; use auto or numpy")
         return device
     return _auto_device(run)
+
+
+def on_gpu(run) -> bool:
+    """Whether ``run``'s dense algebra runs on a CUDA GPU (:func:`slider_device`): a λ move there takes milliseconds,
+    so it needs no λ grid and λ's neighbours are always computed. Torch on the CPU (``cpu``: how the tests check the
+    torch path) is no faster than numpy, so it is treated like numpy."""
+    device = slider_device(run)
+    return device is not None and device.type == "cuda"
 
 
 def device_key(run) -> str:
@@ -212,13 +222,13 @@ def lambda_grid_job(run, temperature: float, tune_fraction: float, seed: int) ->
     """Starts (or finds) the background job that prepares Rel-U's evaluation-split scores at every λ of
     :data:`LAMBDA_GRID` for this (run, T, split) (:func:`lambda_grid.relu_grid_scores`, one pass over the C²
     entries per sample), kept in :data:`GRIDS`. None when the run is too small to need one
-    (:data:`GRID_MIN_WORK`), its dense algebra runs on a torch device (:func:`slider_device`: a GPU scores a λ
-    move in milliseconds), its grid would not fit (:data:`lambda_grid.GRID_MAX_VALUES`), and once it is ready."""
+    (:data:`GRID_MIN_WORK`), its dense algebra runs on a GPU (:func:`on_gpu`: it scores a λ move in
+    milliseconds), its grid would not fit (:data:`lambda_grid.GRID_MAX_VALUES`), and once it is ready."""
     _, eval_idx = split_for(run, tune_fraction, seed)
     n_samples, n_classes = run.logits.shape
     if n_samples * n_classes**2 <= GRID_MIN_WORK or not lambda_grid.fits(eval_idx.size, LAMBDA_GRID.size):
         return None
-    if slider_device(run) is not None:
+    if on_gpu(run):
         return None
     key = _grid_key(run, temperature, tune_fraction, seed)
     if GRIDS.get(key) is not None:

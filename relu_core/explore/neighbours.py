@@ -14,7 +14,7 @@ _LOG = logging.getLogger(__name__)
 #: Neighbours are computed only for runs whose views and bootstraps are cheap: the dense Rel-U score costs
 #: N × C² multiply-adds (10k × 100: 10⁸, a few ms; 50k × 1000: 5·10¹⁰, seconds) and the paired bootstrap
 #: ~N·10³. Once the (T, split)'s λ grid is ready (``cached.ready_lambda_grid``) a neighbour's Rel-U scores are
-#: read from it, and on a GPU (``cached.slider_device``) they take milliseconds: then only
+#: read from it, and on a GPU (``cached.on_gpu``) they take milliseconds: then only
 #: :data:`FOLLOW_MAX_SAMPLES` bounds them.
 FOLLOW_MAX_WORK = cached.GRID_MIN_WORK
 FOLLOW_MAX_SAMPLES = 50_000
@@ -22,12 +22,12 @@ FOLLOW_MAX_SAMPLES = 50_000
 
 def follows_lambda(run, setting: Setting) -> bool:
     """Whether λ's neighbours are computed: not under λ auto, nor under ε (the pass is per λ), nor for a run too
-    large (:data:`FOLLOW_MAX_SAMPLES`; :data:`FOLLOW_MAX_WORK` unless its dense algebra runs on a torch device or
-    the λ grid of its T and split is ready)."""
+    large (:data:`FOLLOW_MAX_SAMPLES`; :data:`FOLLOW_MAX_WORK` unless its dense algebra runs on a GPU or the λ
+    grid of its T and split is ready)."""
     n, c = len(run.labels), len(run.class_names)
     if setting.lam == "auto" or setting.eps != 0 or n > FOLLOW_MAX_SAMPLES:
         return False
-    if n * c * c <= FOLLOW_MAX_WORK or cached.slider_device(run) is not None:
+    if n * c * c <= FOLLOW_MAX_WORK or cached.on_gpu(run):
         return True
     return cached.ready_lambda_grid(run, setting.temperature, setting.tune_fraction, setting.seed) is not None
 
