@@ -33,7 +33,7 @@ import torch
 from scipy.linalg import blas
 
 from relu_core.errors import InputError
-from relu_core.threads import estimated_flops, map_row_blocks, small_work
+from relu_core.threads import estimated_flops, limited, map_row_blocks, small_work
 
 Array = np.ndarray | torch.Tensor
 
@@ -323,7 +323,7 @@ def _second_moment(probs: Array, rows: Array) -> np.ndarray:
         # the gathered block's transpose is Fortran-ordered: syrk reads it without a copy
         return blas.dsyrk(1.0, probs[rows[start:stop]].T, trans=0, lower=0)
 
-    parts = map_row_blocks(upper, rows.shape[0], float(rows.shape[0]) * probs.shape[1] ** 2)
+    parts = map_row_blocks(upper, rows.shape[0], _rows_work(probs, rows))
     total = sum(parts[1:], parts[0])
     return (total + np.triu(total, 1).T) / rows.shape[0]
 
@@ -404,12 +404,23 @@ class Moments:
         return hamming_matrix(self.n_classes) if unnormalised is None else _normalised(unnormalised)
 
 
-@small_work
+def _rows_work(probs: Array, rows: Array | None) -> float:
+    """The multiply-adds of a pass over ``rows`` of ``probs`` (all of them when None): rows x C², the size the
+    thread policy goes by (:func:`relu_core.threads.limited`), whatever the size of ``probs``."""
+    n_rows, n_classes = np.shape(probs)[0] if rows is None else len(rows), np.shape(probs)[1]
+    return float(n_rows) * float(n_classes) ** 2
+
+
 def second_moments(probs: Array, correct: Array, rows: np.ndarray | None = None) -> Moments:
     """The :class:`Moments` of ``probs`` (N, C: a fitting split's softmax) split by ``correct`` (N bool); with
     ``rows``, of those rows of ``probs`` only (``correct`` then has one value per row of ``rows``), gathered block
     by block rather than copied out first (the tuning split of a large run). Torch input is reduced on its device
     (no gradient)."""
+    with limited(_rows_work(probs, rows)):
+        return _second_moments(probs, correct, rows)
+
+
+def _second_moments(probs: Array, correct: Array, rows: np.ndarray | None) -> Moments:
     if isinstance(probs, torch.Tensor):
         probs = probs.detach().to(torch.float64)
         correct = torch.as_tensor(correct, device=probs.device).to(torch.bool)
@@ -467,7 +478,6 @@ def _clipped_off_diagonal(matrix: np.ndarray) -> np.ndarray:
     return matrix
 
 
-@small_work
 def quadratic_score(probs: Array, matrix: Array, rows: np.ndarray | None = None) -> Array:
     """``p^T D p`` per row, i.e. ``((P @ D) * P).sum(1)`` (never the N x N ``P D P^T``).
 
@@ -486,6 +496,11 @@ def quadratic_score(probs: Array, matrix: Array, rows: np.ndarray | None = None)
         same value through a triangular BLAS product that halves the work (float64).
     """
     probs = _as_probs(probs)
+    with limited(_rows_work(probs, rows)):
+        return _quadratic_score(probs, matrix, rows)
+
+
+def _quadratic_score(probs: Array, matrix: Array, rows: np.ndarray | None) -> Array:
     if isinstance(probs, torch.Tensor):
         if rows is not None:
             probs = probs[torch.as_tensor(rows, device=probs.device)]
@@ -505,7 +520,7 @@ def quadratic_score(probs: Array, matrix: Array, rows: np.ndarray | None = None)
         product = blas.dtrmm(1.0, lower, block.T, side=0, lower=1, trans_a=1).T
         return 2.0 * np.einsum("nc,nc->n", product, block)
 
-    return np.concatenate(map_row_blocks(block_scores, n_rows, float(n_rows) * probs.shape[1] ** 2))
+    return np.concatenate(map_row_blocks(block_scores, n_rows, _rows_work(probs, rows)))
 
 
 def _max_prob_uncertainty(probs: Array) -> Array:

@@ -70,18 +70,19 @@ def test_limited_sections_pin_one_thread_and_restore_the_process_setting():
 
 def test_library_calls_run_limited_and_leave_the_setting_alone(monkeypatch):
     seen = []
-    real = detectors.quadratic_score.__wrapped__
+    real = detectors._quadratic_score
 
-    def spy(probs, matrix):
+    def spy(probs, matrix, rows):
         seen.append(current_limit()[1])
-        return real(probs, matrix)
+        return real(probs, matrix, rows)
 
-    monkeypatch.setattr(detectors.quadratic_score, "__wrapped__", spy)
+    monkeypatch.setattr(detectors, "_quadratic_score", spy)
     before = current_limit()
     rng = np.random.default_rng(0)
     logits, labels = rng.normal(size=(400, 5)), rng.integers(0, 5, 400)
     logits[np.arange(400), labels] += 2
     protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=0)
+    assert seen and set(seen) == {1}  # every Rel-U score on one torch thread
     assert current_limit() == before
     with threads.limited():
         inside = current_limit()
@@ -100,6 +101,21 @@ def _hot_path_blas() -> list[int]:
         for i in threadpool_info()
         if i["user_api"] == "blas" and ("numpy.libs" in i["filepath"] or "scipy.libs" in i["filepath"])
     ]
+
+
+def test_work_on_chosen_rows_is_sized_by_those_rows(monkeypatch):
+    if threads._workers() < 2:
+        pytest.skip("one CPU: one thread either way")
+    probs = detectors.softmax(np.random.default_rng(0).normal(size=(2000, 10)))
+    rows = np.arange(0, 2000, 20)  # 100 rows: 10⁴ multiply-adds of 2·10⁵ for all of probs
+    monkeypatch.setattr(threads, "LARGE_WORK_FLOPS", 10**5)
+    seen = []
+    for name in ("_second_moment", "_quadratic_score"):
+        real = getattr(detectors, name)
+        monkeypatch.setattr(detectors, name, lambda *args, real=real: seen.append(current_limit()[1]) or real(*args))
+    detectors.second_moments(probs, np.arange(rows.size) % 3 > 0, rows=rows)
+    detectors.quadratic_score(probs, np.ones((10, 10)), rows=rows)
+    assert seen == [1, 1, 1]  # small work: limited to one thread, though probs alone is large
 
 
 def test_concurrent_sections_restore_the_setting_once_all_have_ended():
