@@ -210,14 +210,15 @@ def map_row_blocks(function: Callable[[int, int], T], n_rows: int, work: float) 
     Small work (``work`` below :data:`LARGE_WORK_FLOPS` estimated multiply-adds), a switched-off policy,
     a single CPU, or a call from inside a block worker (no nested pools): one block, ``[function(0, n_rows)]``,
     run in the caller's thread. Large work: about :data:`BLOCKS_PER_WORKER` blocks per CPU but none thinner
-    than :data:`MIN_BLOCK_ROWS` rows (at least one block), run by a process-wide pool of one worker per CPU, each
-    block on one BLAS/torch thread. The first exception a
+    than :data:`MIN_BLOCK_ROWS` rows, and at least one per CPU (rows allowing), run by a process-wide pool of one
+    worker per CPU, each block on one BLAS/torch thread. The first exception a
     block raises is raised here. ``function`` must only read shared inputs (or write disjoint rows).
     """
     workers = _workers()
     if not _enabled or work < LARGE_WORK_FLOPS or workers < 2 or getattr(_local, "block_worker", False):
         return [function(0, n_rows)]
-    n_blocks = max(1, min(n_rows // MIN_BLOCK_ROWS, workers * BLOCKS_PER_WORKER))
+    # one block per worker at least (rows allowing): a wide matrix's few rows still use every CPU
+    n_blocks = max(min(workers, n_rows), min(n_rows // MIN_BLOCK_ROWS, workers * BLOCKS_PER_WORKER))
     edges = [n_rows * k // n_blocks for k in range(n_blocks + 1)]
     pool = _block_pool()
     futures = [pool.submit(_run_block, function, start, stop) for start, stop in zip(edges[:-1], edges[1:])]

@@ -213,7 +213,7 @@ def test_large_work_runs_ordered_blocks_on_pool_workers_with_one_blas_thread(lar
     assert all(name.startswith("relu_core-blocks") and torch_threads == 1 for name, torch_threads in seen)
 
 
-def test_large_work_blocks_are_never_thinner_than_min_block_rows(large_from_1000_flops):
+def test_large_work_blocks_are_never_thinner_than_min_block_rows(large_from_1000_flops, monkeypatch):
     if threads._workers() < 2:
         pytest.skip("one CPU: large work stays in the calling thread")
     threads.configure(min_block_rows=400)
@@ -221,11 +221,14 @@ def test_large_work_blocks_are_never_thinner_than_min_block_rows(large_from_1000
     def block(start, stop):
         return stop - start, threading.current_thread().name, current_limit()[1]
 
-    sizes = threads.map_row_blocks(block, 1000, work=1e12)
-    assert [size for size, _, _ in sizes] == [500, 500]  # 1000 // 400 = 2 blocks, not workers * BLOCKS_PER_WORKER
-    (size, name, torch_threads), *_ = threads.map_row_blocks(block, 399, work=1e12)
-    # fewer rows than the minimum: still one block on a pool worker, on one thread (not the caller's BLAS pool)
-    assert size == 399 and name.startswith("relu_core-blocks") and torch_threads == 1
+    monkeypatch.setattr(threads, "_workers", lambda: 2)
+    sizes = threads.map_row_blocks(block, 1200, work=1e12)
+    assert [size for size, _, _ in sizes] == [400, 400, 400]  # 1200 // 400, not workers * BLOCKS_PER_WORKER
+    # fewer rows than the minimum: still one block per worker, on pool workers with one thread each
+    sizes = threads.map_row_blocks(block, 399, work=1e12)
+    assert [size for size, _, _ in sizes] == [199, 200]
+    assert all(name.startswith("relu_core-blocks") and torch_threads == 1 for _, name, torch_threads in sizes)
+    assert [size for size, _, _ in threads.map_row_blocks(block, 1, work=1e12)] == [1]
     with pytest.raises(ValueError, match="min_block_rows"):
         threads.configure(min_block_rows=0)
 
