@@ -91,29 +91,57 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """Mixed precision for the forward pass; fp32 is full float32, on CUDA too (:func:`_no_tf32`)."""
+    """Mixed precision for the forward pass; fp32 is full float32, on CUDA too (:func:`full_float32`)."""
     if precision == "fp32":
-        return _no_tf32() if device.type == "cuda" else contextlib.nullcontext()
+        return full_float32(device, precision)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+def full_float32(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """For fp32 work on CUDA (a forward pass, or the backward of the ε pass's gradient step): TF32 off while it
+    runs (:func:`_no_tf32`); nothing otherwise."""
+    return _no_tf32() if precision == "fp32" and device.type == "cuda" else contextlib.nullcontext()
+
+
 _TF32_LOCK = threading.Lock()
 _tf32_holders = 0
-_tf32_saved: tuple[bool, bool] = (False, False)
+_tf32_saved: tuple[str, tuple] = ("", ())
+
+
+def _tf32_switches() -> tuple[str, tuple]:
+    """CUDA's TF32 switches for cuDNN's convolutions and for matrix products, through the API the process uses:
+    ("legacy", the ``allow_tf32`` flags), or ("precision", the ``fp32_precision`` settings) once something set
+    those (PyTorch then refuses to read the legacy flags)."""
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    try:
+        return "legacy", (cudnn.allow_tf32, matmul.allow_tf32)
+    except RuntimeError:
+        return "precision", (cudnn.conv.fp32_precision, matmul.fp32_precision)
+
+
+def _set_tf32_switches(api: str, values: tuple) -> None:
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    if api == "legacy":
+        cudnn.allow_tf32, matmul.allow_tf32 = values
+    else:
+        cudnn.conv.fp32_precision, matmul.fp32_precision = values
 
 
 @contextlib.contextmanager
 def _no_tf32() -> Iterator[None]:
-    """CUDA's TF32 off (convolutions and matrix products) while any fp32 forward runs: PyTorch leaves it on for
+    """CUDA's TF32 off (convolutions and matrix products) while any fp32 work runs: PyTorch leaves it on for
     cuDNN's convolutions, whose ~1e-3 relative error moved a pretrained ResNet-20's logits by up to 0.048 on an
-    H100 against the CPU's (1.9e-5 with it off; README, "Speed"). The switches are process-wide: the first to enter saves them, the last to leave
-    restores them, so overlapping forwards in other threads never turn TF32 back on under one another."""
+    H100 against the CPU's (1.9e-5 with it off; README, "Speed"). The switches are process-wide: the first to
+    enter saves them, the last to leave restores them, so overlapping work in other threads never turns TF32 back
+    on under one another; CUDA work of other threads meanwhile (a training) runs without TF32 too, slower but not
+    less exact."""
     global _tf32_holders, _tf32_saved
     with _TF32_LOCK:
         if _tf32_holders == 0:
-            _tf32_saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-            torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+            _tf32_saved = _tf32_switches()
+            api = _tf32_saved[0]
+            _set_tf32_switches(api, (False, False) if api == "legacy" else ("ieee", "ieee"))
         _tf32_holders += 1
     try:
         yield
@@ -121,7 +149,7 @@ def _no_tf32() -> Iterator[None]:
         with _TF32_LOCK:
             _tf32_holders -= 1
             if _tf32_holders == 0:
-                torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = _tf32_saved
+                _set_tf32_switches(*_tf32_saved)
 
 
 def default_batch_size(device: torch.device) -> int:

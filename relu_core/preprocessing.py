@@ -95,7 +95,8 @@ def perturbed_scores(
     ``batch_size``, ``precision``, ``input_size``, ``progress``, ``cancel``) as :func:`engine.inference`, the
     set-up :func:`engine.compute_logits` shares. With ``eps = 0`` the result is
     ``detector.score(compute_logits(...))`` for the same batch size and precision. Results are cached per
-    (weights hash, image fingerprint, indices, mean/std, detector name, T, lam and D* hash, eps, precision).
+    (weights hash, image fingerprint, indices, mean/std, detector name, T, lam and D* hash, eps, precision,
+    device type).
     """
     eps = float(eps)
     if not math.isfinite(eps) or eps < 0:
@@ -121,6 +122,7 @@ def perturbed_scores(
         "detector": _detector_key(detector),
         "eps": eps,
         "precision": setup.precision,
+        "device": setup.device.type,  # a GPU's float32 is not the CPU's to the last bit
     }
 
     def perturbed_logits(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -129,9 +131,10 @@ def perturbed_scores(
         computed in float64 outside it."""
         if eps > 0:
             x.requires_grad_(True)
-            with torch.enable_grad():
-                objective = log_score(detector, engine.forward(net, x, setup.precision)).sum()
-            (grad,) = torch.autograd.grad(objective, x)
+            with engine.full_float32(x.device, setup.precision):  # the backward too, not only the forward
+                with torch.enable_grad():
+                    objective = log_score(detector, engine.forward(net, x, setup.precision)).sum()
+                (grad,) = torch.autograd.grad(objective, x)
             x = x.detach() - eps * torch.sign(-grad)
         with torch.inference_mode():
             return engine.forward(net, x, setup.precision)

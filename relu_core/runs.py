@@ -594,7 +594,8 @@ def logits_for(
     else:
         raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
     model.eval()
-    resolved = engine.resolve_precision(precision, engine.select_device(device))
+    selected = engine.select_device(device)
+    resolved = engine.resolve_precision(precision, selected)
     # What the logits depend on besides the weights and the data: in the key and the engine call alike.
     inputs = {
         "mean": normalization.mean,
@@ -602,7 +603,14 @@ def logits_for(
         "input_size": spec.input_size,
         "precision": resolved,
     }
-    key = {"kind": "logits", "weights": models.weights_hash(model), "data": data.fingerprint, **inputs}
+    # and the kind of device: a GPU's float32 logits are not the CPU's to the last bit (1.9e-5 on an H100)
+    key = {
+        "kind": "logits",
+        "weights": models.weights_hash(model),
+        "data": data.fingerprint,
+        **inputs,
+        "device": selected.type,
+    }
 
     def compute() -> dict[str, np.ndarray]:
         logits = engine.compute_logits(

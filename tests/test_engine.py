@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -271,6 +275,33 @@ def test_folding_batchnorm_leaves_models_running_in_other_threads_alone():
         stop.set()
         thread.join()
     assert not failures, failures[:3]
+
+
+TF32_NEW_API = """
+import torch
+from relu_core import engine
+cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+cudnn.conv.fp32_precision, matmul.fp32_precision = "tf32", "tf32"  # the API PyTorch now recommends
+with engine.full_float32(torch.device("cuda"), "fp32"):
+    inside = (cudnn.conv.fp32_precision, matmul.fp32_precision)
+with engine.full_float32(torch.device("cuda"), "bf16"):
+    mixed = (cudnn.conv.fp32_precision, matmul.fp32_precision)
+print(inside, mixed, (cudnn.conv.fp32_precision, matmul.fp32_precision))
+"""
+
+
+def test_fp32_on_cuda_keeps_to_the_tf32_api_the_process_uses():
+    """A process that set TF32 through ``fp32_precision`` can no longer read the legacy flags (PyTorch raises):
+    the switch then uses the new settings (a subprocess: the mix of APIs sticks to the process)."""
+    done = subprocess.run(
+        [sys.executable, "-c", TF32_NEW_API],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "('ieee', 'ieee') ('tf32', 'tf32') ('tf32', 'tf32')"
 
 
 def test_fp32_on_cuda_turns_tf32_off_while_any_forward_runs_and_restores_it():

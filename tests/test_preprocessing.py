@@ -28,6 +28,34 @@ def _scores(run, detector, eps, **kw):
     )
 
 
+def test_the_gradient_step_runs_in_full_float32_too(run, monkeypatch):
+    """On CUDA, fp32 turns TF32 off for the forward passes (engine.autocast) and for the ε step's backward."""
+    import contextlib
+
+    import torch
+
+    depth, grad_inside = [0], []
+
+    @contextlib.contextmanager
+    def recording(device, precision):
+        depth[0] += 1
+        try:
+            yield
+        finally:
+            depth[0] -= 1
+
+    real_grad = torch.autograd.grad
+
+    def grad(*args, **kwargs):
+        grad_inside.append(depth[0] > 0)
+        return real_grad(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "full_float32", recording)
+    monkeypatch.setattr(torch.autograd, "grad", grad)
+    _scores(run, _fitted(run, "doctor"), 0.0123)  # an ε no other test caches: the pass runs here
+    assert grad_inside and all(grad_inside)
+
+
 @pytest.mark.parametrize("key", ["relu", "doctor", "odin"])
 def test_eps_zero_is_the_clean_score(run, key):
     # The same images in other batches: equal to float rounding (kernels differ per batch size and CPU).
