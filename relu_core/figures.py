@@ -99,7 +99,7 @@ def top_classes(matrix: np.ndarray, k: int = FIGURE_MAX_CLASSES) -> np.ndarray:
         return values.sum(axis=0) + values.sum(axis=1) - 2 * np.diag(values)
 
     mass = off_diagonal_mass(np.asarray(matrix, dtype=np.float64))
-    if not np.isfinite(mass).all():  # a NaN or infinite entry: counted as 0 (finite sums mean there is none)
+    if not np.isfinite(mass).all():  # a NaN entry counts as 0, an infinite one as the largest float
         mass = off_diagonal_mass(np.nan_to_num(np.asarray(matrix, dtype=np.float64)))
     return np.sort(np.argsort(-mass, kind="stable")[:k])
 

@@ -82,7 +82,7 @@ def test_a_gpu_run_has_no_lambda_grid_and_its_neighbours_follow(monkeypatch):
 def test_the_device_policy(monkeypatch):
     small = _run(_random_logits, n=200, c=10, seed=0)
     large = _run(_random_logits, n=300, c=40, seed=0)
-    monkeypatch.setattr(cached, "DEVICE_MIN_WORK", 300 * 40 * 40 - 1)  # only the large run is worth a GPU
+    monkeypatch.setattr(cached, "GRID_MIN_WORK", 300 * 40 * 40 - 1)  # only the large run is worth a GPU
     monkeypatch.delenv(cached.SLIDER_DEVICE_ENV, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cached.slider_device(small) is None and cached.slider_device(large) is None

@@ -60,9 +60,10 @@ def probs_at(run, temperature: float) -> np.ndarray:
 #: scores): "auto" (the default: :func:`slider_device`), "numpy" (the CPU, always), or a torch device ("cuda",
 #: "cuda:1"; "cpu" runs the torch code on the CPU, as the tests of this path do).
 SLIDER_DEVICE_ENV = "RELU_STUDIO_SLIDER_DEVICE"
-#: Under "auto", runs of at most this many N x C² multiply-adds stay in numpy (milliseconds on the CPU, where a
-#: GPU would add transfers): the same size above which the CPU needs the λ grid (:data:`GRID_MIN_WORK`).
-DEVICE_MIN_WORK = 3e8
+#: Runs of at most this many N x C² multiply-adds take milliseconds per dense view on the CPU: under "auto" they
+#: stay in numpy (a GPU would add transfers), and they need no λ grid (:func:`lambda_grid_job`); above it λ's
+#: neighbours wait for the grid (``neighbours.FOLLOW_MAX_WORK``).
+GRID_MIN_WORK = 3e8
 #: Under "auto", the GPU is used when the run's float64 logits and this many float64 softmaxes fit in half of
 #: its free memory (:func:`device_probs_at` keeps up to that many).
 DEVICE_PROBS_KEPT = 4
@@ -70,7 +71,7 @@ DEVICE_PROBS_KEPT = 4
 
 def slider_device(run) -> torch.device | None:
     """The torch device of ``run``'s dense algebra, or None for numpy on the CPU (:data:`SLIDER_DEVICE_ENV`).
-    Under "auto": a CUDA GPU for runs of more than :data:`DEVICE_MIN_WORK` N x C² multiply-adds that fit in half
+    Under "auto": a CUDA GPU for runs of more than :data:`GRID_MIN_WORK` N x C² multiply-adds that fit in half
     of its free memory, decided once per run (the memory the run then holds must not turn it off again)."""
     choice = os.environ.get(SLIDER_DEVICE_ENV, "").strip().lower() or "auto"
     if choice == "numpy":
@@ -106,7 +107,7 @@ def device_key(run) -> str:
 @per_run(64)
 def _auto_device(run) -> torch.device | None:
     n_samples, n_classes = run.logits.shape
-    if n_samples * n_classes**2 <= DEVICE_MIN_WORK or not torch.cuda.is_available():
+    if n_samples * n_classes**2 <= GRID_MIN_WORK or not torch.cuda.is_available():
         return None
     free_bytes, _ = torch.cuda.mem_get_info()
     needed = (1 + DEVICE_PROBS_KEPT) * n_samples * n_classes * 8
@@ -205,10 +206,6 @@ def fitted_relu(run, setting) -> detectors.RelU:
 
 #: The slider's λ values, 0 to 1 by :data:`LAM_STEP`, rounded as the slider rounds them.
 LAMBDA_GRID = np.round(np.arange(round(1 / LAM_STEP) + 1) * LAM_STEP, LAM_DECIMALS)
-#: Rel-U's scores are prepared on :data:`LAMBDA_GRID` (:func:`lambda_grid_job`) only for runs of more than this
-#: many N x C² multiply-adds (below it a dense λ move takes milliseconds): ``neighbours.FOLLOW_MAX_WORK``, above
-#: which λ's neighbours follow only with the grid ready.
-GRID_MIN_WORK = 3e8
 #: The λ grids of this process, least recently used dropped: (run id, T, tuning fraction, seed) ->
 #: :class:`lambda_grid.LambdaGrid` (101 x N_eval float64 each: 32 MB at 40,000 evaluation rows).
 GRIDS = LRURegistry(4)

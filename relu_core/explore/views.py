@@ -208,10 +208,12 @@ def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
 @threads.small_work
 def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
     """The view of ``run`` at ``setting`` (uncached: :func:`view` caches it). Rel-U and Doctor are always
-    computed (D* and the paired comparison need them); the training-free baselines come from a per-run cache.
+    computed (D* and the paired comparison need them). Without ε, the detectors that do not depend on λ (Doctor
+    and the training-free baselines) come with their curves and metrics from :data:`FIXED_DETECTOR_VIEWS`.
     Rel-U's evaluation scores come from the (run, T, split)'s λ grid when it is ready and λ is on it
     (:func:`cached.ready_lambda_grid`), else from the dense ``p^T D* p`` (and the grid's job is started), on
-    the run's torch device when it has one (:func:`cached.slider_device`: then there is no grid)."""
+    the run's torch device when it has one (:func:`cached.slider_device`; on a GPU there is no grid). Clean
+    scores of samples with identical logits are made equal (:func:`cached.tied_equal`); ε-perturbed ones are not."""
     predictions, correct = cached.correctness(run)
     tune_idx, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
     if perturbed is not None and perturbed.subset is not None:
