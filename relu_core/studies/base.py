@@ -146,19 +146,16 @@ def checkpoint(cancel: Cancel | None, what: str) -> None:
 
 
 class RelUFit:
-    """Rel-U's D* fitted on the ``tune`` rows of ``probs`` (N, C; ``correct`` bool, N): their second moments once,
-    D* at any λ from them (:func:`detectors.relu_matrix_from_moments`), the Hamming fallback when a side is empty."""
+    """Rel-U's D* fitted on the ``tune`` rows of ``probs`` (N, C; ``correct`` bool, N): their second moments once
+    (:func:`detectors.second_moments`), D* at any λ from them, the Hamming fallback when a side is empty."""
 
     def __init__(self, probs: np.ndarray, correct: np.ndarray, tune: np.ndarray) -> None:
         self.probs, self.correct = probs, correct
-        pos, neg = probs[tune][correct[tune]], probs[tune][~correct[tune]]
-        self.moments = None if len(pos) == 0 or len(neg) == 0 else (pos.T @ pos / len(pos), neg.T @ neg / len(neg))
+        self.moments = detectors.second_moments(probs, correct[tune], rows=tune)
 
     def matrix(self, lam: float) -> tuple[np.ndarray, bool]:
         """D* at ``lam`` and whether it is the Hamming fallback (then Rel-U ranks exactly like Doctor)."""
-        if self.moments is None:
-            return detectors.hamming_matrix(self.probs.shape[1]), True
-        matrix = detectors.relu_matrix_from_moments(*self.moments, lam)
+        matrix = self.moments.matrix(lam)
         return matrix, detectors.is_fallback(matrix)
 
 
