@@ -3,8 +3,9 @@
 Identical logits rows are exact ties of every detector, but a BLAS product (the CPU's or a GPU's) may round the
 same row differently at different positions in a block (by ~1e-19) and so split the tie, which moves a metric
 that counts ties as halves (AUROC by up to 1e-5 on tied data). :func:`twins` finds such rows once per set of
-logits; :func:`tied_equal` gives them one score again. Explore's views (``explore.cached.duplicate_of``) and the
-protocol's evaluation and grid search both go through here.
+logits; :func:`tied_equal` gives them one score again. Explore's views (``explore.cached.duplicate_of``), the
+protocol's evaluation and grid search, and the studies (``studies.base.Collector.tie_on``) go through here; scores of
+ε-perturbed inputs do not (two images of identical clean logits need not score alike once each is perturbed).
 """
 
 from __future__ import annotations

@@ -61,6 +61,33 @@ def test_lambda_curve_at_one_half_equals_protocol_evaluate(run) -> None:
     assert _curve(result, "lambda", "Rel-U", "fpr95")["x"].tolist() == list(ablation.LAMBDAS)
 
 
+def test_studies_give_samples_of_identical_logits_one_score_as_evaluate_does(monkeypatch) -> None:
+    from tests.test_fast_paths import _tied_logits
+
+    logits, labels = _tied_logits(900, 8, 5)
+    tied = runs.Run.from_logits(logits.astype(np.float32), labels, tuple(f"c{k}" for k in range(8)), source="tied")
+    # a BLAS product may round the same row differently at different positions (machine-dependent): make it so
+    real = detectors.quadratic_score
+    monkeypatch.setattr(detectors, "quadratic_score", lambda p, m, r=None: real(p, m, r) + 1e-18 * np.arange(len(p)))
+    reference = protocol.evaluate(
+        tied.logits,
+        tied.labels,
+        ["relu", "doctor"],
+        temperature=1.0,
+        lam=0.5,
+        tune_fraction=0.5,
+        seeds=3,
+        n_resamples=0,
+    )
+    ablated = ablation.run_study(tied, axes=("lambda",), lambdas=(0.5,), seeds=3, n_resamples=0, use_cache=False)
+    fractions = tuning_split.run_study(tied, fractions=(0.5,), seeds=3, n_resamples=0, use_cache=False)
+    for result, series in ((ablated, "lambda"), (fractions, "fraction")):
+        for key, name in (("relu", "Rel-U"), ("doctor", "Doctor")):
+            for metric in metric_info.KEYS:
+                mean, _ = _point(result, series, 0.5, name, metric)
+                assert mean == pytest.approx(reference.mean(key, metric), rel=1e-12, abs=1e-15), (series, name, metric)
+
+
 def test_lambda_zero_is_the_hamming_fallback_and_ranks_like_doctor(run) -> None:
     result = ablation.run_study(run, axes=("lambda",), lambdas=(0.0, 0.8), seeds=3, n_resamples=0, use_cache=False)
     for metric in metric_info.KEYS:

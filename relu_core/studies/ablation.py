@@ -77,9 +77,10 @@ def lambda_sweep(
     """Rel-U at every λ and Doctor (flat) at T = 1 on every split, into ``collector`` (series "lambda")."""
     correct = splits.correct
     probs = detectors.softmax(logits, DEFAULT_T)
+    collector.tie_on(logits)
     for seed, tune, evaluation in splits.checked(cancel, "λ ablation"):
         c_eval = correct[evaluation]
-        doctor = detectors.gini(probs[evaluation])
+        doctor = collector.tied(evaluation, detectors.gini(probs[evaluation]))
         doctor_values = metrics.summary(doctor, c_eval)
         fit = base.RelUFit(probs, correct, tune)  # the tuning part's moments once, D* per λ
         for lam in lambdas:
@@ -98,6 +99,7 @@ def temperature_sweep(
 ) -> None:
     """Rel-U (λ = 0.5), Doctor and ODIN at every T on every split (series "temperature"), one softmax per T."""
     correct = splits.correct
+    collector.tie_on(logits)
     for i, t in enumerate(temperatures):
         base.checkpoint(cancel, "T ablation")
         report(progress, i, len(temperatures), f"T = {t:g}")
@@ -129,6 +131,7 @@ def eps_sweep(
     """
     logits, correct = np.asarray(run.logits)[sample], splits.correct
     probs = detectors.softmax(logits, DEFAULT_T)
+    collector.tie_on(logits)
     fixed = {base.DOCTOR: detectors.make_detector("doctor", DEFAULT_T), "ODIN": detectors.make_detector("odin", ODIN_T)}
     total = len(epsilons) * (len(fixed) + len(splits.seeds))
     done = 0
@@ -151,9 +154,13 @@ def eps_sweep(
             if relu.fallback_:
                 collector.note_fallback("eps", eps)
             c_eval = correct[evaluation]
-            collector.add("eps", eps, base.RELU, seed, scores(relu, evaluation), c_eval, samples=evaluation)
+            perturbed = eps > 0
+            relu_scores = scores(relu, evaluation)
+            collector.add("eps", eps, base.RELU, seed, relu_scores, c_eval, samples=evaluation, perturbed=perturbed)
             for name, values in fixed_scores.items():
-                collector.add("eps", eps, name, seed, values[evaluation], c_eval, samples=evaluation)
+                collector.add(
+                    "eps", eps, name, seed, values[evaluation], c_eval, samples=evaluation, perturbed=perturbed
+                )
 
 
 def run_study(

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, csv_text, detectors, metric_info, metrics, protocol, stats
+from relu_core import cache, csv_text, detectors, metric_info, metrics, protocol, stats, ties
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress, report
 
 #: Bump when a study's numbers change for the same key (invalidates the cached results).
-CACHE_VERSION = 3  # 2: the pooled bootstrap draws the seeds' shared samples once; 3: AUGRC
+CACHE_VERSION = 4  # 2: the pooled bootstrap draws the seeds' shared samples once; 3: AUGRC; 4: ties
 NAMESPACE = "studies"
 DEFAULT_SEEDS = 10
 CURVE_COLUMNS = ("series", "x", "detector", "metric", "mean", "std", "n_seeds")
@@ -171,6 +171,17 @@ class Collector:
         #: The points whose settings were selected (fitted) on the tuning splits: their intervals are
         #: ``stats.CONDITIONAL_LABEL`` (:meth:`mark_selected`).
         self.selected: set[tuple[str, float]] = set()
+        self._twins: np.ndarray | None = None  # of the logits the samples of :meth:`add` index (:meth:`tie_on`)
+
+    def tie_on(self, logits: np.ndarray) -> None:
+        """Say which logits the ``samples`` of the following :meth:`add` calls index: from then on, samples of
+        identical logits get one score (:mod:`relu_core.ties`), as in :func:`relu_core.protocol.evaluate`, so that a
+        study's point equals ``evaluate`` at its setting on tied data too. A sweep calls it first."""
+        self._twins = ties.twins(np.asarray(logits))
+
+    def tied(self, samples: np.ndarray, uncertainty: np.ndarray) -> np.ndarray:
+        """``uncertainty`` of ``samples`` with samples of identical logits given one value (:meth:`tie_on`)."""
+        return ties.tied_equal(self._twins, samples, np.asarray(uncertainty, dtype=np.float64))
 
     def mark_selected(self, series: str, x: float) -> None:
         """Say that the point's settings were selected on the tuning splits (e.g. the calibration temperature):
@@ -188,9 +199,14 @@ class Collector:
         values: dict[str, float] | None = None,
         *,
         samples: np.ndarray,
+        perturbed: bool = False,
     ) -> dict[str, float]:
         """Record ``metrics.summary(uncertainty, correct)`` (or the ``values`` already computed from them) of the
-        evaluation ``samples`` (their indices: the paired bootstrap resamples samples, which seeds share)."""
+        evaluation ``samples`` (their indices: the paired bootstrap resamples samples, which seeds share). Clean
+        scores are tied first (:meth:`tied`; ``values`` must then come from tied scores); ``perturbed`` ones (inputs
+        moved by ε: identical clean logits need not score alike) are not."""
+        if not perturbed:
+            uncertainty = self.tied(samples, uncertainty)
         values = metrics.summary(uncertainty, correct) if values is None else values
         self.values[(series, x, detector, seed)] = values
         self.records.extend((series, x, detector, m, seed, float(values[m])) for m in metric_info.KEYS)

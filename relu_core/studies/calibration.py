@@ -180,6 +180,7 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
         bins: dict = {}
         rows = []
         splits = protocol.seeded_splits(correct, tune_fraction, seeds)
+        collector.tie_on(logits)
         for i, (seed, tune, evaluation) in enumerate(splits.checked(common.cancel, "calibration study")):
             report(common.progress, i, len(seeds), f"seed {i + 1}/{len(seeds)}: temperature scaling")
             rows.append(calibration_seed(logits, labels, correct, tune, evaluation, seed, collector, bins))

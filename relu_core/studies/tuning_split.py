@@ -45,6 +45,7 @@ def fraction_sweep(
     """Rel-U (T = 1, λ = 0.5) and Doctor (T = 1) at every fraction and seed of ``common``, into ``collector``."""
     probs = detectors.softmax(logits, TEMPERATURE)
     doctor = detectors.gini(probs)
+    collector.tie_on(logits)
     for i, fraction in enumerate(fractions):
         report(common.progress, i, len(fractions), f"{series}: tuning fraction {fraction:g}")
         splits = protocol.seeded_splits(correct, fraction, common.seeds)
