@@ -116,21 +116,26 @@ def _eps_watch(key: str, step: str) -> None:
 
 def eps_section(run, setting: explore.Setting, slot) -> explore.EpsPass:
     """The ε pass of ``setting`` (``explore.eps_pass``, this session's memory of it); its note and progress go in
-    ``slot``, the bar staying (full) once the whole split is done, so that the page does not move when it ends."""
+    ``slot`` side by side (one row of the control bar: at 1280 x 720 the matrices below must still fit), the bar
+    staying (full) once the whole split is done, so that the page does not move when it ends."""
     memory = st.session_state.setdefault(session.EX_EPS_MEMORY, explore.EpsMemory())
     shown = explore.eps_pass(run, setting, memory, session=session.session_id())
     if setting.eps == 0:
         return shown
     with slot:
-        st.caption(plain(shown.note))
         if shown.failed:
+            st.caption(plain(shown.note))
             left, right = st.columns([5, 1], vertical_alignment="center")
             left.error(plain(shown.failed))
             right.button("Retry the ε pass", key=session.EX_EPS_RETRY, on_click=memory.retry)
-        elif shown.job is not None:
-            _eps_watch(shown.job.key, shown.step)
-        elif shown.done:
-            st.progress(1.0, text="ε pass done")
+            return shown
+        note, bar = st.columns(2, vertical_alignment="bottom")
+        note.caption(plain(shown.note))
+        with bar:
+            if shown.job is not None:
+                _eps_watch(shown.job.key, shown.step)
+            elif shown.done:
+                st.progress(1.0, text="ε pass done")
     return shown
 
 
