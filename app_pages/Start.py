@@ -112,7 +112,7 @@ st.caption(
 
 left, right, side = st.columns([5, 5, 2.4])
 cm, cm_fig = explore.confusion_figure(run, setting.tune_fraction, setting.seed)
-# compact copies (the confusion figure is cached and shared): both matrices fit above the fold at 1280 x 720
+# compact copies (the confusion figure is cached and shared): both matrices and the run's numbers in one row
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
     small_dstar = go.Figure(view.heat).update_layout(**compact).update_traces(colorbar_thickness=12)
