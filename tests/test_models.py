@@ -298,6 +298,24 @@ def test_pickled_module_is_refused_with_what_to_upload_instead() -> None:
     assert "weights_only" not in message and "\x1b" not in message and "\n" not in message
 
 
+def test_a_plain_pickle_is_refused_with_what_to_upload_instead(tmp_path) -> None:
+    import pickle
+
+    ran = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (ran.touch, ())
+
+    data = pickle.dumps(Payload(), protocol=4)
+    with pytest.raises(CheckpointError) as info:
+        load_model_bytes(data, "evil.pt", arch="cnn8")
+    message = str(info.value)
+    assert message.startswith("evil.pt is not a valid PyTorch checkpoint: it is a plain pickle, not a file torch.save")
+    assert "model.state_dict()" in message and "Unsupported operand" not in message and "\n" not in message
+    assert not ran.exists()  # never unpickled
+
+
 @pytest.mark.parametrize(
     "saved, outputs, chosen, classes, hint",
     [

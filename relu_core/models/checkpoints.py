@@ -39,11 +39,18 @@ def _torch_load_reason(exc: BaseException) -> str:
 
     A pickled Python object (a whole ``nn.Module`` saved with ``torch.save(model)``, or anything hostile) is
     named, with what to upload instead."""
+    upload_instead = "upload the weights alone (torch.save(model.state_dict(), ...)) or a TorchScript file"
     refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
     if refused:
         return (
-            f"it holds a pickled Python object (GLOBAL {refused.group(1)}), which is never unpickled here: upload "
-            "the weights alone (torch.save(model.state_dict(), ...)) or a TorchScript file"
+            f"it holds a pickled Python object (GLOBAL {refused.group(1)}), which is never unpickled here: "
+            + upload_instead
+        )
+    operand = re.search(r"Unsupported operand (\d+)", str(exc))
+    if operand:  # e.g. 149 (FRAME): a plain pickle.dump of protocol 4 or more, which torch.save never writes
+        return (
+            f"it is a plain pickle, not a file torch.save writes (its pickle opcode {operand.group(1)} is refused), "
+            "and is never unpickled here: " + upload_instead
         )
     boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", str(exc)) if p.strip()]
