@@ -11,7 +11,18 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from relu_core import comparison, corruptions, csv_text, detectors, explore, figures, metric_info, protocol, robustness
+from relu_core import (
+    comparison,
+    corruptions,
+    csv_text,
+    detectors,
+    explore,
+    figures,
+    metric_info,
+    protocol,
+    robustness,
+    scorecard,
+)
 from relu_core.runs import get_run
 from studio import jobbox, page, session
 from studio.text import plain
@@ -87,6 +98,7 @@ names = options["corruption_names"]
 ready = len(names) >= 3 and len(options["detector_keys"]) >= 1
 if not ready:
     st.warning("Choose at least 3 corruptions (one vertex each on the radar plots) and at least one detector.")
+shared = session.shared()
 result = jobbox.study_run(
     session.CORRUPTIONS_PAGE,
     run.run_id,
@@ -96,6 +108,12 @@ result = jobbox.study_run(
     lambda progress, cancel: robustness.mismatch_study(run, **options, progress=progress, cancel=cancel),
     ready=ready,
     hint="Corrupted images and their logits are cached, so later runs are quick.",
+    # the Start page's scorecard runs this very study at the defaults: its result needs no press here
+    found=(
+        (lambda: scorecard.finished(run, "corruptions", shared))
+        if options == scorecard.corruption_options(run, shared)
+        else None
+    ),
 )
 if result is not None:
     n_seeds = len(result.seeds)

@@ -127,16 +127,21 @@ def check_run(run) -> None:
         raise RobustnessError(f"the run has {len(run.images)} images but {len(run.labels)} labels")
 
 
+#: The corruption study's severity and selection criterion unless given (the paper's radar plots: severity 5).
+DEFAULT_SEVERITY = 5
+DEFAULT_CRITERION = "fpr95"
+
+
 def mismatch_study(
     run,
     *,
-    severity: int = 5,
+    severity: int = DEFAULT_SEVERITY,
     corruption_names: Sequence[str] | None = None,
     detector_keys: Sequence[str] = protocol.PAIRED,
     tune_fraction: float = 0.2,
     seeds: Sequence[int] = (0, 1, 2),
     subsample: int | None = CPU_SUBSAMPLE,
-    criterion: str = "fpr95",
+    criterion: str = DEFAULT_CRITERION,
     corruption_seed: int = 0,
     device: str = "auto",
     batch_size: int | None = None,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import comparison, datasets, jobs, metric_info, protocol, robustness, stats
+from relu_core import comparison, corruptions, datasets, jobs, metric_info, protocol, robustness, stats
 from relu_core.errors import InputError
 from relu_core.progress import count
 
@@ -126,18 +126,37 @@ def _mismatch(run, shared: Shared, other: str):
     return work
 
 
+def corruption_options(run, shared: Shared) -> dict:
+    """The arguments of the scorecard's corruption study of ``run``: the Corruptions page's defaults (severity,
+    Rel-U and Doctor, every corruption, the selection criterion, the CPU's subsample) at the shared tuning fraction
+    and seeds, written as that page writes them, so that the page can show this study's result
+    (:func:`finished`) without a run of its own."""
+    subsample = robustness.default_subsample()
+    return {
+        "severity": robustness.DEFAULT_SEVERITY,
+        "tune_fraction": shared.tune_fraction,
+        "seeds": tuple(range(shared.seeds)),
+        "subsample": None if subsample is None or subsample >= len(run.labels) else subsample,
+        "detector_keys": tuple(protocol.PAIRED),
+        "corruption_names": tuple(corruptions.CORRUPTIONS),
+        "criterion": robustness.DEFAULT_CRITERION,
+    }
+
+
 def _corruptions(run, shared: Shared):
+    options = corruption_options(run, shared)
+
     def work(progress, cancel):
-        return robustness.mismatch_study(
-            run,
-            tune_fraction=shared.tune_fraction,
-            seeds=tuple(range(shared.seeds)),
-            subsample=robustness.default_subsample(),
-            progress=progress,
-            cancel=cancel,
-        )
+        return robustness.mismatch_study(run, **options, progress=progress, cancel=cancel)
 
     return work
+
+
+def finished(run, key: str, shared: Shared):
+    """The result of the scorecard's job of setting ``key`` on ``run`` at ``shared`` once it has finished, else
+    None."""
+    job = jobs.MANAGER.get(job_key(run, key, shared))
+    return job.result if job is not None and job.state == jobs.DONE else None
 
 
 def _supported(run, key: str) -> str | None:

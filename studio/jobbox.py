@@ -237,17 +237,28 @@ def job_result(key: str):
     return _finished(handle, said=wait_for(handle))
 
 
-def study_result(page: str, scope, settings, pressed: bool, label: str, work: Callable[[Callable, Callable], object]):
+def study_result(
+    page: str,
+    scope,
+    settings,
+    pressed: bool,
+    label: str,
+    work: Callable[[Callable, Callable], object],
+    found: Callable[[], object | None] | None = None,
+):
     """A study page's result to show and whether it is for the current ``settings``: ``(result, current)``, or
     ``(None, False)`` when there is none yet.
 
     ``pressed`` (its Run button) starts ``work`` as a background job keyed by ``page``, ``scope`` (the run, and
     the study where a page has several) and ``settings``; a job for these settings that finished while the page
-    was left is picked up. Otherwise the page keeps showing the last result in ``scope``, which is stale when
+    was left is picked up, and so is ``found()``, the result of exactly these settings computed elsewhere (the
+    Start page's scorecard). Otherwise the page keeps showing the last result in ``scope``, which is stale when
     the settings changed since. Results are kept per session, least recently used dropped.
     """
     key = f"{page}:{scope}:{settings}"
     result = run_job(label, work, select=False, key=key) if pressed else job_result(key)
+    if result is None and not pressed and found is not None:
+        result = found()
     results = st.session_state.setdefault(session.results_key(page), LRURegistry(limits.MAX_SESSION_RUNS))
     last = st.session_state.setdefault(session.last_key(page), {})
     if result is not None:
@@ -268,12 +279,13 @@ def study_run(
     *,
     ready: bool = True,
     hint: str = "",
+    found: Callable[[], object | None] | None = None,
 ):
     """A study page's **Run the study** button (disabled unless ``ready``) and the result to show
-    (:func:`study_result`), or None before the first run, with a line asking to press the button (then ``hint``);
-    a result computed with other settings is shown with a line saying so."""
+    (:func:`study_result`, ``found`` included), or None before the first run, with a line asking to press the
+    button (then ``hint``); a result computed with other settings is shown with a line saying so."""
     pressed = st.button("Run the study", key=session.run_button_key(page), type="primary", disabled=not ready)
-    result, current = study_result(page, scope, settings, pressed, label, work)
+    result, current = study_result(page, scope, settings, pressed, label, work, found)
     if result is None:
         st.info(f"Press **Run the study**. {hint}".rstrip())
     elif not current:

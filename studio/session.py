@@ -174,11 +174,11 @@ def rob_defaults() -> dict[str, object]:
     the images per corruption on a CPU and every image on a GPU (0: every image). The tuning fraction and the
     seeds are the shared ones (:data:`ROB_SHARED`)."""
     return {
-        ROB_SEVERITY: 5,
+        ROB_SEVERITY: robustness.DEFAULT_SEVERITY,
         ROB_SUBSAMPLE: robustness.default_subsample() or 0,
         ROB_DETECTORS: list(protocol.PAIRED),
         ROB_CORRUPTIONS: list(corruptions.CORRUPTIONS),
-        ROB_CRITERION: "fpr95",
+        ROB_CRITERION: robustness.DEFAULT_CRITERION,
         ROB_IMAGE: 0,
     }
 

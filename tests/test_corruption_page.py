@@ -75,6 +75,29 @@ def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> N
         assert row.proto.imgs[5].url != row.proto.imgs[0].url, name
 
 
+def test_the_start_page_s_finished_study_is_shown_without_a_press(pages, digits_run) -> None:
+    from relu_core import jobs, robustness, scorecard
+    from studio import session
+
+    shared = scorecard.Shared(seeds=1)  # shared settings of this test only: no other test's scorecard job
+    study = robustness.mismatch_study(
+        digits_run, subsample=64, seeds=(0,), corruption_names=corruptions.CORRUPTIONS[:3], device="cpu"
+    )
+    key = scorecard.job_key(digits_run, "corruptions", shared)
+    job = jobs.MANAGER.submit(key, "Scorecard: corruptions", lambda progress, cancel: study)
+    try:
+        assert job.wait(60) and job.state == jobs.DONE
+        at = pages.open("Corruptions.py", digits_run, **{session.SHARED: dict(vars(shared))})
+        pages.no_exceptions(at)
+        assert not any("Run the study" in info.value for info in at.info)  # nothing to press: shown at once
+        assert _one(_figures(at), "AUROC")  # the scorecard's result, drawn
+        at.select_slider(key="rob_severity").set_value(3).run()  # other settings: a study of their own
+        pages.no_exceptions(at)
+        assert any("settings changed since this study was run" in info.value for info in at.info)
+    finally:
+        jobs.MANAGER.forget(key)
+
+
 def test_changed_settings_keep_the_last_study_and_say_so(pages, digits_run) -> None:
     names = ["gaussian_noise", "contrast", "fog"]
     at = pages.open("Corruptions.py", digits_run, rob_subsample=64, rob_seeds=1, rob_corruptions=names)
