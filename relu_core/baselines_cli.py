@@ -83,7 +83,10 @@ def format_result(result, title: str) -> str:
         lines += ["", "Notes:", *notes]
     if result.paired:
         lines += ["", "Rel-U − Doctor on the same splits (95 % paired bootstrap interval of the mean over seeds):"]
-        lines += [f"  {row.mean:+.4f} ± {row.std:.4f}   {row.verdict}" for row in result.paired_frame().itertuples()]
+        lines += [
+            f"  {metric_info.signed(row.mean)} ± {row.std:.4f}   {row.verdict}"
+            for row in result.paired_frame().itertuples()
+        ]
     for key, reason in result.skipped.items():
         lines.append(f"skipped {key}: {reason}")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
         [
             {
                 "metric": metric_info.get(m).label,
-                "Rel-U − Doctor": f"{d.estimate:+.4f}",
+                "Rel-U − Doctor": metric_info.signed(d.estimate),
                 f"{100 * d.confidence:g} % CI (paired bootstrap)": _interval(d.low, d.high)
                 + (f" ({stats.CONDITIONAL_LABEL})" if d.conditional else ""),
                 "verdict": d.outcome(),
@@ -51,7 +51,7 @@ def paired_table(frame: pd.DataFrame, **leading: Sequence) -> pd.DataFrame:
             **{header: list(values) for header, values in leading.items()},
             "metric": [metric_info.get(m).label for m in frame["metric"]],
             "Rel-U − Doctor (mean ± std over seeds)": [
-                f"{m:+.4f} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])
+                f"{metric_info.signed(m)} ± {s:.4f}" for m, s in zip(frame["mean"], frame["std"])
             ],
             MEAN_INTERVAL + (f" ({stats.CONDITIONAL_LABEL})" if conditional else ""): [
                 "–" if np.isnan(low) else _interval(low, high) for low, high in zip(frame["ci_low"], frame["ci_high"])
@@ -62,7 +62,7 @@ def paired_table(frame: pd.DataFrame, **leading: Sequence) -> pd.DataFrame:
 
 
 def _interval(low: float, high: float) -> str:
-    return f"{low:+.4f} to {high:+.4f}"
+    return f"{metric_info.signed(low)} to {metric_info.signed(high)}"
 
 
 def outcome_column(frame: pd.DataFrame) -> list[str]:

@@ -173,7 +173,7 @@ def format_table(result, *, title: str = "") -> str:
             + "):",
         ]
         for metric, row in paired.items():
-            lines.append(f"  {row['mean']:+.4f} ± {row['std']:.4f}   {row['verdict']}")
+            lines.append(f"  {metric_info.signed(row['mean'])} ± {row['std']:.4f}   {row['verdict']}")
     return "\n".join(lines)
 
 

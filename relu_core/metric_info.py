@@ -12,6 +12,13 @@ from dataclasses import dataclass
 from relu_core.errors import InputError
 
 
+def signed(value: float, decimals: int = 4) -> str:
+    """A difference with its sign, to ``decimals`` places: "+0.0000" where it rounds to zero, never "-0.0000" (a
+    difference too small to show has no side)."""
+    rounded = round(float(value), decimals)
+    return f"{rounded + 0.0 if rounded == 0 else rounded:+.{decimals}f}"
+
+
 @dataclass(frozen=True)
 class Metric:
     """One metric of a detector on an evaluation split.

@@ -208,7 +208,8 @@ def plain_verdict(outcomes: dict[str, str]) -> str:
 
 def _interval(metric: str, estimate: float, low: float, high: float) -> str:
     """ "FPR95 +0.278 [-0.037, +0.667]": Rel-U − Doctor and its interval."""
-    return f"{metric_info.get(metric).label} {estimate:+.3f} [{low:+.3f}, {high:+.3f}]"
+    signed = metric_info.signed
+    return f"{metric_info.get(metric).label} {signed(estimate, 3)} [{signed(low, 3)}, {signed(high, 3)}]"
 
 
 def _from_differences(differences: dict[str, stats.PairedDifference]) -> tuple[str, str, tuple[str, ...]]:

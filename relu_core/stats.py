@@ -67,7 +67,10 @@ class PairedDifference:
         return self.estimate > 0 if self.higher_is_better else self.estimate < 0
 
     def interval_text(self) -> str:
-        return f"{100 * self.confidence:g} % CI {self.low:+.4f} to {self.high:+.4f}{self._condition()}"
+        return (
+            f"{100 * self.confidence:g} % CI {metric_info.signed(self.low)} to {metric_info.signed(self.high)}"
+            f"{self._condition()}"
+        )
 
     def _condition(self) -> str:
         return f", {CONDITIONAL_LABEL}" if self.conditional else ""
@@ -84,7 +87,7 @@ class PairedDifference:
         convention per sentence)."""
         label = metric_info.BY_KEY[self.metric].label if self.metric in metric_info.BY_KEY else self.metric
         if not self.significant:
-            return f"{label}: {self.outcome(a, b)} ({a} − {b} = {self.estimate:+.4f}, {self.interval_text()})"
+            return f"{label}: {self.outcome(a, b)} ({a} − {b} = {metric_info.signed(self.estimate)}, {self.interval_text()})"
         winner, loser = (a, b) if self.a_is_better() else (b, a)
         # the winner's margin is |A − B|; its interval is the difference's, mirrored when it is negative
         low, high = sorted((abs(self.low), abs(self.high)))

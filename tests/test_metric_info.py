@@ -240,3 +240,19 @@ def test_the_rows_in_words_are_the_former_tables():
     by_corruption = comparison.paired_table(frame.iloc[:1], corruption=["fog"])
     pd.testing.assert_frame_equal(by_corruption, old.iloc[:1].drop(columns=["series", "point"]).assign(
         corruption=["fog"])[["corruption", *old.columns[2:]]])  # fmt: skip
+
+
+def test_a_difference_that_rounds_to_zero_has_no_sign() -> None:
+    signed = metric_info.signed
+    assert [signed(v) for v in (-1e-6, -0.0, 0.0, 4e-5)] == ["+0.0000"] * 4
+    assert (signed(0.01234), signed(-0.5), signed(-0.00051, 3), signed(2.5e-4, 3)) == (
+        "+0.0123",
+        "-0.5000",
+        "-0.001",
+        "+0.000",
+    )
+    from relu_core import comparison, stats
+
+    tiny = stats.PairedDifference("augrc", -2e-6, -3e-5, 1e-5, False, 1000)
+    row = comparison.paired_rows({"augrc": tiny}).iloc[0]
+    assert row["Rel-U − Doctor"] == "+0.0000" and "-0.0000" not in " ".join(map(str, row))

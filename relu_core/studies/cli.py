@@ -192,7 +192,7 @@ def format_result(result) -> str:
         if not paired.empty:
             lines.append("Rel-U − Doctor, FPR95 (mean ± std over seeds; verdict from the 95 % paired bootstrap):")
             lines += [
-                f"  {x:g}: {m:+.4f} ± {s:.4f}   {v}"
+                f"  {x:g}: {metric_info.signed(m)} ± {s:.4f}   {v}"
                 for x, m, s, v in zip(paired["x"], paired["mean"], paired["std"], paired["verdict"])
             ]
     for name, table in result.tables.items():

@@ -84,10 +84,9 @@ class ObjectivesResult:
                 )
             paired = result.paired or {}
             diff = paired.get("fpr95")
-            line[f"Rel-U − Doctor {fpr.label}"] = (
-                f"{result.mean('relu', 'fpr95') - result.mean('doctor', 'fpr95'):+.4f}"
-                + (f" ({diff.interval_text()})" if diff is not None else "")
-            )
+            line[f"Rel-U − Doctor {fpr.label}"] = metric_info.signed(
+                result.mean("relu", "fpr95") - result.mean("doctor", "fpr95")
+            ) + (f" ({diff.interval_text()})" if diff is not None else "")
             line["verdict"] = "; ".join(paired[m].verdict() for m in ("fpr95", "auroc") if m in paired) or (
                 "no bootstrap interval (0 resamples)"
             )
