@@ -48,10 +48,15 @@ def draw(page, pages: Mapping[str, object]) -> None:
     query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
     sidebar.sidebar_run_picker()
     query.write_run_param(current_run())  # a link copied from any page names the run it shows
+    run = current_run()
+    shared = session.shared()
+    logits_only = shared.eps and (run.model is None or run.images is None)
     with st.sidebar:
         st.caption(
-            f"**Shared settings**: {session.shared().words()}. Every page uses them by default: changing one on "
-            "any page changes it on all; a result computed otherwise says so beside it."
+            f"**Shared settings**: {shared.words()}"
+            + (" (ε does not apply to this run: it is scored at ε = 0)" if logits_only else "")
+            + ". Every page uses them by default: changing one on any page changes it on all; a result computed "
+            "otherwise says so beside it."
         )
     query.query_run_notice()
     name = next((n for n, p in pages.items() if p == page), START)

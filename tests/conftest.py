@@ -34,6 +34,20 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_job_outlives_the_session():
+    """Background jobs a test left running (the Start page's scorecard starts some) are cancelled and waited for
+    before the interpreter exits: a daemon thread still inside torch at exit aborts the process (exit code 134)."""
+    yield
+    from relu_core import jobs
+
+    running = [job for job in jobs.MANAGER.jobs() if job.running]
+    for job in running:
+        job.cancel()
+    for job in running:
+        job.wait(300)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that read ../shared/data carry the ``real_data`` marker (``-m "not real_data"`` skips them)."""
     for item in items:

@@ -130,3 +130,20 @@ def test_every_page_shows_the_running_work_at_its_top(page, digits_run, monkeypa
         for job in (other, own):
             job.wait(60)
             jobs.MANAGER.forget(job.key)
+
+
+def test_the_sidebar_says_when_the_shared_eps_does_not_apply_to_the_run(digits_run):
+    from relu_core import runs
+    from studio import session
+
+    logits_only = runs.Run.from_logits(digits_run.logits, digits_run.labels, digits_run.class_names, source="upload")
+    for run in (digits_run, logits_only):
+        runs.register_run(run)
+        at = app(EXPLORE, TIMEOUT)  # not Start: its scorecard would start background studies
+        at.session_state["run_id"] = run.run_id
+        at.session_state[session.SHARED] = {**vars(session.scorecard.Shared()), "eps": 0.0002}
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        caption = next(c.value for c in at.sidebar.caption if c.value.startswith("**Shared settings**"))
+        assert "ε = 0.0002" in caption
+        assert ("ε does not apply to this run" in caption) == (run is logits_only), caption
