@@ -263,6 +263,10 @@ def card(run, fitted: DeployedDetector, files: dict[str, str]) -> dict:
             "images": f"uint8 (N, H, W, C) images, normalised inside as (x/255 − mean)/std, mean {list(run.mean)}, "
             f"std {list(run.std)}",
         },
+        "input_preprocessing": (
+            "none: the detector scores the classifier's clean outputs (ε = 0). Input pre-processing (ε) takes a "
+            "gradient step through the classifier on every input, which an exported detector cannot do"
+        ),
         "outputs": {
             "prediction": "int64 (N,): argmax of the logits",
             "uncertainty": "float64 (N,): higher = more likely misclassified",
@@ -280,6 +284,9 @@ def card(run, fitted: DeployedDetector, files: dict[str, str]) -> dict:
                 **{name: _interval(rate) for name, rate in fitted.evaluation.items()},
             },
             "positives": "correctly classified samples (TPR: correct ones accepted; FPR: errors accepted)",
+            "versus_explore": "Explore's operating point is placed on the evaluation split itself (it reports the "
+            "curve at that TPR); this threshold comes from the tuning split, so its evaluation TPR may miss the "
+            "target: what a deployed threshold does",
         },
         "run": provenance,
         "versions": versions,

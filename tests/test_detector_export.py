@@ -143,6 +143,8 @@ def test_the_card_travels_with_the_files_and_names_no_server_path(digits_run, tm
     assert evaluation["samples"] == fitted.n_eval and evaluation["tpr"]["n_resamples"] == 1000
     assert evaluation["fpr"]["ci_low"] <= evaluation["fpr"]["estimate"] <= evaluation["fpr"]["ci_high"]
     assert {"torch", "onnx", "onnxruntime", "numpy"} <= set(card["versions"])
+    assert card["input_preprocessing"].startswith("none: the detector scores the classifier's clean outputs (ε = 0)")
+    assert "tuning split" in card["operating_point"]["versus_explore"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         extra = {"detector.json": ""}
