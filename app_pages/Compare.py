@@ -47,7 +47,9 @@ with st.container(border=True):
     )
     c_det, c_t, c_lam, c_split, c_seeds = st.columns([5, 2, 2, 2, 1])
     c_det.multiselect("detectors", list(compare.DEFAULT_KEYS), format_func=detectors.label, key=session.CMP_DETECTORS)
-    c_t.select_slider("T (Rel-U, Doctor)", options=explore.TEMPERATURES, key=session.CMP_TEMPERATURE)
+    c_t.select_slider(
+        "T (Rel-U, Doctor)", options=explore.TEMPERATURES, format_func=lambda t: f"{t:g}", key=session.CMP_TEMPERATURE
+    )
     c_lam.slider("λ (Rel-U)", 0.0, 1.0, step=explore.LAM_STEP, key=session.CMP_LAM)
     page.fraction_slider(c_split, "tuning split", key=session.CMP_TUNE_FRACTION)
     c_seeds.number_input("seeds", min_value=1, max_value=session.SEEDS_MAX, step=1, key=session.CMP_SEEDS)
@@ -90,12 +92,13 @@ for m in metric_info.PAIRED_KEYS:
     ]
 st.dataframe(shown, hide_index=True)
 
+# the verdicts are sentences: static tables wrap them (an interactive grid cut them at its edge)
 words = ["run", "metric", "verdict"]
 if not result.relu_minus_doctor.empty:
     st.subheader("Rel-U − Doctor within each run")
-    st.dataframe(result.relu_minus_doctor[words], hide_index=True)
+    st.table(result.relu_minus_doctor[words].set_index("run"))
 st.subheader(plain(f"Each run − run 1 ({result.run_labels[0]})"))
-st.dataframe(result.differences[["detector", *words]], hide_index=True)
+st.table(result.differences[["detector", *words]].set_index("detector"))
 st.caption(
     "Verdicts: the 95 % percentile interval of the paired bootstrap, pooled over the seeds; "
     '"no significant difference" when it covers 0.'
@@ -116,18 +119,18 @@ with right:
 st.caption("Curves on the first seed's evaluation split; colour: run, dash: detector.")
 
 row = st.columns(3)
-for column, (name, frame) in zip(
+for column, (name, label, frame) in zip(
     row,
     (
-        ("runs_table", result.table),
-        ("runs_differences", result.differences),
-        ("runs_relu_doctor", result.relu_minus_doctor),
+        ("runs_table", "Each run's detectors (CSV)", result.table),
+        ("runs_differences", "Each run − run 1 (CSV)", result.differences),
+        ("runs_relu_doctor", "Rel-U − Doctor within each run (CSV)", result.relu_minus_doctor),
     ),
     strict=True,
 ):
     page.download_button(
         column,
-        f"{name.replace('_', ' ')} (CSV)",
+        label,
         csv_text.frame_csv(frame),
         f"{name}.csv",
         key=session.item_key(session.CMP_DOWNLOAD, name),
