@@ -157,7 +157,7 @@ def _cell_gallery(run_, view: explore.View) -> None:
             "scores (higher = more likely wrong)."
         )
     )
-    explore_ui.gallery(run_, cell, view, view.setting.detectors, name_classes=False)
+    explore_ui.gallery(run_, cell, view, view.setting.detectors, name="cell", name_classes=False)
 
 
 def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
@@ -179,7 +179,7 @@ def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
     ):
         with column:
             st.markdown(f"**{title}: {caught.size}**")
-            explore_ui.gallery(run_, caught, view, protocol.PAIRED, limit=12, columns=4)
+            explore_ui.gallery(run_, caught, view, protocol.PAIRED, name=title, page_size=12, columns=4)
 
 
 @st.fragment

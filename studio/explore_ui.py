@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import detector_export, detectors, explore, jobs, protocol
+from relu_core import cache, detector_export, detectors, explore, jobs, protocol
 from studio import page, session
 from studio.live_chart import Follow, live_html, value_key
 from studio.text import plain
@@ -184,11 +184,36 @@ def neighbours(run, setting: explore.Setting) -> Neighbours:
 # ------------------------------------------------------------------------------- galleries and exports
 
 
+def _shown_count(name: str, indices: np.ndarray, page_size: int) -> int:
+    """How many of ``indices`` the gallery ``name`` shows: ``page_size``, more after each "Show more", back to
+    ``page_size`` when its samples change (another cell, split or setting)."""
+    digest = cache.array_digest(indices)
+    shown = st.session_state.setdefault(session.EX_GALLERY_SHOWN, {})
+    if shown.get(name, (None,))[0] != digest:
+        shown[name] = (digest, page_size)
+    return shown[name][1]
+
+
+def _show_more(name: str, page_size: int) -> None:
+    digest, count = st.session_state[session.EX_GALLERY_SHOWN][name]
+    st.session_state[session.EX_GALLERY_SHOWN][name] = (digest, count + page_size)
+
+
 def gallery(
-    run, indices: np.ndarray, view: explore.View, keys, *, limit: int = 24, columns: int = 8, name_classes: bool = True
+    run,
+    indices: np.ndarray,
+    view: explore.View,
+    keys,
+    *,
+    name: str,
+    page_size: int = 24,
+    columns: int = 8,
+    name_classes: bool = True,
 ) -> None:
     """Images (or a table for logits-only runs) captioned with their index, true → predicted class (unless
-    ``name_classes`` is False: a confusion cell's samples share them) and each detector's score."""
+    ``name_classes`` is False: a confusion cell's samples share them) and each detector's score: ``page_size`` of
+    them, and as many more on each press of its "Show more" button (``name`` tells the page's galleries apart)."""
+    limit = _shown_count(name, indices, page_size)  # first: an empty cell between two visits resets it too
     if indices.size == 0:
         st.info("No samples here.")
         return
@@ -204,16 +229,23 @@ def gallery(
         for key in keys:
             table[view.detectors[key].name] = view.detectors[key].uncertainty[shown]
         st.dataframe(table, hide_index=True)
-        return
-    grid = st.columns(columns)
-    for n, i in enumerate(shown):
-        classes = [f"{names[labels[i]]} → {names[view.predictions[i]]}"] if name_classes else []
-        scores = [f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys]
-        grid[n % columns].image(
-            explore.thumbnail(run.images[i]), caption=plain(" · ".join([f"#{i}", *classes, *scores]))
-        )
+    else:
+        grid = st.columns(columns)
+        for n, i in enumerate(shown):
+            classes = [f"{names[labels[i]]} → {names[view.predictions[i]]}"] if name_classes else []
+            scores = [f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys]
+            grid[n % columns].image(
+                explore.thumbnail(run.images[i]), caption=plain(" · ".join([f"#{i}", *classes, *scores]))
+            )
     if indices.size > limit:
-        st.caption(f"showing {limit} of {indices.size}")
+        row = st.container(horizontal=True, vertical_alignment="center")
+        row.caption(f"showing {limit} of {indices.size}")
+        row.button(
+            f"Show {min(page_size, indices.size - limit)} more",
+            key=session.item_key(session.EX_GALLERY_MORE, name),
+            on_click=_show_more,
+            args=(name, page_size),
+        )
 
 
 def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:

@@ -378,6 +378,10 @@ GALLERY_SPLITS = ("tuning split (as the matrix)", "evaluation split")
 EX_GALLERY_PICK = "ex_gallery_pick"
 #: How many confusion cells were clicked; the click whose scroll to the gallery is still to be made; the scroll.
 EX_CELL_CLICKS, EX_SCROLL_PENDING, EX_SCROLL_GALLERY = "ex_cell_clicks", "ex_scroll_pending", "ex_scroll_gallery"
+#: How many samples each gallery shows (gallery name -> (its samples' digest, count)), and its "Show more" buttons
+#: (one per gallery: ``item_key(EX_GALLERY_MORE, name)``).
+EX_GALLERY_SHOWN = "ex_gallery_shown"
+EX_GALLERY_MORE = "ex_gallery_more"
 
 
 def gallery_defaults() -> dict[str, object]:

@@ -284,6 +284,27 @@ def test_a_gallery_that_fails_says_so_in_one_line_and_keeps_the_panel(explore, m
     assert "Rel-U" in _metrics(explore).index  # the panel above the tabs is still drawn
 
 
+def test_a_gallery_shows_more_on_request_and_starts_again_for_another_cell(explore):
+    _open_tab(explore, "Samples of a confusion cell")
+    explore.selectbox(key="ex_pair_true").set_value(3).run()
+    explore.selectbox(key="ex_pair_pred").set_value(3).run()  # the diagonal: far more than one page of samples
+
+    def shown() -> tuple[int, int, int]:
+        images = sum(len(row.proto.imgs) for row in explore.get("image"))
+        caption = next(c.value for c in explore.caption if c.value.startswith("showing "))
+        first, total = map(int, re.fullmatch(r"showing (\d+) of (\d+)", caption).groups())
+        return images, first, total
+
+    images, first, total = shown()
+    assert images == first == 24 and total > 48
+    explore.button(key="ex_gallery_more_cell").click().run()
+    _no_exceptions(explore)
+    assert shown() == (48, 48, total)
+    explore.selectbox(key="ex_pair_pred").set_value(5).run()  # another cell: one page again
+    explore.selectbox(key="ex_pair_pred").set_value(3).run()
+    assert shown()[:2] == (24, 24)
+
+
 def test_cell_gallery_keeps_its_pair_across_tabs(explore):
     _open_tab(explore, "Samples of a confusion cell")
     explore.selectbox(key="ex_pair_true").set_value(3).run()
