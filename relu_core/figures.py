@@ -50,9 +50,15 @@ def detector_color(name: str) -> str:
     return _FALLBACK_COLORS[sum(map(ord, name)) % len(_FALLBACK_COLORS)]
 
 
+#: The dash of each baseline's thin line, so that lines of near colours (MSP's grey, ODIN's olive) differ in shape
+#: too; Rel-U and Doctor are thick and solid.
+_BASELINE_DASHES = {"MSP": "dot", "ODIN": "dashdot", "Entropy": "dash", "Energy": "longdash"}
+
+
 def _line_style(name: str) -> dict:
-    prominent = name in PROMINENT
-    return {"color": detector_color(name), "width": 3 if prominent else 1.5, "dash": "solid" if prominent else "dot"}
+    if name in PROMINENT:
+        return {"color": detector_color(name), "width": 3, "dash": "solid"}
+    return {"color": detector_color(name), "width": 1.5, "dash": _BASELINE_DASHES.get(name, "dot")}
 
 
 #: Modebar buttons no chart offers: selections (they mean nothing on these charts), zoom in / out and autoscale

@@ -258,3 +258,10 @@ def test_top_classes_ranks_by_off_diagonal_mass_and_counts_non_finite_entries_as
     mass = cleaned.sum(0) + cleaned.sum(1) - 2 * np.diag(cleaned)
     np.testing.assert_array_equal(figures.top_classes(broken, 5), np.sort(np.argsort(-mass, kind="stable")[:5]))
     np.testing.assert_array_equal(figures.top_classes(matrix[:4, :4], 5), np.arange(4))
+
+
+def test_thin_baseline_lines_differ_in_shape_not_only_in_colour():
+    styles = {name: figures._line_style(name) for name in ("Rel-U", "Doctor", "MSP", "ODIN", "Entropy", "Energy")}
+    assert styles["Rel-U"]["dash"] == styles["Doctor"]["dash"] == "solid" and styles["Rel-U"]["width"] == 3
+    thin = [styles[name]["dash"] for name in ("MSP", "ODIN", "Entropy", "Energy")]
+    assert len(set(thin)) == len(thin) and "solid" not in thin
