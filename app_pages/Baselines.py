@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from relu_core import baselines, comparison, csv_text, detectors, figures, metric_info, protocol
+from relu_core.progress import count
 from studio import jobbox, page, session
 
 run = page.page_header(
@@ -67,7 +68,7 @@ result = jobbox.study_run(
     session.BASELINES_PAGE,
     run.run_id,
     tuple(options.items()),
-    f"Baselines: {page.count(len(options['keys']), 'detector')}, {page.count(len(options['seeds']), 'seed')}",
+    f"Baselines: {count(len(options['keys']), 'detector')}, {count(len(options['seeds']), 'seed')}",
     lambda progress, cancel: baselines.baselines_study(run, **options, progress=progress, cancel=cancel),
     ready=bool(options["keys"]),
     hint="Model passes are cached, so later runs are quick.",
@@ -75,7 +76,7 @@ result = jobbox.study_run(
 if result is None:
     st.stop()
 st.caption(
-    f"Tuning split {result.tune_fraction:.0%} · {page.count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / "
+    f"Tuning split {result.tune_fraction:.0%} · {count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / "
     f"{result.n_eval:,} evaluation samples per seed · conformal coverage {result.coverage:.0%}." + page.fixed_note()
 )
 
@@ -105,7 +106,7 @@ if result.paired:
     st.dataframe(comparison.paired_rows(result.paired), hide_index=True)
     st.caption(
         f"{100 * next(iter(result.paired.values())).confidence:g} % paired bootstrap interval of the mean over "
-        f"{page.count(len(result.seeds), 'seed')}; a verdict of "
+        f"{count(len(result.seeds), 'seed')}; a verdict of "
         '"no significant difference" means the interval covers 0.'
     )
 

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from relu_core import compare, csv_text, detectors, explore, figures, metric_info, protocol, runs
+from relu_core.progress import count
 from studio import jobbox, page, session
 from studio.runs import run_label, session_runs
 from studio.text import plain
@@ -68,7 +69,7 @@ result = jobbox.study_run(
     session.COMPARE_PAGE,
     tuple(run.run_id for run in chosen),
     tuple(options.items()),
-    f"Comparing {page.count(len(chosen), 'run')}",
+    f"Comparing {count(len(chosen), 'run')}",
     lambda progress, cancel: compare.compare_runs(chosen, **options, progress=progress, cancel=cancel),
     ready=ready,
     hint="" if ready else f"Choose {compare.MIN_RUNS} to {compare.MAX_RUNS} runs and at least one detector.",
@@ -77,7 +78,7 @@ if result is None:
     st.stop()
 st.caption(
     f"T = {result.temperature:g} · λ = {result.lam} · tuning split {result.tune_fraction:.0%} · "
-    f"{page.count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / {result.n_eval:,} evaluation samples "
+    f"{count(len(result.seeds), 'seed')} · {result.n_tune:,} tuning / {result.n_eval:,} evaluation samples "
     "per seed"
 )
 

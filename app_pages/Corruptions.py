@@ -23,6 +23,7 @@ from relu_core import (
     robustness,
     scorecard,
 )
+from relu_core.progress import count
 from relu_core.runs import get_run
 from studio import jobbox, page, session
 from studio.text import plain
@@ -118,7 +119,7 @@ result = jobbox.study_run(
 if result is not None:
     n_seeds = len(result.seeds)
     st.caption(
-        f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {page.count(n_seeds, 'seed')} · "
+        f"Severity {result.severity} · clean tuning split {result.tune_fraction:.0%} · {count(n_seeds, 'seed')} · "
         f"{min(result.n_eval):,}–{max(result.n_eval):,} corrupted evaluation images per seed (the study's images "
         'outside that seed\'s tuning split; the row "clean" scores the same images uncorrupted: with a subsample '
         "it is not the whole split's result) · corrupted images: " + ", ".join(sorted(set(result.sources.values())))
@@ -133,7 +134,7 @@ if result is not None:
     searched = result.hyperparameters.groupby("detector", sort=False)["settings_searched"].first()
     st.caption(
         "Settings searched by the cross-validated selection on the clean tuning split: "
-        + ", ".join(f"{d} {page.count(n, 'setting')}" for d, n in searched.items())
+        + ", ".join(f"{d} {count(n, 'setting')}" for d, n in searched.items())
         + "."
     )
 
@@ -143,7 +144,7 @@ if result is not None:
     drawn = sorted(auroc.columns, key=lambda d: d == "Rel-U")  # Rel-U last, on top where polygons coincide
     low = min(0.5, float(np.floor(np.nanmin(auroc.to_numpy(), initial=1.0) * 10) / 10))
     # two title lines: one line was cut at half a 1280 px page
-    over = f"<br><sup>severity {result.severity}, mean over {page.count(n_seeds, 'seed')}</sup>"
+    over = f"<br><sup>severity {result.severity}, mean over {count(n_seeds, 'seed')}</sup>"
 
     def significantly_better(metric: str) -> dict[str, str]:
         """Corruption -> the detector significantly better there on ``metric`` (none where no interval)."""
@@ -188,7 +189,7 @@ if result is not None:
             st.markdown(
                 f"**{metric_info.get(metric).label}**: Rel-U significantly better on {wins}, significantly worse on "
                 f"{losses}, no significant difference on {len(rows) - wins - losses} of {len(rows)} corruptions "
-                f"(95 % paired bootstrap interval of the mean over {page.count(n_seeds, 'seed')})."
+                f"(95 % paired bootstrap interval of the mean over {count(n_seeds, 'seed')})."
             )
         st.dataframe(comparison.paired_table(result.paired, corruption=result.paired["corruption"]), hide_index=True)
         st.caption(

@@ -7,6 +7,7 @@ import streamlit as st
 
 from relu_core import comparison, detectors, explore, figures, onnx_model, protocol
 from relu_core.errors import Cancelled, InputError
+from relu_core.progress import count
 from relu_core.runs import get_run
 from studio import explore_ui, frame, jobbox, page, query, runs, session
 from studio.explore_ui import Neighbours, chart, html
@@ -152,7 +153,7 @@ def _cell_gallery(run_, view: explore.View) -> None:
     cell = pool[(run_.labels[pool] == true_class) & (view.predictions[pool] == pred_class)]
     st.caption(
         plain(
-            f"{page.count(cell.size, 'sample')} with true class {class_names[true_class]} predicted as "
+            f"{count(cell.size, 'sample')} with true class {class_names[true_class]} predicted as "
             f"{class_names[pred_class]} in the {'tuning' if tuning else 'evaluation'} split; clean uncertainty "
             "scores (higher = more likely wrong)."
         )

@@ -13,6 +13,7 @@ import json
 import streamlit as st
 
 from relu_core import csv_text, protocol
+from relu_core.progress import count
 from relu_core.studies import objectives
 from studio import frame, jobbox, page, session
 from studio.runs import select_run
@@ -86,7 +87,7 @@ result = jobbox.study_run(
     session.OBJECTIVES_PAGE,
     dataset,
     tuple(options.items()),
-    f"Training objectives on {dataset}: {page.count(len(options['objectives']), 'model')}",
+    f"Training objectives on {dataset}: {count(len(options['objectives']), 'model')}",
     lambda progress, cancel: objectives.objectives_study(**options, progress=progress, cancel=cancel),
     ready=bool(options["objectives"]),
     hint="Models missing from the cache are trained first (about 6.5 minutes for the five Fashion-MNIST models "
@@ -97,7 +98,7 @@ if result is None:
 
 st.caption(
     f"{result.model} on {result.dataset} · epoch cap {result.epochs} · training seed {result.train_seed} · "
-    f"{page.count(len(result.seeds), 'split seed')} · tuning split {result.tune_fraction:.0%} · "
+    f"{count(len(result.seeds), 'split seed')} · tuning split {result.tune_fraction:.0%} · "
     + ("T and λ chosen inside each tuning split" if result.selection == "tuning" else "fixed T = 1, λ = 0.5")
 )
 table = result.table()

@@ -15,6 +15,7 @@ import streamlit as st
 
 from relu_core import comparison, explore, figures, metric_info, metrics, scorecard
 from relu_core.errors import InputError
+from relu_core.progress import count
 from relu_core.runs import get_run
 from studio import frame, jobbox, page, session
 from studio.text import plain
@@ -134,7 +135,7 @@ with side:
         frame.switch_to(frame.EXPLORE)
 st.info(
     f"{explore.start_verdict(view)} That is one split, the matrices' above and the one Explore opens on; the "
-    f"scorecard's first row averages {page.count(shared.seeds, 'split seed')}."
+    f"scorecard's first row averages {count(shared.seeds, 'split seed')}."
     + (f" Clean scores (ε = 0) here; Explore shows the shared ε = {shared.eps:g}." if shared.eps else "")
 )
 

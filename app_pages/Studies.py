@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from relu_core import figures, onnx_model, protocol, scorecard
+from relu_core.progress import count
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
 from studio import jobbox, page, session
@@ -146,9 +147,9 @@ if result is None:
 
 seeds_used = result.settings.get("seeds", [])
 st.caption(
-    page.count(len(seeds_used), "seed")
+    count(len(seeds_used), "seed")
     + (
-        f"; ε axis: {page.count(len(result.settings['seeds_eps']), 'seed')} on {result.settings['subsample']:,} images"
+        f"; ε axis: {count(len(result.settings['seeds_eps']), 'seed')} on {result.settings['subsample']:,} images"
         if "seeds_eps" in result.settings
         else ""
     )

@@ -5,7 +5,8 @@ Three parts, each printed as it finishes:
 1. **Two threads, one core's arithmetic.** The same second-moment work (BLAS ``syrk``, 10,000 x 1000 float64) on
    one thread, then split over two threads; torch's float64 ``exp`` the same way for contrast. Where two BLAS
    threads take as long as one, the CPUs share their floating-point units (SMT siblings), and no row-block
-   scheme can make dense float64 algebra faster than one thread does.
+   scheme can make dense float64 algebra faster than one thread does. Then the library's second moments in row
+   blocks of any size against blocks of at least ``threads.MIN_BLOCK_ROWS`` rows.
 2. **The floor of a 10,000 x 100 update.** ``bench_core``'s slider update (three softmaxes, Rel-U's fit and
    scores, Doctor, MSP, ODIN, FPR95 / AUROC / AURC of each) written with nothing but the arithmetic it needs, on
    one thread: a fused torch softmax, numpy's ``syrk`` for the moments, one triangular product for the
@@ -42,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_core import fast_update, synthetic_split  # noqa: E402
 from bench.bench_scale import imagenet_like_run  # noqa: E402
-from relu_core import detectors  # noqa: E402
+from relu_core import detectors, threads  # noqa: E402
 
 
 def median_ms(function: Callable[[], object], repeats: int) -> float:
@@ -93,6 +94,26 @@ def thread_scaling(repeats: int = 3) -> None:
                 print(f"   {name}: one thread {one:.0f} ms, two threads {two:.0f} ms (speed-up {one / two:.2f}x)")
     finally:
         torch.set_num_threads(kept)
+
+
+def block_rows(repeats: int = 5) -> None:
+    """The library's second moments of 10,000 x 1000 rows (77 % correct, as the 50k x 1000 benchmark's tuning fifth)
+    in row blocks of any size against blocks of at least ``threads.MIN_BLOCK_ROWS`` rows."""
+    rng = np.random.default_rng(1)
+    probs = detectors.softmax(rng.standard_normal((10_000, 1000)) * 3.0)
+    correct = rng.random(10_000) < 0.77
+    kept = threads.MIN_BLOCK_ROWS
+    times = {}
+    try:
+        for rows in (1, kept):
+            threads.configure(min_block_rows=rows)
+            times[rows] = median_ms(lambda: detectors.second_moments(probs, correct), repeats)
+    finally:
+        threads.configure(min_block_rows=kept)
+    print(
+        f"   the library's moments of 10,000 x 1000 rows: blocks of any size {times[1]:.0f} ms, of at least "
+        f"{kept:,} rows (threads.MIN_BLOCK_ROWS) {times[kept]:.0f} ms"
+    )
 
 
 def _sorted_metrics(uncertainty: np.ndarray, correct: np.ndarray) -> tuple[float, float, float]:
@@ -200,6 +221,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="part 3 on 10,000 rows")
     args = parser.parse_args()
     thread_scaling()
+    block_rows()
     update_floor(11 if args.quick else 51)
     truncation(10_000 if args.quick else 50_000)
     print(f"\nLoad average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.")

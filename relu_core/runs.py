@@ -614,7 +614,7 @@ def logits_for(
 
     def compute() -> dict[str, np.ndarray]:
         logits = engine.compute_logits(
-            model, data.images, **inputs, device=device, batch_size=batch_size, progress=progress, cancel=cancel
+            model, data.images, **inputs, device=selected, batch_size=batch_size, progress=progress, cancel=cancel
         )
         if logits.shape[1] != n_classes:
             raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")

@@ -60,8 +60,8 @@ LARGE_WORK_FLOPS = 5e9
 #: Row blocks per worker for large work: enough for a worker on a busy core to do less than the others.
 BLOCKS_PER_WORKER = 8
 #: Fewest rows in a block of large work: thinner blocks run BLAS less efficiently, and each block's C x C second
-#: moment is one more matrix to add up (50k x 1000 moments: 16 blocks of ~480 rows took 360-440 ms, blocks of at
-#: least 1,024 rows 315-330 ms on the 2-core development machine).
+#: moment is one more matrix to add up (``bench/bench_limits.py``, 10,000 x 1000 moments on the 2-core development
+#: machine: blocks of any size 384 ms, of at least 1,024 rows 326 ms).
 MIN_BLOCK_ROWS = 1024
 #: Model work's torch threads: None follows the idle CPUs (:func:`model_threads`), a number fixes them.
 MODEL_THREADS: int | None = None

@@ -47,14 +47,14 @@ def draw(page, pages: Mapping[str, object]) -> None:
     status = jobbox.status_area()  # first: a page waiting on a job shows its progress at the top
     query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
     sidebar.sidebar_run_picker()
-    query.write_run_param(current_run())  # a link copied from any page names the run it shows
     run = current_run()
+    query.write_run_param(run)  # a link copied from any page names the run it shows
     shared = session.shared()
-    logits_only = shared.eps and (run.model is None or run.images is None)
+    eps_not_applied = shared.eps != 0 and (run.model is None or run.images is None)  # logits only, or ONNX
     with st.sidebar:
         st.caption(
             f"**Shared settings**: {shared.words()}"
-            + (" (ε does not apply to this run: it is scored at ε = 0)" if logits_only else "")
+            + (" (ε does not apply to this run: it is scored at ε = 0)" if eps_not_applied else "")
             + ". Every page uses them by default: changing one on any page changes it on all; a result computed "
             "otherwise says so beside it."
         )

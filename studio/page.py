@@ -9,7 +9,6 @@ from pathlib import Path
 import streamlit as st
 
 from relu_core import figures, protocol
-from relu_core.progress import count  # noqa: F401 - the pages call page.count
 from studio import frame, session
 from studio.live_chart import Follow, live_chart
 from studio.runs import run_label

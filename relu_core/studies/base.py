@@ -203,11 +203,13 @@ class Collector:
     ) -> dict[str, float]:
         """Record ``metrics.summary(uncertainty, correct)`` (or the ``values`` already computed from them) of the
         evaluation ``samples`` (their indices: the paired bootstrap resamples samples, which seeds share). Clean
-        scores are tied first (:meth:`tied`; ``values`` must then come from tied scores); ``perturbed`` ones (inputs
-        moved by ε: identical clean logits need not score alike) are not."""
-        if not perturbed:
-            uncertainty = self.tied(samples, uncertainty)
-        values = metrics.summary(uncertainty, correct) if values is None else values
+        scores are tied first (:meth:`tied`), unless ``values`` come with them: then the caller tied them, once for
+        every point that reuses them; ``perturbed`` ones (inputs moved by ε: identical clean logits need not score
+        alike) are not."""
+        if values is None:
+            if not perturbed:
+                uncertainty = self.tied(samples, uncertainty)
+            values = metrics.summary(uncertainty, correct)
         self.values[(series, x, detector, seed)] = values
         self.records.extend((series, x, detector, m, seed, float(values[m])) for m in metric_info.KEYS)
         if detector in (RELU, DOCTOR):
