@@ -16,7 +16,7 @@ convention of :mod:`relu_core.detectors` (higher = more likely misclassified):
 - ``deep_ensemble``, :class:`DeepEnsemble`: the average of M models' logits on the same samples, then
   ``-max softmax(average)`` (MSP of the average). ``score`` takes the (M, N, C) stack of member logits.
   Members offline (:func:`ensemble_logits`): the shared pretrained CIFAR-10 ResNet-20/32/44/56 for a CIFAR
-  ResNet run, or 5 small CNNs trained with seeds 0-4 for a small-CNN run; or logits given by the caller.
+  ResNet run, or 5 small CNNs trained as the run was, with its seed s and s + 1 ... s + 4, for a small-CNN run; or logits given by the caller.
 - ``conformal``, :class:`ConformalAPS`: split-conformal adaptive prediction sets (APS, Romano et al. 2020,
   randomised by default) calibrated on the tuning split at coverage ``1 - alpha``. The set of x is
   ``{c : E(x, c) <= q}`` with ``E(x, c)`` the probability mass of the classes ranked before c plus ``u p_c``
@@ -356,10 +356,14 @@ def _ensemble_builders(run, cancel: Cancel | None = None) -> list[tuple[str, Cal
         ]
     spec = run.dataset_name[:-5] if run.dataset_name.endswith("-test") else ""
     if run.model_name in training.RECIPES and spec in datasets.DATASETS:
-        return [
-            (f"{run.model_name} seed {s}", lambda s=s: runs.small_cnn(run.model_name, spec, seed=s, cancel=cancel))
-            for s in range(ENSEMBLE_SEEDS)
-        ]
+        # the run's own training (seed and epochs of its recipe) is the first member, the next seeds the others
+        recipe = dict(run.recipe)
+        first, epochs = recipe.get("seed") or runs.SMALL_CNN_SEED, recipe.get("epochs")
+
+        def member(seed: int) -> nn.Module:
+            return runs.small_cnn(run.model_name, spec, epochs=epochs, seed=seed, cancel=cancel)
+
+        return [(f"{run.model_name} seed {s}", lambda s=s: member(s)) for s in range(first, first + ENSEMBLE_SEEDS)]
     raise InputError(
         f"Deep Ensembles has no offline ensemble for {run.model_name or 'this model'} on "
         f"{run.dataset_name or 'this data'}: there is one for the CIFAR ResNets and for the small CNNs "
@@ -378,8 +382,8 @@ def ensemble_logits(
     """``(member names, (M, N, C) logits)`` of the offline ensemble for ``run`` on its images, cached by content.
 
     A CIFAR ResNet run on 32x32 RGB images with 10 classes: the shared pretrained ResNet-20/32/44/56 found
-    (at least 2). A small-CNN run on a registered data set: the same architecture trained with seeds 0-4
-    (seed 0 is the run's own model). Anything else raises InputError (pass member logits instead).
+    (at least 2). A small-CNN run on a registered data set: the same architecture trained as the run was
+    (its epochs) with seeds s, s + 1, ..., s + 4, s the run's own seed (so the first member is the run's own model). Anything else raises InputError (pass member logits instead).
     """
     builders = _ensemble_builders(run, cancel)
     images_digest = cache.array_digest(run.images)

@@ -42,7 +42,12 @@ from relu_core.registry import LRURegistry
 LABEL_COLUMN = "label"
 #: The environment variable that forces the default data set (the tests set ``digits``: seconds, not a minute).
 DEFAULT_ENV = "RELU_STUDIO_DEFAULT"
+#: The seed of a small CNN trained here when none is given (the default run's, unless ``DEFAULT_SEED_ENV`` says).
 SMALL_CNN_SEED = 0
+#: The environment variable that sets the default run's training seed (a whole number; default
+#: ``SMALL_CNN_SEED``): another seed gives other weights, as another CPU's kernels do. The test suite sets it per
+#: commit (tests/conftest.py), so no test's verdict can come to rest on one training's weights.
+DEFAULT_SEED_ENV = "RELU_STUDIO_DEFAULT_SEED"
 
 
 @dataclass(frozen=True)
@@ -528,6 +533,7 @@ def logits_for(
     cancel: Cancel | None = None,
     download: bool = False,
     epochs: int | None = None,
+    seed: int | None = None,
     training_settings: dict[str, object] | None = None,
 ) -> Run:
     """The :class:`Run` of model ``model_name`` on the test split of ``dataset_spec``, logits cached by content.
@@ -537,7 +543,8 @@ def logits_for(
     ``"hf:<repo>"``, one of the Rel-U authors' checkpoints on the Hugging Face Hub (``models.HUB_MODELS``,
     downloaded once, with the normalisation it was trained with); None uses the shared
     pretrained weights of ``model_name`` or, for a small CNN, one trained on the data set's training split
-    (see :func:`small_cnn`, trained for ``epochs``, default its recipe's). ``training_settings`` (with
+    (see :func:`small_cnn`, trained for ``epochs``, default its recipe's, with ``seed``, default
+    :data:`SMALL_CNN_SEED`). ``training_settings`` (with
     ``weights`` None): ``model_name`` trained here with an objective (:func:`trained_model`). The cache key is (weights hash, data set fingerprint, mean, std, input size,
     precision), so the same model on the same pixels is computed once whatever the file or set is called.
     ``dataset_spec`` may also be a loaded set (e.g. an upload, ``datasets.load_uploaded_dataset``).
@@ -588,9 +595,12 @@ def logits_for(
         model = models.load_state_dict_file(models.build_model(model_name, n_classes), pretrained)
         source = f"{model_name} (pretrained {pretrained.name}) on {data.name}"
     elif model_name in training.RECIPES and isinstance(dataset_spec, str):
-        model = small_cnn(model_name, dataset_spec, epochs=epochs, progress=progress, cancel=cancel, download=download)
+        seed = SMALL_CNN_SEED if seed is None else validation.integer(seed, "seed", minimum=0)
+        model = small_cnn(
+            model_name, dataset_spec, epochs=epochs, seed=seed, progress=progress, cancel=cancel, download=download
+        )
         trained = "" if epochs is None else f", {count(epochs, 'epoch')}"
-        source = f"{model_name} (trained here, seed {SMALL_CNN_SEED}{trained}) on {data.name}"
+        source = f"{model_name} (trained here, seed {seed}{trained}) on {data.name}"
     else:
         raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
     model.eval()
@@ -641,6 +651,7 @@ def logits_for(
             ("dataset_spec", dataset_spec),
             ("device", device),
             ("epochs", epochs),
+            *((("seed", seed),) if seed is not None else ()),
             *((("training_settings", training_settings),) if training_settings is not None else ()),
         )
         if (weights is None or (isinstance(weights, str) and weights.startswith(HUB_PREFIX))) and registered
@@ -771,8 +782,23 @@ def default_run(progress: Progress | None = None, cancel: Cancel | None = None) 
     """
     choice = default_choice()
     return logits_for(
-        choice.model, None, choice.dataset, device="cpu", epochs=choice.epochs, progress=progress, cancel=cancel
+        choice.model,
+        None,
+        choice.dataset,
+        device="cpu",
+        epochs=choice.epochs,
+        seed=default_seed(),
+        progress=progress,
+        cancel=cancel,
     )
+
+
+def default_seed() -> int:
+    """The default run's training seed: ``$RELU_STUDIO_DEFAULT_SEED`` when set, else :data:`SMALL_CNN_SEED`."""
+    value = os.environ.get(DEFAULT_SEED_ENV, "").strip()
+    if not value:
+        return SMALL_CNN_SEED
+    return validation.parse_int(value, DEFAULT_SEED_ENV, minimum=0)
 
 
 # --------------------------------------------------------------------------- the process's runs

@@ -20,6 +20,34 @@ os.environ["RELU_STUDIO_DATA"] = str(SHARED_DATA)
 # The app's default run is Fashion-MNIST (a 40 s training) where it is found; tests use digits (a second) unless
 # a test asks for the real default (tests/test_runs.py, marked slow).
 os.environ.setdefault("RELU_STUDIO_DEFAULT", "digits")
+
+
+def _weights_seed() -> int:
+    """The default run's training seed for this test session: taken from the checked-out commit, so every commit's
+    suite meets other trained weights (as another CPU's kernels would give), while a rerun of one commit meets the
+    same ones. No test may rest on one training's weights (a cell's size, an error count, a curve that moves);
+    this keeps that true from commit to commit. ``RELU_STUDIO_DEFAULT_SEED=N`` reproduces a session's weights."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
+        return int(head[:8], 16) % 1000
+    except (OSError, subprocess.SubprocessError, ValueError):  # no git, or not a checkout: the app's own seed
+        return 0
+
+
+os.environ.setdefault("RELU_STUDIO_DEFAULT_SEED", str(_weights_seed()))
+
+
+def pytest_report_header() -> str:
+    return (
+        f"default run trained with seed {os.environ['RELU_STUDIO_DEFAULT_SEED']} "
+        "(set RELU_STUDIO_DEFAULT_SEED to reproduce it; ATEN_CPU_CAPABILITY=avx2|default for another CPU's kernels)"
+    )
+
+
 # Model work on one torch thread, in this process and the servers and commands it starts: a training's float
 # rounding then never depends on how busy the machine is (relu_core.threads.model_work follows the load), and
 # one thread holds its speed on a shared machine. tests/test_threads.py checks the load-following policy itself.

@@ -36,8 +36,43 @@ def _plot_data(page, index: int) -> str:
     )
 
 
+def _shown(lam: float) -> tuple:
+    """What the browser draws of the default run at λ (its server computes the same view): the ROC data, the
+    risk-coverage data (their marks included) and the metrics table, at the default operating point."""
+    import numpy as np
+
+    from relu_core import explore, runs
+
+    setting = explore.Setting(lam=lam)
+    view = explore.view(runs.default_run(), setting)
+    marked = view.marked(setting)
+    roc, rc = ([[np.asarray(t.x).tolist(), np.asarray(t.y).tolist()] for t in f.data] for f in (marked.roc, marked.rc))
+    return roc, rc, explore.metrics_html(view)
+
+
+def _lam_where_everything_moves(candidates) -> float:
+    """The first λ of ``candidates`` whose next one on the slider, λ + 0.01, changes the ROC, the risk-coverage
+    curve and the metrics: a trained model's curves need not move at every λ (a digits run with 5 evaluation
+    errors kept them from 0.50 to 0.51 on one CPU), so the test picks a λ of the run it got."""
+    for lam in (round(value, 2) for value in candidates):
+        if all(a != b for a, b in zip(_shown(lam), _shown(round(lam + 0.01, 2)), strict=True)):
+            return lam
+    pytest.fail("the default run's curves and metrics never all change with one λ step")
+
+
+def _presses_until_the_roc_moves(start: float, presses: range) -> int:
+    """How many ArrowLeft presses from λ = ``start`` first reach a λ whose ROC differs from ``start``'s."""
+    first = _shown(start)[0]
+    for n in presses:
+        if _shown(round(start - n / 100, 2))[0] != first:
+            return n
+    pytest.fail(f"the default run's ROC is the same at λ {start} and at every λ down to {start - presses[-1] / 100}")
+
+
 def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     ARTIFACTS.mkdir(exist_ok=True)
+    presses = _presses_until_the_roc_moves(0.5, range(10, 47))  # 10 when the run's ROC moves by λ = 0.4
+    lams = [round(0.5 - (presses + k) / 100, 2) for k in range(3)]  # reached by the presses, then one and two more
     page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
     started = time.monotonic()
     page.goto(app_url)
@@ -58,7 +93,7 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     slider = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors")
     thumb = slider.get_by_role("slider")
     thumb.focus()
-    for _ in range(10):
+    for _ in range(presses):
         page.keyboard.press("ArrowLeft")
     page.wait_for_function(
         """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[0];
@@ -74,14 +109,14 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         arg=[roc_before],
         timeout=30_000,
     )
-    page.wait_for_function(  # the last key press wins: D* is refitted at λ = 0.40
-        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.4)')",
+    page.wait_for_function(  # the last key press wins: D* is refitted at the λ it reached
+        f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {lams[0]:g})')",
         timeout=30_000,
     )
-    assert "lam=0.4" in page.url
+    assert f"lam={lams[0]:g}" in page.url
     # each chart keeps its height through consecutive updates (plotly measured an element without one: every
     # second update drew it 0 px tall, the page below sliding over it)
-    for lam in ("0.39", "0.38"):
+    for lam in (f"{value:g}" for value in lams[1:]):
         page.keyboard.press("ArrowLeft")
         page.wait_for_function(
             f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {lam})')",
@@ -148,10 +183,11 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     page.wait_for_url("**/Corruptions**", timeout=60_000)
     page.get_by_role("link", name="Explore").first.click()
     page.wait_for_function(
-        "document.querySelectorAll('.js-plotly-plot')[0]?.layout?.title.text.includes('λ = 0.38)')", timeout=60_000
+        f"document.querySelectorAll('.js-plotly-plot')[0]?.layout?.title.text.includes('λ = {lams[2]:g})')",
+        timeout=60_000,
     )
-    assert "lam=0.38" in page.url
-    assert slider.get_by_test_id("stSliderThumbValue").inner_text() == "0.38"
+    assert f"lam={lams[2]:g}" in page.url
+    assert slider.get_by_test_id("stSliderThumbValue").inner_text() == f"{lams[2]:.2f}"
     print(f"browser flow took {time.monotonic() - started:.1f} s")
 
 
@@ -190,24 +226,28 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
         while held:
             link["server"].send(held.pop(0))
 
+    # from a λ whose next step moves every curve and the metrics (0.50 where the run allows), then 3 steps right
+    start = _lam_where_everything_moves([0.5 + k / 100 for k in range(47)] + [0.5 - k / 100 for k in range(1, 51)])
+    lam_at = [f"{round(start + k / 100, 2):.2f}" for k in range(4)]  # the slider's λ, as it keys its views
     page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
     page.route_web_socket("**/_stcore/stream", route)
-    page.goto(f"{app_url}/Explore")
+    page.goto(f"{app_url}/Explore?lam={start:g}")
     page.wait_for_function("() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=150_000)
     # λ's neighbours are computed in the background and reach the page with a later rerun: on a busy machine
     # that takes a while, so the press waits for them (and for the page to be idle), never for a fixed time
-    page.wait_for_function(_NEIGHBOURS_SENT, arg="0.51", timeout=150_000)
+    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[1], timeout=150_000)
     page.wait_for_function(_IDLE, timeout=60_000)
     page.wait_for_function(_LAMBDA_CONTENT, timeout=60_000)  # plotly.js draws the four charts after the tables
     before = page.evaluate(_LAMBDA_CONTENT)
-    assert before and "λ = 0.5)" in before
+    assert before and f"λ = {start:g})" in before
 
     lam = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors").get_by_role("slider")
     lam.focus()
     link["hold"] = True
     page.keyboard.press("ArrowRight")
     page.wait_for_function(
-        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.51)')", timeout=10_000
+        f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {float(lam_at[1]):g})')",
+        timeout=10_000,
     )
     shown = page.evaluate(_LAMBDA_CONTENT)
     deadline = time.monotonic() + 30  # the slider sends its value after a short debounce
@@ -216,15 +256,15 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     assert held, "the page sent nothing: the test holds no move back"  # drawn by the browser alone
     old, new = json.loads(before), json.loads(shown)
     assert all(a != b for a, b in zip(old[:4], new[:4], strict=True))  # D*'s title and data, both curves
-    assert "λ = 0.51;" in new[4][0] and new[4][1] != old[4][1]  # D*'s caption, the metrics table
-    assert "lam=0.5" in page.url and "lam=0.51" not in page.url
+    assert f"λ = {float(lam_at[1]):g};" in new[4][0] and new[4][1] != old[4][1]  # D*'s caption, the metrics
+    assert f"lam={start:g}" in page.url and f"lam={float(lam_at[1]):g}" not in page.url
 
     drawn = """() => [...document.querySelectorAll('.js-plotly-plot')].filter((p, i) => i !== 1).map(p => p.data)
         .concat([...document.querySelectorAll('.relu-studio-html')]
             .filter(e => !e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_metrics')).map(e => e.firstChild))"""
     page.evaluate(f"() => {{ window.__drawn = ({drawn})(); }}")
     release()
-    page.wait_for_url("**lam=0.51**", timeout=60_000)  # the server's rerun for λ = 0.51
+    page.wait_for_url(f"**lam={float(lam_at[1]):g}**", timeout=60_000)  # the server's rerun for that λ
     page.wait_for_function(_IDLE, timeout=60_000)
     assert page.evaluate(_LAMBDA_CONTENT) == shown  # the server's view is the one the browser had shown ...
     redrawn = page.evaluate(f"() => ({drawn})().map((now, i) => now !== window.__drawn[i])")
@@ -238,21 +278,23 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     lam.focus()
     page.keyboard.press("ArrowRight")
     page.wait_for_timeout(1500)
-    assert "λ = 0.51)" in page.evaluate(_LAMBDA_CONTENT)
+    assert f"λ = {float(lam_at[1]):g})" in page.evaluate(_LAMBDA_CONTENT)
     release()
     page.wait_for_function(
-        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.52)')", timeout=30_000
+        f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {float(lam_at[2]):g})')",
+        timeout=30_000,
     )
     # a tab only shows or hides: λ follows at once after one
     page.get_by_role("tab", name="Samples of a confusion cell").click()
     page.get_by_text("with true class").first.wait_for(timeout=30_000)
-    page.wait_for_function(_NEIGHBOURS_SENT, arg="0.53", timeout=150_000)
+    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[3], timeout=150_000)
     page.wait_for_function(_IDLE, timeout=60_000)
     lam.focus()
     link["hold"] = True
     page.keyboard.press("ArrowRight")
     page.wait_for_function(
-        "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = 0.53)')", timeout=10_000
+        f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {float(lam_at[3]):g})')",
+        timeout=10_000,
     )
     release()
     assert not page.get_by_test_id("stException").count()
