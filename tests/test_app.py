@@ -69,6 +69,28 @@ def _npz(**arrays) -> bytes:
     return buffer.getvalue()
 
 
+def _big_cell_run():
+    """A run with images whose confusion cell (0, 0) holds far more than two gallery pages in either split, built
+    from seeded numbers (a trained model's cells depend on its weights: on one CPU digits' (3, 3) held 48)."""
+    from relu_core.runs import Run
+
+    rng = np.random.default_rng(7)
+    n = 600
+    labels = np.where(rng.random(n) < 0.6, 0, rng.integers(1, 3, n))  # class 0: about 360 samples
+    logits = rng.normal(size=(n, 3))
+    logits[np.arange(n), labels] += 3.0  # about 90 % correct
+    images = rng.integers(0, 256, (n, 8, 8, 1), dtype=np.uint8)
+    return Run(
+        run_id="gallery-big-cell",
+        logits=logits.astype(np.float32),
+        labels=labels,
+        class_names=("a", "b", "c"),
+        images=images,
+        dataset_name="synthetic",
+        source="seeded synthetic logits and images (test)",
+    )
+
+
 @pytest.fixture
 def explore() -> AppTest:
     """A fresh Explore page in its own session for each test (no test sees another's widget state); the run
@@ -247,8 +269,22 @@ def _open_tab(at, label: str) -> None:
     _no_exceptions(at)
 
 
-def test_detail_tabs_draw_only_the_open_one(explore):
-    """The operating table opens first; the galleries are neither computed nor drawn until their tab opens."""
+def test_detail_tabs_draw_only_the_open_one(pages):
+    """The operating table opens first; the galleries are neither computed nor drawn until their tab opens. On a
+    seeded run whose Rel-U and Doctor disagree on some errors (a trained model's errors need not include one)."""
+    from relu_core import comparison
+    from relu_core import explore as views
+
+    run = _big_cell_run()
+    setting = views.Setting()
+    view = views.view(run, setting)
+    points = view.marked(setting).points
+    caught = comparison.caught_by_one(
+        view.eval_idx, view.correct_eval, points["relu"].accepted, points["doctor"].accepted
+    )
+    assert any(part.size for part in caught)  # the property the galleries below need
+    explore = pages.open("Explore.py", run)
+    _no_exceptions(explore)
     captions = " ".join(c.value for c in explore.caption)
     assert "lowest reaching TPR ≥ 95%" in captions and "samples with true class" not in captions
     assert not any(m.value.startswith("**Caught by") for m in explore.markdown)
@@ -282,28 +318,6 @@ def test_a_gallery_that_fails_says_so_in_one_line_and_keeps_the_panel(explore, m
     (error,) = [e.value for e in explore.error]
     assert "Samples of a confusion cell" in error and "CUDA out of memory" in error and "Traceback" not in error
     assert "Rel-U" in _metrics(explore).index  # the panel above the tabs is still drawn
-
-
-def _big_cell_run():
-    """A run with images whose confusion cell (0, 0) holds far more than two gallery pages in either split, built
-    from seeded numbers (a trained model's cells depend on its weights: on one CPU digits' (3, 3) held 48)."""
-    from relu_core.runs import Run
-
-    rng = np.random.default_rng(7)
-    n = 600
-    labels = np.where(rng.random(n) < 0.6, 0, rng.integers(1, 3, n))  # class 0: about 360 samples
-    logits = rng.normal(size=(n, 3))
-    logits[np.arange(n), labels] += 3.0  # about 90 % correct
-    images = rng.integers(0, 256, (n, 8, 8, 1), dtype=np.uint8)
-    return Run(
-        run_id="gallery-big-cell",
-        logits=logits.astype(np.float32),
-        labels=labels,
-        class_names=("a", "b", "c"),
-        images=images,
-        dataset_name="synthetic",
-        source="seeded synthetic logits and images (test)",
-    )
 
 
 def test_a_gallery_shows_more_on_request_and_starts_again_for_another_cell(pages):

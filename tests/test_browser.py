@@ -80,11 +80,11 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
     print(f"start page ready after {time.monotonic() - started:.1f} s")
     page.get_by_role("button", name="Explore this run").click()
-    page.wait_for_url("**/Explore**", timeout=60_000)
+    page.wait_for_url("**/Explore**", timeout=150_000)
     page.wait_for_function(  # Explore's figures, not the start page's leaving the screen
         """() => { const p = document.querySelectorAll('.js-plotly-plot');
                    return p.length >= 4 && p[2].layout && p[2].layout.title.text.includes('ROC'); }""",
-        timeout=60_000,
+        timeout=150_000,
     )
     heatmap_before, roc_before = _plot_data(page, 0), _plot_data(page, 2)
     assert heatmap_before and roc_before
@@ -300,6 +300,20 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     assert not page.get_by_test_id("stException").count()
 
 
+def _has_an_example() -> bool:
+    """Whether the Start page's default run has an error one detector flags and the other accepts (the page then
+    shows its picture): a trained model's errors need not include one."""
+    from relu_core import comparison, explore, runs
+
+    setting = explore.Setting()
+    view = explore.view(runs.default_run(), setting)
+    points = view.marked(setting).points
+    caught = comparison.caught_by_one(
+        view.eval_idx, view.correct_eval, points["relu"].accepted, points["doctor"].accepted
+    )
+    return any(part.size for part in caught)
+
+
 def test_start_page_first_viewport(app_url, chromium):
     """At 1280 x 720 the plain words with their example image and the scorecard (every setting's row, its verdict
     or its progress, its link to its page) are above the fold; D* beside the confusion matrix, the Explore button
@@ -316,9 +330,11 @@ def test_start_page_first_viewport(app_url, chromium):
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=60_000)
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "start.png"))
+    # an error one detector flags and the other accepts, when the run it got has one (else the words say none)
+    example = main.get_by_test_id("stImage").first if _has_an_example() else main.get_by_text("No error here that")
     in_view = [
         main.get_by_text("A classifier is sometimes wrong"),
-        main.get_by_test_id("stImage").first,  # an error one detector flags and the other accepts
+        example.first,
         *(main.locator("strong", has_text=title) for title in SCORECARD_TITLES),
         *(main.get_by_role("link", name=f"Open {name}") for name in SCORECARD_PAGES),
     ]
@@ -357,7 +373,7 @@ def test_failed_upload_keeps_its_expander_open(app_url, chromium, tmp_path):
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Upload logits").click()
     sidebar.locator('input[type="file"]').first.set_input_files(str(bad))
-    sidebar.get_by_role("button", name="Load logits").click()
+    sidebar.get_by_role("button", name="Load logits").click(timeout=120_000)  # a rerun: slow on a busy machine
     alert = sidebar.locator('[data-testid="stAlert"]').filter(has_text="Loading bad.csv failed")
     alert.wait_for(timeout=60_000)
     assert "must hold numbers" in alert.inner_text()
