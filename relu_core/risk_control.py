@@ -452,12 +452,18 @@ def coverage_difference(
         if cancel is not None and cancel():
             raise Cancelled("the coverage bootstrap was cancelled")
         size = min(block, n_resamples - start)
-        weights = rng.multinomial(n_pool, np.full(n_pool, 1.0 / n_pool), size=size)
-        drawn.append(difference(weights))
+        drawn.append(difference(_draw_counts(rng, size, n_pool)))
     values = np.concatenate(drawn)
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(values, [tail, 100 - tail])
     return stats.PairedDifference("coverage", estimate, float(low), float(high), True, values.size, confidence)
+
+
+def _draw_counts(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
+    """``size`` bootstrap resamples of ``n`` samples as draw counts (size x n): each row how often each sample
+    was drawn in n draws with replacement (a multinomial draw, made as counts of uniform indices)."""
+    drawn = rng.integers(0, n, size=(size, n)) + np.arange(size)[:, None] * n
+    return np.bincount(drawn.ravel(), minlength=size * n).reshape(size, n)
 
 
 def _one_split(held_out_scores, correct, cal_pos, eval_pos, risk, delta) -> AtGuarantee:
