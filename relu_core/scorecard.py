@@ -390,13 +390,16 @@ def _ready_guarantee(result, shared: Shared) -> tuple[str, str, tuple[str, ...],
     verdict = risk_control.sentence(result.risk, result.delta, coverage)
     d = result.minus_doctor
     intervals = "" if d is None else _interval_words("coverage", d.estimate, d.low, d.high)
+    if d is not None and d.draws:
+        intervals += f" (over the seeds {metric_info.signed(d.draw_low, 3)} to {metric_info.signed(d.draw_high, 3)})"
     details = () if d is None else (d.verdict(),)
     n_cal = result.per_seed[protocol.PAIRED[0]][0].certificate.n_calibration
     note = (
         f"r* = half the model's error rate on the tuning split, rounded down ({risk_control.percent(result.risk)}), "
         f"δ = {result.delta:g}; each threshold certified on a calibration half of the evaluation split "
-        f"({n_cal:,} samples), the coverage read on the other half; mean over {len(result.seeds)} seeds, interval "
-        "from a paired bootstrap that certifies both detectors again on each resample"
+        f"({n_cal:,} samples), the coverage read on the other half; mean over {len(result.seeds)} seeds; the "
+        "interval is a paired bootstrap of the evaluation samples for the certified thresholds, the range in "
+        "brackets how much the seeds' calibration draws move it"
     )
     return verdict, intervals, details, note
 

@@ -755,7 +755,8 @@ def test_evaluate_at_a_guaranteed_risk_equals_the_library(tmp_path, capsys):
         assert got[key]["guarantee"]["guarantee"] == "at most 15 % errors among accepted, with 80 % confidence"
     paired = got["relu"]["guarantee"]["minus_doctor"]
     assert paired["n_resamples"] == 200 and paired["ci_low"] <= paired["estimate"] <= paired["ci_high"]
-    assert paired["verdict"] == expected.minus_doctor.verdict()
+    assert paired["verdict"] == expected.minus_doctor.verdict() and len(paired["per_seed"]) == 2
+    assert paired["calibration_draws"]["kind"] == "seeds" and "certified" in paired["conditional_on"]
     assert cli.main([*argv, "--risk", "0.15", "--delta", "0.2"]) == 0
     text = capsys.readouterr().out
     assert "At most 15 % errors among accepted, with 80 % confidence: Rel-U lets you act on" in text

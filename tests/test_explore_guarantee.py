@@ -65,6 +65,7 @@ def test_rel_u_minus_doctor_in_coverage_and_the_plain_words():
     relu, doctor = (certified.results[k].evaluation.coverage for k in ("relu", "doctor"))
     assert paired.estimate == pytest.approx(relu - doctor, abs=1e-12)
     assert paired.low <= paired.estimate <= paired.high and paired.n_resamples == 1000
+    assert paired.draws == 200 and paired.draw_low <= paired.draw_high
     words = certified.sentence()
     assert words.startswith("At most 10 % errors among accepted, with 80 % confidence: Rel-U lets you act on ")
     assert f"Doctor on {risk_control.percent(doctor)}" in words

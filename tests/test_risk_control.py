@@ -214,44 +214,50 @@ def test_default_risk_is_half_the_tuning_error_rate_rounded_down():
 # ------------------------------------------------------------------------------------ Rel-U against Doctor
 
 
-def _naive_difference(split: risk_control.SplitScores, risk, delta, weights_rows) -> np.ndarray:
-    """Each resample materialised (samples repeated by their draw counts) and certified by the library."""
-    out = []
-    for w in weights_rows:
-        w_cal, w_eval = w[split.cal_ids], w[split.eval_ids]
-        covered = []
-        for u_cal, u_eval in zip(split.cal, split.evaluation, strict=True):
-            g = rc.guaranteed_risk(np.repeat(u_cal, w_cal), np.repeat(split.correct_cal, w_cal), risk, delta)
-            covered.append(np.repeat(g.accept(u_eval), w_eval).mean())
-        out.append(covered[0] - covered[1])
-    return np.array(out)
-
-
-def test_the_paired_coverage_bootstrap_equals_resamples_made_one_by_one(monkeypatch):
+def test_the_paired_coverage_bootstrap_equals_resamples_made_one_by_one():
     logits, labels = synthetic(1200, seed=5)
     correct = logits.argmax(1) == labels
     held_out = np.arange(1200)
     cal_idx, eval_idx = risk_control.calibration_split(held_out, seed=0)
     relu = detectors.RelU(lam=0.5).fit(logits[:400], labels[:400]).score(logits)  # any two fixed detectors
     doctor = detectors.Doctor().score(logits)
-    split = risk_control.split_scores((relu, doctor), correct, held_out, cal_idx, eval_idx)
-    difference = risk_control.coverage_difference([split], 0.1, 0.1, n_resamples=40, seed=7)
-    rng = np.random.default_rng(7)  # the draws coverage_difference makes: 40 resamples of 1,200 indices
-    indices = rng.integers(0, 1200, size=(40, 1200))
-    weights = np.array([np.bincount(row, minlength=1200) for row in indices])
-    naive = _naive_difference(split, 0.1, 0.1, weights)
-    tail_pct = 2.5
-    assert difference.low == pytest.approx(np.percentile(naive, tail_pct), abs=1e-12)
-    assert difference.high == pytest.approx(np.percentile(naive, 100 - tail_pct), abs=1e-12)
-    on_split = risk_control.at_split(
-        {"relu": relu[held_out], "doctor": doctor[held_out]}, correct, cal_idx, eval_idx, 0.1, 0.1
-    )
+    on_split = risk_control.at_split({"relu": relu, "doctor": doctor}, correct, cal_idx, eval_idx, 0.1, 0.1)
+    thresholds = tuple(on_split[k].certificate.threshold for k in ("relu", "doctor"))
+    split = risk_control.split_scores((relu, doctor), correct, held_out, eval_idx, thresholds)
+    difference = risk_control.coverage_difference([split], n_pool=1200, n_resamples=40, seed=7)
     assert difference.estimate == pytest.approx(
         on_split["relu"].evaluation.coverage - on_split["doctor"].evaluation.coverage, abs=1e-12
     )
-    same = risk_control.split_scores((doctor, doctor), correct, held_out, cal_idx, eval_idx)
-    none = risk_control.coverage_difference([same], 0.1, 0.1, n_resamples=50)
+    rng = np.random.default_rng(7)  # the draws coverage_difference makes: 40 resamples of the 1,200 ids
+    naive = []
+    for row in rng.integers(0, 1200, size=(40, 1200)):
+        drawn = row[np.isin(row, eval_idx)]  # the resampled evaluation samples, repeats included
+        naive.append(np.mean(relu[drawn] <= thresholds[0]) - np.mean(doctor[drawn] <= thresholds[1]))
+    assert difference.low == pytest.approx(np.percentile(naive, 2.5), abs=1e-12)
+    assert difference.high == pytest.approx(np.percentile(naive, 97.5), abs=1e-12)
+    same = risk_control.split_scores((doctor, doctor), correct, held_out, eval_idx, (thresholds[1],) * 2)
+    none = risk_control.coverage_difference([same], n_resamples=50)
     assert (none.estimate, none.low, none.high) == (0.0, 0.0, 0.0) and "no significant" in none.verdict()
+
+
+def test_calibration_draws_certify_again_on_random_cuts():
+    logits, labels = synthetic(1000, seed=6)
+    correct = logits.argmax(1) == labels
+    pair = (detectors.RelU(lam=0.5).fit(logits, labels).score(logits), detectors.Doctor().score(logits))
+    draws = risk_control.calibration_draws(pair, correct, 0.1, 0.1, n_cuts=5, seed=2)
+    rng = np.random.default_rng([2, risk_control._CALIBRATION_STREAM, 1])
+    for value in draws:
+        order = rng.permutation(1000)
+        cal, ev = order[:500], order[500:]
+        covered = [
+            risk_control.realised(rc.guaranteed_risk(u[cal], correct[cal], 0.1, 0.1), u[ev], correct[ev]).coverage
+            for u in pair
+        ]
+        assert value == covered[0] - covered[1]
+    ranged = risk_control.with_draws(risk_control.CoverageDifference(0.01, -0.01, 0.03, 100), draws, "cuts")
+    assert (ranged.draw_low, ranged.draw_high) == tuple(np.percentile(draws, [2.5, 97.5]))
+    assert "another calibration draw of the same size gives Rel-U − Doctor between" in ranged.verdict()
+    assert "for the thresholds certified here" in ranged.verdict()
 
 
 def test_at_risk_fits_on_the_tuning_split_and_calibrates_on_half_of_the_rest():
@@ -270,6 +276,8 @@ def test_at_risk_fits_on_the_tuning_split_and_calibrates_on_half_of_the_rest():
     summary = rc_at_risk.summary("doctor")
     assert summary["certified"] == 2 and len(summary["evaluation_risk_per_seed"]) == 2
     assert result.minus_doctor is not None and result.minus_doctor.n_resamples == 200
+    assert result.minus_doctor.draws == 2 and result.minus_doctor.draw_kind == "seeds"
+    assert result.minus_doctor.estimate == pytest.approx(np.mean(result.minus_doctor_per_seed))
 
 
 # ------------------------------------------------------------------------------------ validity
@@ -315,7 +323,7 @@ def test_the_guarantee_holds_on_resnet56_logits_over_200_splits(shared_data):
     once on the stratified tuning half (seed 0) and Doctor needs no fit; then, at r* = 2 % and 5 %, δ = 0.1:
 
     - the guarantee's own event: 200 calibration splits of 1,000 drawn i.i.d. from the held-out half (a known
-      population), the population's risk among accepted exceeds r* in at most ``tolerance(200, 0.1)`` = 33 of
+      population), the population's risk among accepted exceeds r* in at most ``tolerance(200, 0.1)`` = 34 of
       them (a valid guarantee exceeds in at most Binomial(200, δ): 20 expected);
     - the evaluation split's realised risk over 200 seeded ``calibration_split`` cuts of the held-out half into a
       calibration fifth and an evaluation rest: exceeds r* within the same tolerance. The evaluation split's own

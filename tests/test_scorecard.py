@@ -127,7 +127,10 @@ def test_the_guaranteed_risk_row_says_how_many_predictions_each_lets_you_act_on(
     assert row.verdict == risk_control.sentence(risk, 0.1, coverage)
     assert row.verdict.startswith(f"At most {risk_control.percent(risk)} errors among accepted, with 90 % confidence")
     d = expected.minus_doctor
-    assert row.intervals == f"coverage {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
+    assert row.intervals == (
+        f"coverage {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] (over the seeds {d.draw_low:+.3f} to "
+        f"{d.draw_high:+.3f})"
+    )
     assert row.details == (d.verdict(),)
     assert "half the model's error rate on the tuning split" in row.note and "mean over 2 seeds" in row.note
 

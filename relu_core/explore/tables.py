@@ -97,8 +97,9 @@ def guarantee_html(view: View, setting: Setting, pending: bool = False) -> str:
         relu, doctor = _paired_names()
         html += (
             f"<p>{relu} − {doctor} in coverage on the evaluation half, at the same guarantee: "
-            f"{_escape(paired.verdict())} (paired bootstrap, {paired.n_resamples:,} resamples of both halves, each "
-            "detector certified again on each).</p>"
+            f"{_escape(paired.verdict())}. The interval: a paired bootstrap of the evaluation half "
+            f"({paired.n_resamples:,} resamples) with the certified thresholds fixed; the range: each detector "
+            "certified again on random re-cuts of the same samples.</p>"
         )
     return html
 

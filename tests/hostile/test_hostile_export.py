@@ -88,8 +88,15 @@ def test_a_torchscript_model_run_exports_its_images_in_detector(scripted_file, t
 
 def test_an_onnx_run_exports_its_logits_in_detector_and_says_why_not_images(digits_run, tmp_path, capsys):
     onnx_path = tmp_path / "linear.onnx"
-    torch.onnx.export(digits_run.model, (torch.zeros(1, 1, 8, 8),), str(onnx_path), dynamo=False, opset_version=17,
-                      input_names=["x"], dynamic_axes={"x": {0: "n"}})  # fmt: skip
+    torch.onnx.export(
+        digits_run.model,
+        (torch.zeros(1, 1, 8, 8),),
+        str(onnx_path),
+        dynamo=False,
+        opset_version=17,
+        input_names=["x"],
+        dynamic_axes={"x": {0: "n"}},
+    )
     flags = ["export", "--weights", str(onnx_path), "--dataset", "digits", "--device", "cpu"]
     assert cli.main([*flags, "--out", str(tmp_path / "logits.onnx")]) == 0
     card = _strict((tmp_path / "logits.onnx.json").read_text())
@@ -201,8 +208,15 @@ def test_export_as_onnx_without_the_onnx_extra_is_one_line(logits_file, tmp_path
 @pytest.mark.parametrize("hidden", ["onnx", "onnxruntime"])
 def test_an_onnx_model_in_without_the_extra_is_one_line(hidden, digits_run, tmp_path, capsys, monkeypatch):
     onnx_path = tmp_path / "linear.onnx"
-    torch.onnx.export(digits_run.model, (torch.zeros(1, 1, 8, 8),), str(onnx_path), dynamo=False, opset_version=17,
-                      input_names=["x"], dynamic_axes={"x": {0: "n"}})  # fmt: skip
+    torch.onnx.export(
+        digits_run.model,
+        (torch.zeros(1, 1, 8, 8),),
+        str(onnx_path),
+        dynamo=False,
+        opset_version=17,
+        input_names=["x"],
+        dynamic_axes={"x": {0: "n"}},
+    )
     monkeypatch.setitem(sys.modules, hidden, None)
     argv = ["logits", "--weights", str(onnx_path), "--dataset", "digits", "--out", str(tmp_path / "l.npz")]
     status = cli.main(argv)
