@@ -484,14 +484,21 @@ def export_zip(run, fitted: DeployedDetector) -> bytes:
     """Every form of the detector in one ZIP: logits in (``detector.onnx``, ``detector.pt2``), images in when the
     run has a PyTorch model (``detector_images.onnx``, ``.pt2``; for a TorchScript model, which torch.export cannot
     capture, ``detector_images.pt``, legacy TorchScript, and the card says why), and the card
-    (``detector.json``)."""
+    (``detector.json``). Without the [onnx] extra the ONNX files are left out and the card says why."""
     kinds = ["logits"] + (["images"] if run.model is not None and run.images is not None else [])
     names: dict[str, tuple[str, str]] = {}
     not_written: dict[str, str] = {}
+    try:
+        extras.require("onnx", ONNX_PURPOSE)
+        no_onnx = ""
+    except InputError as exc:  # a plain `pip install .`: the ZIP holds the .pt2 and says why there is no .onnx
+        no_onnx = str(exc)
     for kind in kinds:
         stem = "detector" if kind == "logits" else "detector_images"
         for suffix in ZIP_SUFFIXES:
-            if suffix == ".pt2" and kind == "images" and is_torchscript(run.model):
+            if suffix == ".onnx" and no_onnx:
+                not_written[f"{stem}.onnx"] = no_onnx
+            elif suffix == ".pt2" and kind == "images" and is_torchscript(run.model):
                 not_written[f"{stem}.pt2"] = NO_PT2_FOR_TORCHSCRIPT
                 names[f"{stem}.pt"] = (kind, ".pt")
             else:

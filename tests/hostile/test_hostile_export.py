@@ -234,3 +234,14 @@ def test_frost_without_the_corruptions_extra_names_it(monkeypatch, tmp_path):
     message = str(info.value)
     assert 'pip install "relu-core[corruptions]"' in message and "\n" not in message
     assert corruptions.corrupt(images, "fog", 3).shape == images.shape  # the others need nothing more
+
+
+def test_explores_export_without_the_onnx_extra_still_gives_the_pt2(digits_run, monkeypatch):
+    """What Explore's button downloads after a plain ``pip install .``: the .pt2 and a card saying why no .onnx."""
+    fitted = detector_export.fit_deployable(digits_run, "relu")
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    archive = zipfile.ZipFile(io.BytesIO(detector_export.export_zip(digits_run, fitted)))
+    assert {"detector.pt2", "detector.json"} <= set(archive.namelist())
+    assert not [n for n in archive.namelist() if n.endswith(".onnx")]
+    card = _strict(archive.read("detector.json"))
+    assert 'pip install "relu-core[onnx]"' in card["not_written"]["detector.onnx"]
