@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html import escape as html_escape
+
 import numpy as np
 import streamlit as st
 
@@ -90,6 +92,17 @@ def _curves(view: explore.View, neighbours: Neighbours, s: explore.Setting) -> N
         shown = (lambda v: v.marked(s).generalized_rc) if generalized else (lambda v: v.marked(s).rc)
         with slot:
             chart(st, shown(view), "risk_coverage", follow=neighbours.follow(shown))
+    if s.guaranteed:  # the answer in words, under the charts that mark it
+        html(_guarantee_words(view, s), "guarantee_words", neighbours.follow(lambda v: _guarantee_words(v, s)))
+
+
+def _guarantee_words(view: explore.View, s: explore.Setting) -> str:
+    """The guarantee in plain words, as an HTML paragraph (it follows λ)."""
+    certified = view.marked(s).guarantee
+    return (
+        f"<p><b>{html_escape(certified.sentence())}</b> × on both charts: each detector's certified threshold, read "
+        "on the evaluation half; dotted: r*. Details under Operating point.</p>"
+    )
 
 
 def _metrics_section(view: explore.View, neighbours: Neighbours, s: explore.Setting, eps_note: str) -> None:
@@ -127,8 +140,28 @@ def _paired_section(view: explore.View, neighbours: Neighbours, pending: bool) -
 
 
 def _operating_section(view: explore.View, neighbours: Neighbours, s: explore.Setting) -> None:
+    if s.guaranteed:
+        _guarantee_section(view, s)
+        return
     html(explore.operating_html(view, s), "operating", neighbours.follow(lambda v: explore.operating_html(v, s)))
     st.caption(explore.OPERATING_NOTE.format(what=s.target_words()) + " Marked with × on both curves.")
+
+
+def _guarantee_section(view: explore.View, s: explore.Setting) -> None:
+    """The detectors at a guaranteed risk: certificate and realised rates, Rel-U − Doctor in coverage (its
+    bootstrap in a background job: the table says "computing" until it lands, the panel polling), the counts."""
+    certified = view.marked(s).guarantee
+    job = None if certified.paired is not None else explore.guarantee_paired_job(certified)
+    pending, error = explore.guarantee_settle_paired(certified, job, explore.views.PAIRED_WAIT_S)
+    if error:
+        jobbox.show_error(InputError(error), "the coverage bootstrap")
+    st.markdown(f"**{plain(certified.sentence())}**")
+    html(explore.guarantee_html(view, s, pending), "guarantee", None, explore_ui.PAIRED_POLL_S if pending else None)
+    html(explore.operating_html(view, s), "operating", None)
+    st.caption(
+        f"{certified.note()} The counts: the evaluation half at the certified thresholds; errors caught = "
+        "misclassified and rejected. Refused: no threshold could be certified (the reason in the first column)."
+    )
 
 
 def _cell_gallery(run_, view: explore.View) -> None:
@@ -164,12 +197,15 @@ def _cell_gallery(run_, view: explore.View) -> None:
 def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
     """The errors Rel-U catches that Doctor misses at the operating point, and the reverse, among the samples
     the metrics are computed on (the ε pass's subsample of the evaluation split when it has one)."""
-    points = view.marked(s).points
+    marked = view.marked(s)
+    points = marked.points
     only_relu, only_doctor = comparison.caught_by_one(
-        view.eval_idx, view.correct_eval, points["relu"].accepted, points["doctor"].accepted
+        marked.eval_idx, marked.correct_eval, points["relu"].accepted, points["doctor"].accepted
     )
     subset = view.perturbed.subset if view.perturbed is not None else None
     where = "the evaluation split" if subset is None else f"the ε pass's subsample ({subset.size:,} images)"
+    if s.guaranteed:
+        where = f"the evaluation half of {where} (the other half certified the thresholds)"
     st.caption(
         f"Errors of {where} that one detector rejects at its operating point (set above) and the other accepts. "
         "Captions: sample, true → predicted class, clean uncertainty scores."

@@ -105,7 +105,8 @@ scorecard.start(run, shared)
 _scorecard(run.run_id, shared)
 st.caption(
     f"Numbers: Rel-U − Doctor ({metric_info.FPR95.label}: {metric_info.FPR95.better}; {metric_info.AUROC.label}: "
-    f"{metric_info.AUROC.better}) [its 95 % paired bootstrap interval, "
+    f"{metric_info.AUROC.better}; coverage at a guaranteed risk, the share of predictions you may act on: higher "
+    "is better) [its 95 % paired bootstrap interval, "
     'pooled over the split seeds: "no clear difference" when it covers 0], or on how many items each detector is '
     "significantly better; the help icon beside them says how they were computed. The rows come in the same "
     "order and words whoever wins."

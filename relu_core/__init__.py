@@ -13,7 +13,8 @@ Detectors (``fit`` on a tuning split, ``score`` on another): :class:`RelU`, :cla
 :class:`ODIN`, :class:`Entropy`, :class:`Energy`, :func:`make_detector`. Metrics (positives are the correctly
 classified samples): :func:`roc_curve`, :func:`fpr_at_tpr`, :func:`auroc`, :func:`risk_coverage_curve`,
 :func:`aurc`, :func:`eaurc`, :func:`operating_point`, :func:`accuracy`, :func:`ece`. The protocol:
-:func:`split_indices`, :func:`evaluate`; the paired comparison: :func:`paired_bootstrap`. Figures (plotly):
+:func:`split_indices`, :func:`evaluate`; the paired comparison: :func:`paired_bootstrap`; a threshold with a
+guaranteed risk among accepted predictions: :func:`guaranteed_risk`. Figures (plotly):
 :func:`dstar_heatmap`, :func:`confusion_heatmap`, :func:`roc_figure`, :func:`risk_coverage_figure`. Logits:
 :func:`load_logits` (a file), :func:`logits_for` (a model on a data set). Bad input raises :class:`InputError`.
 
@@ -57,6 +58,8 @@ _EXPORTS: dict[str, str] = {
     "split_indices": "protocol",
     "evaluate": "protocol",
     "paired_bootstrap": "stats",
+    # deploying with a guarantee
+    "guaranteed_risk": "risk_control",
     # figures
     "dstar_heatmap": "figures",
     "confusion_heatmap": "figures",

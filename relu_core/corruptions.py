@@ -62,7 +62,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from relu_core import cache, paths, validation
+from relu_core import cache, extras, paths, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 
@@ -410,9 +410,8 @@ def _frost_directory() -> Path:
     for folder in candidates:
         if all((folder / name).is_file() for name in _FROST_FILES):
             return folder
-    raise InputError(
-        "frost needs the frost photographs of the 'imagecorruptions' package: pip install imagecorruptions"
-    )
+    missing = extras.missing("imagecorruptions", "the frost corruption (its photographs)")
+    raise InputError(f"{missing}; or put its frost/ folder in a data directory ($RELU_STUDIO_DATA)")
 
 
 @lru_cache(maxsize=8)

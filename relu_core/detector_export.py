@@ -1,18 +1,24 @@
-"""A deployable detector: the fitted detector of a run (D*, T, the threshold of an operating point chosen on the
-tuning split, the class names) as a TorchScript module and an ONNX graph, with a JSON card.
+"""A deployable detector: the fitted detector of a run (D*, T, the threshold of an operating point, the class
+names) as a PyTorch ExportedProgram (``torch.export``, ``.pt2``) and an ONNX graph, with a JSON card.
 
 :func:`fit_deployable` fits the detector on the run's tuning split (the split Explore uses: ``explore.cached``)
-and reads the threshold reaching the target TPR or coverage there (``metrics.operating_point``); the accept
-decisions it gives on the evaluation split are then counted, with bootstrap intervals
+and reads its threshold either on that split (the lowest reaching a target TPR or coverage,
+``metrics.operating_point``) or, at a guaranteed risk, on a calibration part of the rest
+(``risk_control.guaranteed_risk``: at most r* errors among accepted, with confidence 1 − δ); the accept decisions it
+gives on the evaluation split (the rest, or its other part) are then counted, with bootstrap intervals
 (``stats.acceptance_rates``). :func:`export` writes it as files:
 
 - logits in (float32 (N, C)): ``(prediction, uncertainty, accept)`` out, prediction = argmax, uncertainty the
   library's score (``detectors.softmax`` at T in float64, then the detector's own ``score_probs``: the module is
-  traced through the library's functions, so no formula is written twice), accept = uncertainty <= threshold;
+  captured through the library's functions, so no formula is written twice), accept = uncertainty <= threshold;
 - images in (uint8 (N, H, W, C), when the run has a PyTorch model): the run's normalisation and model first.
 
-TorchScript files carry the card as the extra file ``detector.json``, ONNX graphs as the metadata property
-``detector.json`` (and ``class_names``). The card holds no server path.
+Formats (:data:`FORMATS`): ``.pt2`` (``torch.export.save``; ``torch.export.load(path).module()``), ``.onnx``
+(opset 17) and, legacy, ``.pt`` (TorchScript: ``torch.jit`` is deprecated since PyTorch 2.14; still the only
+PyTorch format for the images-in detector of a TorchScript model, which torch.export cannot capture). Each file
+carries the card: ``.pt2`` and ``.pt`` as the extra file ``detector.json``, ONNX graphs as the metadata property
+``detector.json`` (and ``class_names``). The card is strict JSON (a rate that is 0/0 is null, and the card says
+why) and holds no server path.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import copy
 import importlib.metadata
 import io
 import json
+import math
 import re
 import warnings
 from dataclasses import dataclass
@@ -29,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import detectors, metrics, report, stats
+from relu_core import detectors, extras, metrics, report, risk_control, stats
 from relu_core.errors import InputError
 from relu_core.explore import cached
 from relu_core.explore.setting import Setting
@@ -37,19 +44,44 @@ from relu_core.models.normalization import Normalization
 
 #: The detectors that can be exported (those Explore and the paper compare, the learned one first).
 EXPORTABLE = ("relu", "doctor", "msp")
-SUFFIXES = (".onnx", ".pt")
+#: The file formats by suffix, and how each is loaded.
+FORMATS = {
+    ".pt2": "PyTorch ExportedProgram (torch.export): torch.export.load(path).module()",
+    ".onnx": "ONNX graph, opset 17: onnxruntime.InferenceSession(path)",
+    ".pt": "TorchScript, legacy (torch.jit is deprecated since PyTorch 2.14): torch.jit.load(path)",
+}
+SUFFIXES = tuple(FORMATS)
+#: The formats Explore's ZIP holds (the legacy TorchScript only where .pt2 cannot be written).
+ZIP_SUFFIXES = (".onnx", ".pt2")
+#: Why the images-in detector of a TorchScript model has no .pt2.
+NO_PT2_FOR_TORCHSCRIPT = (
+    "the images-in detector of a TorchScript model cannot be written as .pt2 (torch.export does not capture "
+    "TorchScript code): write it as .onnx, or as .pt (legacy TorchScript), or export the logits-in detector"
+)
+#: What null means in a card (strict JSON has no NaN).
+NULL_MEANING = (
+    "a rate whose denominator is 0 is undefined and written as null, never as NaN (which strict JSON parsers "
+    "refuse): e.g. the FPR of a split without errors, or the risk when nothing is accepted; its interval is null "
+    "too, with n_resamples 0"
+)
 INPUTS = ("logits", "images")
 OUTPUT_NAMES = ("prediction", "uncertainty", "accept")
 CARD_NAME = "detector.json"
 ONNX_OPSET = 17
 #: Packages whose versions the card names besides the report's.
 CARD_PACKAGES = ("onnx", "onnxruntime")
+#: What needs the [onnx] extra here (``extras.require``).
+ONNX_PURPOSE = "exporting a detector as ONNX"
 
 
 @dataclass(frozen=True, eq=False)
 class DeployedDetector:
-    """A detector fitted on a run's tuning split with the threshold of its operating point there, and what its
-    accept decisions give on the evaluation split (``evaluation``: TPR, FPR, coverage and risk with intervals)."""
+    """A detector fitted on a run's tuning split with the threshold of its operating point, and what its accept
+    decisions give on the evaluation split (``evaluation``: TPR, FPR, coverage and risk with intervals).
+
+    The threshold comes from the tuning split (``tuning``: the operating point there) or, at a guaranteed risk,
+    from a calibration part of the held-out samples (``guarantee``: the certificate; ``evaluation`` then covers
+    the held-out samples' other part, ``n_eval`` of them)."""
 
     detector: detectors.Detector
     setting: Setting
@@ -57,8 +89,9 @@ class DeployedDetector:
     class_names: tuple[str, ...]
     n_tune: int
     n_eval: int
-    tuning: metrics.OperatingPoint
+    tuning: metrics.OperatingPoint | None
     evaluation: dict[str, stats.RateInterval]
+    guarantee: risk_control.GuaranteedRisk | None = None
 
     @property
     def key(self) -> str:
@@ -87,26 +120,58 @@ def fit_deployable(
     seed: int = 0,
     op_kind: str = "tpr",
     op_target: float = 0.95,
+    op_delta: float = risk_control.DEFAULT_DELTA,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> DeployedDetector:
     """The detector ``key`` (one of :data:`EXPORTABLE`) of ``run`` at T and λ, fitted on the seeded tuning split
-    (``tune_fraction``, ``seed``: Explore's split), its threshold the lowest reaching ``op_target`` TPR (or
-    coverage) on that split; its accept decisions on the evaluation split with ``n_resamples`` bootstrap
-    resamples (seeded with ``seed``). InputError for anything else, or MSP at T ≠ 1 (MSP is defined at T = 1)."""
+    (``tune_fraction``, ``seed``: Explore's split), with its accept decisions on the evaluation split
+    (``n_resamples`` bootstrap resamples, seeded with ``seed``).
+
+    The threshold: with ``op_kind`` "tpr" or "coverage", the lowest reaching ``op_target`` on the tuning split;
+    with "risk", the threshold that keeps at most ``op_target`` (r*) errors among accepted with confidence
+    1 − ``op_delta``, certified on the calibration half of the held-out samples
+    (``risk_control.calibration_split``, ``guaranteed_risk``), the evaluation split then being the other half.
+    InputError for anything else, MSP at T ≠ 1 (MSP is defined at T = 1), or a guarantee that cannot be
+    certified (its one-line reason)."""
     setting = Setting(
-        temperature=temperature, lam=lam, tune_fraction=tune_fraction, seed=seed, op_kind=op_kind, op_target=op_target
+        temperature=temperature,
+        lam=lam,
+        tune_fraction=tune_fraction,
+        seed=seed,
+        op_kind=op_kind,
+        op_target=op_target,
+        op_delta=op_delta,
     )
     detector = unfitted(key, setting)
     _, correct = cached.correctness(run)
     tune_idx, eval_idx = cached.split_for(run, setting.tune_fraction, setting.seed)
     probs = cached.probs_at(run, detector.temperature)
     detector.fit_probs(probs[tune_idx], correct[tune_idx])
-    uncertainty = detector.score_probs(probs)
-    tuning = metrics.operating_point(uncertainty[tune_idx], correct[tune_idx], setting.op_kind, setting.op_target)
-    accepted = uncertainty[eval_idx] <= tuning.threshold
+    uncertainty = np.asarray(detector.score_probs(probs), dtype=np.float64)
+    tuning = guarantee = None
+    if setting.guaranteed:
+        cal_idx, eval_idx = risk_control.calibration_split(eval_idx, setting.seed)
+        guarantee = risk_control.guaranteed_risk(
+            uncertainty[cal_idx], correct[cal_idx], setting.op_target, setting.op_delta
+        )
+        if not guarantee.certified:
+            raise InputError(f"{detector.name}: no threshold can be certified: {guarantee.refusal}")
+        threshold = guarantee.threshold
+    else:
+        tuning = metrics.operating_point(uncertainty[tune_idx], correct[tune_idx], setting.op_kind, setting.op_target)
+        threshold = tuning.threshold
+    accepted = uncertainty[eval_idx] <= threshold
     evaluation = stats.acceptance_rates(accepted, correct[eval_idx], n_resamples=n_resamples, seed=setting.seed)
     return DeployedDetector(
-        detector, setting, tuning.threshold, tuple(run.class_names), tune_idx.size, eval_idx.size, tuning, evaluation
+        detector,
+        setting,
+        float(threshold),
+        tuple(run.class_names),
+        tune_idx.size,
+        eval_idx.size,
+        tuning,
+        evaluation,
+        guarantee,
     )
 
 
@@ -121,6 +186,7 @@ def from_setting(run, setting: Setting, key: str = "relu") -> DeployedDetector:
         seed=setting.seed,
         op_kind=setting.op_kind,
         op_target=setting.op_target,
+        op_delta=setting.op_delta,
     )
 
 
@@ -140,13 +206,27 @@ class LogitsDetector(nn.Module):
         return logits.argmax(dim=1), uncertainty, uncertainty <= self.fitted.threshold
 
 
+def is_torchscript(model: nn.Module | None) -> bool:
+    """Whether ``model`` is (or holds) TorchScript, which torch.export cannot capture."""
+    return model is not None and any(isinstance(m, torch.jit.ScriptModule) for m in model.modules())
+
+
+def _frozen_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` in eval mode without gradients (the run's own model is left as it is). A TorchScript
+    module copies too, but refuses ``requires_grad_``: its parameters are frozen one by one."""
+    with torch.no_grad():
+        frozen = copy.deepcopy(model).eval()
+    for parameter in frozen.parameters():
+        parameter.requires_grad_(False)
+    return frozen
+
+
 class ImageDetector(nn.Module):
     """uint8 images (N, H, W, C) in: the run's normalisation and model, then :class:`LogitsDetector`."""
 
     def __init__(self, model: nn.Module, normalization: Normalization, head: LogitsDetector) -> None:
         super().__init__()
-        with torch.no_grad():  # a copy without gradients: the exported outputs are plain tensors
-            self.model = copy.deepcopy(model).eval().requires_grad_(False)
+        self.model = _frozen_copy(model)  # the exported outputs are plain tensors
         self.normalise = normalization.on(torch.device("cpu"))
         self.head = head
 
@@ -176,32 +256,60 @@ def _traced(module: nn.Module, example: torch.Tensor) -> torch.jit.ScriptModule:
     """``module`` traced on ``example`` (the library's checks that read values, e.g. the finiteness of logits / T,
     are Python branches that a trace leaves out: non-finite logits give a NaN uncertainty, never accepted)."""
     with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # TracerWarning: those very checks
+        warnings.simplefilter("ignore")  # TracerWarning: those very checks; torch.jit's deprecation notice
         return torch.jit.trace(module.eval(), example, check_trace=False)
 
 
+def _card_text(card: dict, indent: int | None = 2) -> str:
+    return json.dumps(card, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def exported_program(module: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
+    """``module`` captured by ``torch.export`` on ``example``, for any batch size (the library's value checks
+    are skipped while a graph is captured: non-finite logits give a NaN uncertainty, never accepted).
+    InputError when the module holds TorchScript (:data:`NO_PT2_FOR_TORCHSCRIPT`)."""
+    if is_torchscript(module):
+        raise InputError(NO_PT2_FOR_TORCHSCRIPT)
+    batch = torch.export.Dim("n", min=1)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        return torch.export.export(module.eval(), (example,), dynamic_shapes=({0: batch},), strict=False)
+
+
+def pt2_bytes(module: nn.Module, example: torch.Tensor, card: dict) -> bytes:
+    """``module`` as an ExportedProgram archive (``torch.export.save``), ``card`` inside as the extra file
+    ``detector.json``; ``torch.export.load(path, extra_files={"detector.json": ""})`` reads both."""
+    buffer = io.BytesIO()
+    program = exported_program(module, example)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.save(program, buffer, extra_files={CARD_NAME: _card_text(card)})
+    return buffer.getvalue()
+
+
 def torchscript_bytes(module: nn.Module, example: torch.Tensor, card: dict) -> bytes:
-    """The traced ``module`` as a TorchScript archive, ``card`` inside as the extra file ``detector.json``."""
+    """Legacy: the traced ``module`` as a TorchScript archive, ``card`` inside as the extra file
+    ``detector.json``."""
     buffer = io.BytesIO()
     traced = _traced(module, example)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.save is deprecated": still the TorchScript format
-        torch.jit.save(traced, buffer, _extra_files={CARD_NAME: json.dumps(card, indent=2)})
+        torch.jit.save(traced, buffer, _extra_files={CARD_NAME: _card_text(card)})
     return buffer.getvalue()
 
 
 def onnx_bytes(module: nn.Module, example: torch.Tensor, card: dict, input_name: str) -> bytes:
     """``module`` as an ONNX graph (opset :data:`ONNX_OPSET`, any batch size), ``card`` and the class names in
-    its metadata."""
-    import onnx
-
+    its metadata. A module holding TorchScript is traced first (the exporter then reads the TorchScript graph)."""
+    onnx = extras.require("onnx", ONNX_PURPOSE)
     buffer = io.BytesIO()
     axes = {name: {0: "n"} for name in (input_name, *OUTPUT_NAMES)}
+    source = _traced(module, example) if is_torchscript(module) else module.eval()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        # the TorchScript-based exporter: torch.export refuses the library's value checks (data-dependent)
+        # the TorchScript-based exporter: the library's value checks are Python branches its trace leaves out
         torch.onnx.export(
-            module.eval(),
+            source,
             (example,),
             buffer,
             dynamo=False,
@@ -212,7 +320,7 @@ def onnx_bytes(module: nn.Module, example: torch.Tensor, card: dict, input_name:
         )
     graph = onnx.load_model_from_string(buffer.getvalue())
     onnx.helper.set_model_props(
-        graph, {CARD_NAME: json.dumps(card), "class_names": json.dumps(list(card["class_names"]))}
+        graph, {CARD_NAME: _card_text(card, None), "class_names": json.dumps(list(card["class_names"]))}
     )
     return graph.SerializeToString()
 
@@ -231,24 +339,97 @@ def _interval(rate: stats.RateInterval) -> dict[str, float | int]:
     return {"estimate": rate.estimate, "ci_low": rate.low, "ci_high": rate.high, "n_resamples": rate.n_resamples}
 
 
-def card(run, fitted: DeployedDetector, files: dict[str, str]) -> dict:
-    """The JSON card of ``fitted`` exported as ``files`` (file name -> "logits" or "images"): settings, the run's
-    provenance (no absolute paths), the operating point (chosen on the tuning split; TPR, FPR, coverage and risk
-    on the evaluation split with 95 % bootstrap intervals) and the package versions."""
-    detector, setting = fitted.detector, fitted.setting
-    provenance = {
+def strict(value):
+    """``value`` (a card) with every non-finite float (a 0/0 rate and its interval) replaced by None: strict JSON
+    (:data:`NULL_MEANING`)."""
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _operating_point(fitted: DeployedDetector) -> dict:
+    """The card's operating point: where the threshold comes from and what it does on the evaluation split."""
+    setting = fitted.setting
+    evaluation = {
+        "samples": fitted.n_eval,
+        "confidence": 0.95,
+        **{name: _interval(rate) for name, rate in fitted.evaluation.items()},
+    }
+    positives = "correctly classified samples (TPR: correct ones accepted; FPR: errors accepted)"
+    g = fitted.guarantee
+    if g is not None:
+        return {
+            "target": f"guaranteed risk: {g.guarantee_words()}",
+            "chosen_on": f"calibration split ({g.n_calibration} samples: the held-out samples (not the tuning split) "
+            f"cut in two at random with seed {setting.seed}, not stratified; the other part is the evaluation split)",
+            "guarantee": {
+                "statement": f"with probability at least {1 - g.delta:g} over the calibration draw, the error rate "
+                f"among the predictions this detector accepts is at most {g.target_risk:g} on future data drawn "
+                "like the calibration split",
+                "risk": g.target_risk,
+                "delta": g.delta,
+                "confidence": 1 - g.delta,
+                "n_calibration": g.n_calibration,
+                "calibration": {
+                    "accepted": g.n_accepted,
+                    "errors": g.n_errors,
+                    "coverage": g.coverage,
+                    "risk": g.risk,
+                    "clopper_pearson_upper_bound": g.bound,
+                },
+                "method": risk_control.METHOD,
+                "assumptions": risk_control.ASSUMPTIONS,
+            },
+            "evaluation": evaluation,
+            "positives": positives,
+            "versus_explore": "Explore's guaranteed-risk mode certifies the same way on the same calibration split "
+            "(its scores of identical logits made equal, so a threshold can differ in the last digits)",
+        }
+    return {
+        "target": f"{'TPR' if setting.op_kind == 'tpr' else 'coverage'} ≥ {setting.op_target:g}",
+        "chosen_on": f"tuning split ({fitted.n_tune} samples: fraction {setting.tune_fraction:g}, seed "
+        f"{setting.seed}, stratified by correctness)",
+        "tuning": {"tpr": fitted.tuning.tpr, "fpr": fitted.tuning.fpr, "coverage": fitted.tuning.coverage},
+        "evaluation": evaluation,
+        "positives": positives,
+        "versus_explore": "Explore's operating point is placed on the evaluation split itself (it reports the "
+        "curve at that TPR); this threshold comes from the tuning split, so its evaluation TPR may miss the "
+        "target: what a deployed threshold does. No guarantee: for one, export at a guaranteed risk (--risk)",
+    }
+
+
+def _provenance(run) -> dict[str, str]:
+    """The run's provenance as the card gives it (``report.provenance``): no absolute path, no time."""
+    return {
         k: _no_paths(str(v))
         for k, v in report.provenance(run).items()
         if not k.startswith("version:") and k not in ("data set source", "generated")
     }
+
+
+def card(run, fitted: DeployedDetector, files: dict[str, str], not_written: dict[str, str] | None = None) -> dict:
+    """The JSON card of ``fitted`` exported as ``files`` (file name -> "logits" or "images"): settings, the run's
+    provenance (no absolute paths), the operating point (chosen on the tuning split, or certified on a
+    calibration split at a guaranteed risk; TPR, FPR, coverage and risk on the evaluation split with 95 %
+    bootstrap intervals), the package versions; ``not_written``: files asked for that could not be written, with
+    why. Strict JSON: non-finite numbers are null (:data:`NULL_MEANING`)."""
+    detector, setting = fitted.detector, fitted.setting
     versions = report.package_versions()
     for name in CARD_PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-    op_words = "TPR" if setting.op_kind == "tpr" else "coverage"
-    return {
+    accept = f"bool (N,): uncertainty <= threshold ({fitted.threshold!r})"
+    if fitted.guarantee is not None:
+        accept += f", the threshold certified for {fitted.guarantee.guarantee_words()}"
+    described = {
         "detector": {
             "key": detector.key,
             "name": detector.name,
@@ -258,6 +439,8 @@ def card(run, fitted: DeployedDetector, files: dict[str, str]) -> dict:
         },
         "class_names": list(fitted.class_names),
         "files": files,
+        "formats": {name: FORMATS.get(_suffix(name), "") for name in files},
+        **({"not_written": dict(not_written)} if not_written else {}),
         "inputs": {
             "logits": "float32 (N, C) logits of the run's classifier, classes in class_names order",
             "images": f"uint8 (N, H, W, C) images, normalised inside as (x/255 − mean)/std, mean {list(run.mean)}, "
@@ -270,49 +453,72 @@ def card(run, fitted: DeployedDetector, files: dict[str, str]) -> dict:
         "outputs": {
             "prediction": "int64 (N,): argmax of the logits",
             "uncertainty": "float64 (N,): higher = more likely misclassified",
-            "accept": f"bool (N,): uncertainty <= threshold ({fitted.threshold!r})",
+            "accept": accept,
         },
         "threshold": fitted.threshold,
-        "operating_point": {
-            "target": f"{op_words} ≥ {setting.op_target:g}",
-            "chosen_on": f"tuning split ({fitted.n_tune} samples: fraction {setting.tune_fraction:g}, seed "
-            f"{setting.seed}, stratified by correctness)",
-            "tuning": {"tpr": fitted.tuning.tpr, "fpr": fitted.tuning.fpr, "coverage": fitted.tuning.coverage},
-            "evaluation": {
-                "samples": fitted.n_eval,
-                "confidence": 0.95,
-                **{name: _interval(rate) for name, rate in fitted.evaluation.items()},
-            },
-            "positives": "correctly classified samples (TPR: correct ones accepted; FPR: errors accepted)",
-            "versus_explore": "Explore's operating point is placed on the evaluation split itself (it reports the "
-            "curve at that TPR); this threshold comes from the tuning split, so its evaluation TPR may miss the "
-            "target: what a deployed threshold does",
-        },
-        "run": provenance,
+        "operating_point": _operating_point(fitted),
+        "null": NULL_MEANING,
+        "run": _provenance(run),
         "versions": versions,
     }
+    return strict(described)
+
+
+def _suffix(name: str) -> str:
+    return name[name.rfind(".") :].lower() if "." in name else ""
 
 
 def export(run, fitted: DeployedDetector, suffix: str, inputs: str = "logits", files: dict | None = None) -> bytes:
-    """The detector as one file: TorchScript (``suffix`` ".pt") or ONNX (".onnx"), taking ``inputs``; its card
-    names ``files`` (default: this one file, ``detector<suffix>``)."""
+    """The detector as one file: an ExportedProgram (``suffix`` ".pt2"), ONNX (".onnx") or legacy TorchScript
+    (".pt"), taking ``inputs``; its card names ``files`` (default: this one file, ``detector<suffix>``).
+    InputError (one line) for what cannot be written: e.g. the images-in detector of an ONNX run, or the .pt2 of
+    a TorchScript model's images-in detector."""
     if suffix not in SUFFIXES:
-        raise InputError(f"a detector is written as {' or '.join(SUFFIXES)}, not {suffix or '(no suffix)'!r}")
-    module, example = module_for(run, fitted, inputs)
-    described = card(run, fitted, files or {f"detector{suffix}": inputs})
-    if suffix == ".pt":
-        return torchscript_bytes(module, example, described)
-    return onnx_bytes(module, example, described, inputs)
+        raise InputError(f"a detector is written as {', '.join(SUFFIXES)}, not {suffix or '(no suffix)'!r}")
+    if suffix == ".onnx":
+        extras.require("onnx", ONNX_PURPOSE)  # before any work
+    return export_with_card(run, fitted, suffix, inputs, files or {f"detector{suffix}": inputs})
 
 
 def export_zip(run, fitted: DeployedDetector) -> bytes:
-    """Every form of the detector in one ZIP: logits in (``detector.onnx``, ``detector.pt``), images in when the
-    run has a PyTorch model (``detector_images.onnx``, ``.pt``), and the card (``detector.json``)."""
+    """Every form of the detector in one ZIP: logits in (``detector.onnx``, ``detector.pt2``), images in when the
+    run has a PyTorch model (``detector_images.onnx``, ``.pt2``; for a TorchScript model, which torch.export cannot
+    capture, ``detector_images.pt``, legacy TorchScript, and the card says why), and the card
+    (``detector.json``). Without the [onnx] extra the ONNX files are left out and the card says why."""
     kinds = ["logits"] + (["images"] if run.model is not None and run.images is not None else [])
-    names = {f"detector{'' if k == 'logits' else '_images'}{s}": (k, s) for k in kinds for s in SUFFIXES}
+    names: dict[str, tuple[str, str]] = {}
+    not_written: dict[str, str] = {}
+    try:
+        extras.require("onnx", ONNX_PURPOSE)
+        no_onnx = ""
+    except InputError as exc:  # a plain `pip install .`: the ZIP holds the .pt2 and says why there is no .onnx
+        no_onnx = str(exc)
+    for kind in kinds:
+        stem = "detector" if kind == "logits" else "detector_images"
+        for suffix in ZIP_SUFFIXES:
+            if suffix == ".onnx" and no_onnx:
+                not_written[f"{stem}.onnx"] = no_onnx
+            elif suffix == ".pt2" and kind == "images" and is_torchscript(run.model):
+                not_written[f"{stem}.pt2"] = NO_PT2_FOR_TORCHSCRIPT
+                names[f"{stem}.pt"] = (kind, ".pt")
+            else:
+                names[f"{stem}{suffix}"] = (kind, suffix)
     files = {name: kind for name, (kind, _) in names.items()}
     content: dict[str, str | bytes] = {
-        name: export(run, fitted, suffix, kind, files) for name, (kind, suffix) in names.items()
+        name: export_with_card(run, fitted, suffix, kind, files, not_written) for name, (kind, suffix) in names.items()
     }
-    content[CARD_NAME] = json.dumps(card(run, fitted, files), indent=2, ensure_ascii=False)
+    content[CARD_NAME] = _card_text(card(run, fitted, files, not_written))
     return report.data_zip(content)
+
+
+def export_with_card(
+    run, fitted: DeployedDetector, suffix: str, inputs: str, files: dict, not_written: dict | None = None
+) -> bytes:
+    """:func:`export`, the card inside naming ``files`` and ``not_written``."""
+    module, example = module_for(run, fitted, inputs)
+    described = card(run, fitted, files, not_written)
+    if suffix == ".pt2":
+        return pt2_bytes(module, example, described)
+    if suffix == ".pt":
+        return torchscript_bytes(module, example, described)
+    return onnx_bytes(module, example, described, inputs)

@@ -233,6 +233,8 @@ def _check_scaled_peak(peak: Array, temperature: float) -> None:
     infinite values, or T is so small that ``logits / T`` overflows (the softmax and the energy would silently
     turn it into NaN)."""
     if isinstance(peak, torch.Tensor):
+        if torch.compiler.is_exporting():  # a graph being captured (torch.export) cannot branch on values: as
+            return  # in a trace, non-finite logits then give a NaN uncertainty, which no threshold accepts
         finite = bool(torch.isfinite(peak.detach()).all())
     else:
         finite = bool(np.isfinite(peak).all())
@@ -406,8 +408,11 @@ class Moments:
 
 def _rows_work(probs: Array, rows: Array | None) -> float:
     """The multiply-adds of a pass over ``rows`` of ``probs`` (all of them when None): rows x C², the size the
-    thread policy goes by (:func:`relu_core.threads.limited`), whatever the size of ``probs``."""
+    thread policy goes by (:func:`relu_core.threads.limited`), whatever the size of ``probs``; 0 for a symbolic
+    batch size (torch.export capturing a graph: a float would pin it to the example's)."""
     n_rows, n_classes = np.shape(probs)[0] if rows is None else len(rows), np.shape(probs)[1]
+    if not isinstance(n_rows, int):
+        return 0.0
     return float(n_rows) * float(n_classes) ** 2
 
 

@@ -9,6 +9,8 @@ import json
 import math
 import sys
 
+import numpy as np
+
 from relu_core import cli_shared, metric_info, progress
 from relu_core.errors import InputError
 from relu_core.validation import parse_fraction, parse_int
@@ -86,6 +88,15 @@ def add_parser(sub) -> None:
         default="1000",
         help="paired bootstrap resamples for the Rel-U − Doctor interval (default 1000; 0: none)",
     )
+    ev.add_argument(
+        "--risk",
+        default=None,
+        metavar="R",
+        help="also deploy each detector at a guaranteed risk: the threshold keeping at most R errors among accepted "
+        "(e.g. 0.02) with confidence 1 − D, certified on a calibration half of each seed's evaluation part; the "
+        "other half shows the realised risk and coverage",
+    )
+    ev.add_argument("--delta", default=None, metavar="D", help="with --risk: the guarantee's confidence is 1 − D (0.1)")
     ev.add_argument(
         "--json", action="store_true", help="print one JSON object keyed by method (Rel-U's row holds minus_doctor)"
     )
@@ -177,15 +188,95 @@ def format_table(result, *, title: str = "") -> str:
     return "\n".join(lines)
 
 
-def _emit(result, as_json: bool, title: str) -> None:
+def guarantee_json(at_risk) -> dict[str, dict]:
+    """Per method, its deployment at a guaranteed risk (``risk_control.AtRiskResult.summary``); Rel-U's holds
+    ``minus_doctor``: its coverage on the evaluation split minus Doctor's, with the paired bootstrap interval."""
+    out = {key: at_risk.summary(key) for key in at_risk.methods}
+    d = at_risk.minus_doctor
+    if d is not None:
+        per_seed = np.asarray(at_risk.minus_doctor_per_seed)
+        out["relu"]["minus_doctor"] = {
+            **d.to_dict(),
+            "mean": float(per_seed.mean()),
+            "std": float(per_seed.std()),
+            "per_seed": per_seed.tolist(),
+        }
+    return out
+
+
+def format_guarantee(at_risk, names: dict[str, str]) -> str:
+    """The text block of ``evaluate --risk``: the guarantee in plain words, per method its certified and realised
+    coverage and risk, and Rel-U − Doctor in coverage with its interval."""
+    from relu_core import risk_control
+
+    pct = risk_control.percent
+    summaries = {key: at_risk.summary(key) for key in at_risk.methods}
+    n_seeds = len(at_risk.seeds)
+    coverage = {
+        names[k]: v["evaluation_coverage"] if v["certified"] else "; ".join(v["refusals"]) for k, v in summaries.items()
+    }
+    first = at_risk.per_seed[at_risk.methods[0]][0]
+    lines = [
+        "",
+        risk_control.sentence(
+            at_risk.risk, at_risk.delta, coverage, f"coverage on the evaluation split, mean of {n_seeds} seed(s)"
+        ),
+        f"Each threshold is certified on a calibration half of each seed's evaluation part ({first.certificate.n_calibration:,} "
+        f"samples), the realised risk and coverage read on the other half ({first.evaluation.n:,}); "
+        f"{risk_control.METHOD}. Assumes {risk_control.ASSUMPTIONS}.",
+    ]
+    for key, v in summaries.items():
+        if not v["certified"]:
+            lines.append(f"  {names[key]}: no threshold certified on any seed ({'; '.join(v['refusals'])})")
+            continue
+        refused = n_seeds - v["certified"]
+        lines.append(
+            f"  {names[key]}: certified coverage {pct(v['certified_coverage'])} (calibration split); evaluation split: "
+            f"coverage {pct(v['evaluation_coverage'])}, risk {pct(v['evaluation_risk'])} (above r* on "
+            f"{v['evaluation_risk_above_target']} of {v['certified']} seed(s))"
+            + (f"; refused on {refused} seed(s): {'; '.join(v['refusals'])}" if refused else "")
+        )
+    if at_risk.minus_doctor is not None:
+        lines.append(
+            "  Rel-U − Doctor, coverage on the evaluation split at the same guarantee: "
+            + at_risk.minus_doctor.verdict()
+            + " (the interval: a paired bootstrap of the evaluation samples, the certified thresholds fixed)"
+        )
+    return "\n".join(lines)
+
+
+def _emit(result, as_json: bool, title: str, at_risk=None) -> None:
     if as_json:
         table = result.to_dict()
         for row in table.values():  # the conventions travel with the numbers they qualify
             row["fpr95_positives"] = result.fpr_positive
             row["selection"] = result.selection
+        if at_risk is not None:
+            for key, guarantee in guarantee_json(at_risk).items():
+                table[key]["guarantee"] = guarantee
         print(json.dumps(table, indent=2))
     else:
-        print(format_table(result, title=title))
+        print(format_table(result, title=title) + ("" if at_risk is None else format_guarantee(at_risk, result.names)))
+
+
+def _guarantee_options(args: argparse.Namespace) -> tuple[float, float] | None:
+    """(r*, δ) of --risk/--delta, None without --risk; checked before any work."""
+    from relu_core import risk_control
+
+    if args.risk is None:
+        if args.delta is not None:
+            raise InputError("--delta goes with --risk (the confidence of a guaranteed risk)")
+        return None
+    if args.select or args.oracle:
+        raise InputError("--risk deploys fixed settings: it does not go with --select or --oracle")
+    if args.eps > 0:
+        raise InputError("--risk certifies clean scores: it does not go with --eps")
+    try:
+        risk = float(args.risk)
+        delta = risk_control.DEFAULT_DELTA if args.delta is None else float(args.delta)
+    except ValueError:
+        raise InputError(f"--risk and --delta must be numbers, got {args.risk!r} and {args.delta!r}") from None
+    return risk_control.check_risk(risk, "--risk"), risk_control.check_delta(delta, "--delta")
 
 
 def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
@@ -201,6 +292,7 @@ def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
+    guarantee = _guarantee_options(args)
     if args.eps > 0 and cli_shared.onnx_weights(args):
         from relu_core.onnx_model import NO_EPS
 
@@ -257,8 +349,25 @@ def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
         )
     else:
         result = protocol.evaluate(logits, labels, methods, temperature=temperature, lam=lam, **options)
+    at_risk = None
+    if guarantee is not None:
+        from relu_core import risk_control
+
+        at_risk = risk_control.at_risk(
+            logits,
+            labels,
+            methods,
+            risk=guarantee[0],
+            delta=guarantee[1],
+            temperature=temperature,
+            lam=lam,
+            tune_fraction=fraction,
+            seeds=seeds,
+            n_resamples=n_resamples,
+            progress=bar,
+        )
     bar.close()
-    _emit(result, args.json, title)
+    _emit(result, args.json, title, at_risk)
     return 0
 
 

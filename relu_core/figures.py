@@ -428,18 +428,18 @@ def _curve_trace(
     }
 
 
-def _operating_marker(name: str, x: float, y: float, x_name: str, y_name: str) -> dict:
+def _operating_marker(name: str, x: float, y: float, x_name: str, y_name: str, label: str = "operating point") -> dict:
     return {
         "type": "scatter",
         "x": [x],
         "y": [y],
         "mode": "markers",
-        "name": f"{name} operating point",
+        "name": f"{name} {label}",
         "legendgroup": name,
         "showlegend": False,
         "cliponaxis": False,  # a point on an axis (risk 0, FPR 0, coverage 1) shows whole, not halved
         "marker": {"color": detector_color(name), "size": 13, "symbol": "x", "line": {"width": 1, "color": "black"}},
-        "hovertemplate": f"{name} operating point<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
+        "hovertemplate": f"{name} {label}<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
     }
 
 
@@ -450,9 +450,12 @@ def risk_coverage_figure(
     generalized: bool = False,
     max_points: int | None = None,
     title: str = "Risk-coverage",
+    point_label: str = "operating point",
+    risk_line: tuple[float, str] | None = None,
 ) -> go.Figure:
     """Risk (error rate among accepted) against coverage (fraction accepted), ``name -> (coverage, risk,
-    aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked.
+    aurc)``; AURC in the legend, ``operating_points`` (``name -> (coverage, risk)``) marked (hovered as
+    ``point_label``); ``risk_line`` (a risk and its name, e.g. a guaranteed r*) drawn across as a dashed line.
 
     ``generalized``: the curves are the generalised risk instead (accepted errors / all samples,
     ``metrics.generalized_risk_coverage_curve``), ``name -> (coverage, generalised risk, augrc)``, AUGRC in the
@@ -480,9 +483,22 @@ def risk_coverage_figure(
             _curve_trace(name, coverage, risk, f"{metric.label} {area:{metric.format}}", "coverage", y_name, max_points)
         )
     traces += [
-        _operating_marker(name, cov_op, risk_op, "coverage", y_name)
+        _operating_marker(name, cov_op, risk_op, "coverage", y_name, point_label)
         for name, (cov_op, risk_op) in (operating_points or {}).items()
     ]
+    if risk_line is not None:
+        level, label = risk_line
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [0.0, 1.0],
+                "y": [level, level],
+                "mode": "lines",
+                "name": label,
+                "line": {"color": "#555555", "dash": "dot", "width": 1.5},
+                "hovertemplate": f"{label}<extra></extra>",
+            }
+        )
     layout = {
         "title": {"text": title},
         "xaxis": {"title": {"text": "coverage (fraction accepted)"}, "range": [0, 1], "automargin": False},

@@ -23,13 +23,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import engine, limits
+from relu_core import engine, extras, limits
 from relu_core.errors import InputError, one_line
 from relu_core.models.checkpoints import CheckpointError
 from relu_core.models.normalization import Normalization
 from relu_core.progress import Cancel, Progress
 
 ONNX_SUFFIX = ".onnx"
+#: What needs the [onnx] extra here, in the line that names it when it is missing (``extras.require``).
+ONNX_PURPOSE = "running an ONNX model"
 #: Operator domains onnxruntime implements itself (the ONNX standard and its ML operators); any other is custom.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 #: Metadata keys an ONNX file may carry with its input normalisation (comma-separated numbers on the 0..1 scale).
@@ -89,7 +91,7 @@ def _declared_tensors(graph) -> Iterator:
 
 def _declared_bytes(tensor, name: str) -> int:
     """The bytes ``tensor`` declares by its dims and element type (CheckpointError for a negative dim)."""
-    from onnx import helper
+    helper = extras.require("onnx.helper", ONNX_PURPOSE)
 
     if any(d < 0 for d in tensor.dims):
         raise CheckpointError(f"{name} declares tensor {tensor.name!r} with a negative dimension {list(tensor.dims)}")
@@ -102,8 +104,8 @@ def _declared_bytes(tensor, name: str) -> int:
 
 def check_onnx(data: bytes, name: str):
     """The parsed ``onnx.ModelProto`` of ``data``, once every check of the module docstring passes."""
-    import onnx
-    from google.protobuf.message import DecodeError
+    onnx = extras.require("onnx", ONNX_PURPOSE)
+    DecodeError = extras.require("google.protobuf.message", ONNX_PURPOSE).DecodeError  # noqa: N806 - a class
 
     if not data:
         raise CheckpointError(f"{name} is empty")
@@ -163,7 +165,7 @@ def _normalization(model, name: str) -> Normalization | None:
 
 def providers(device: str = "auto") -> tuple[str, ...]:
     """onnxruntime's providers for ``device``: "auto" takes CUDA when its provider is installed, else the CPU."""
-    import onnxruntime
+    onnxruntime = extras.require("onnxruntime", ONNX_PURPOSE)
 
     available = onnxruntime.get_available_providers()
     kind = str(device).split(":")[0].lower()
@@ -178,7 +180,7 @@ def providers(device: str = "auto") -> tuple[str, ...]:
 
 def load_onnx(data: bytes, name: str, device: str = "auto") -> OnnxClassifier:
     """A checked ONNX classifier from a file's bytes (:func:`check_onnx`), its onnxruntime session made."""
-    import onnxruntime
+    onnxruntime = extras.require("onnxruntime", ONNX_PURPOSE)
 
     model = check_onnx(data, name)
     initializers = {tensor.name for tensor in model.graph.initializer}

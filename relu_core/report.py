@@ -52,17 +52,28 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def _weights_hash(run) -> str:
+    """The SHA-256 of the run's model: its weights (``models.weights_hash``), an ONNX model's file, or none."""
+    from relu_core import models  # torch: only needed for a run with a model
+
+    if run.model is not None:
+        return models.weights_hash(run.model)
+    if getattr(run, "onnx_sha256", ""):
+        return f"{run.onnx_sha256} (the ONNX file {run.onnx_file})"
+    return "— (logits only)"
+
+
 def provenance(run, *, logits_file: str | Path | None = None) -> dict[str, str]:
     """Where a run comes from: its id and source, the model and the SHA-256 of its weights, the data set (its
     folder relative to the data root or the cache, ``paths.shown_path``), the logits file's name and SHA-256
     (when given), the package versions, the platform and the time of the report. No absolute server path."""
-    from relu_core import datasets, models  # torch: only needed for a run with a model
+    from relu_core import datasets
 
     info = {
         "run id": run.run_id,
         "source": run.source or "—",
         "model": run.model_name or "— (logits only)",
-        "weights SHA-256": models.weights_hash(run.model) if run.model is not None else "— (logits only)",
+        "weights SHA-256": _weights_hash(run),
         "data set": run.dataset_name or "—",
         "samples × classes": f"{len(run):,} × {run.n_classes}",
     }

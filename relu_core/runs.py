@@ -77,7 +77,8 @@ class Run:
     ``run_id`` is a content hash (of the engine's cache key, or of the uploaded arrays) that keys caches and
     widgets; ``images`` (uint8 NHWC) and ``model`` are present for engine runs and enable galleries and input
     pre-processing; ``mean``/``std`` are the model's normalisation; ``source`` describes the run in words.
-    ``onnx_file`` names the ONNX model of an :func:`onnx_run` (images, no PyTorch model: no ε).
+    ``onnx_file`` names the ONNX model of an :func:`onnx_run` (images, no PyTorch model: no ε), ``onnx_sha256`` its
+    file's SHA-256 (the run's weights, in its provenance).
 
     Examples
     --------
@@ -100,6 +101,7 @@ class Run:
     dataset_name: str = ""
     source: str = ""
     onnx_file: str = ""
+    onnx_sha256: str = ""
     #: How to compute this run again on this machine (:func:`logits_for` arguments), empty when it cannot be
     #: (uploaded files); :func:`remember` stores it so that a shared URL naming the run reopens it.
     recipe: tuple[tuple[str, object], ...] = ()
@@ -734,6 +736,7 @@ def onnx_run(
         dataset_name=data.name,
         source=f"{weights_name} (ONNX, normalisation from {origin}) on {data.name}",
         onnx_file=weights_name,
+        onnx_sha256=key["model"],
     )
 
 

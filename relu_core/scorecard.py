@@ -6,7 +6,9 @@ The settings, always in this order and worded alike whoever wins (:data:`SETTING
 label-domain mismatch (:mod:`relu_core.studies.mismatch` at the shared tuning fraction and seeds), corruptions
 (:func:`relu_core.robustness.mismatch_study`: significant wins and losses counted over the corruptions) and
 training objectives (wins and losses counted over the objectives of a finished training-objectives table of the
-run's data set: never trained from here, minutes of training are the Objectives page's to start).
+run's data set: never trained from here, minutes of training are the Objectives page's to start) and a guaranteed
+risk (:func:`relu_core.risk_control.at_risk` at r* = half the model's error rate, δ = 0.1: how many predictions each
+detector lets you act on with at most r* errors among them).
 
 :func:`start` submits the missing computations as background jobs (``relu_core.jobs``; each reads its study's
 disk cache first, so a cached result lands at once) and :func:`rows` turns the jobs, finished or running, into
@@ -20,7 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import comparison, corruptions, datasets, jobs, metric_info, protocol, robustness, stats
+from relu_core import (
+    comparison,
+    corruptions,
+    datasets,
+    jobs,
+    metric_info,
+    protocol,
+    risk_control,
+    robustness,
+    stats,
+)
 from relu_core.errors import InputError
 from relu_core.progress import count
 
@@ -32,7 +44,10 @@ SETTINGS = (
     ("mismatch", "Label-domain mismatch", "studies"),
     ("corruptions", "Corruptions", "corruptions"),
     ("objectives", "Training objectives", "objectives"),
+    ("guaranteed_risk", "At a guaranteed risk", "explore"),
 )
+#: The confidence of the scorecard's guarantee: 1 − δ = 90 %.
+GUARANTEE_DELTA = 0.1
 #: The start of every scorecard job's key.
 JOB_PREFIX = "scorecard:"
 #: A row's states.
@@ -126,6 +141,36 @@ def _mismatch(run, shared: Shared, other: str):
     return work
 
 
+def guarantee_risk(run, shared: Shared) -> float:
+    """The scorecard's r*: half the model's error rate on the first seed's tuning split (known before any
+    calibration or evaluation sample is read; ``risk_control.default_risk``), so that the row asks for a real
+    improvement on the model whatever its accuracy."""
+    correct = protocol.correctness(run.logits, run.labels)
+    tune, _ = protocol.split_indices(correct.size, shared.tune_fraction, 0, stratify=correct)
+    return risk_control.default_risk(correct[tune])
+
+
+def _guaranteed(run, shared: Shared):
+    risk = guarantee_risk(run, shared)
+
+    def work(progress, cancel):
+        return risk_control.at_risk(
+            run.logits,
+            run.labels,
+            protocol.PAIRED,
+            risk=risk,
+            delta=GUARANTEE_DELTA,
+            temperature=shared.temperature,
+            lam=shared.lam,
+            tune_fraction=shared.tune_fraction,
+            seeds=shared.seeds,
+            progress=progress,
+            cancel=cancel,
+        )
+
+    return work
+
+
 def corruption_options(run, shared: Shared) -> dict:
     """The arguments of the scorecard's corruption study of ``run``: the Corruptions page's defaults (severity,
     Rel-U and Doctor, every corruption, the selection criterion, the CPU's subsample) at the shared tuning fraction
@@ -182,7 +227,11 @@ def job_key(run, key: str, shared: Shared) -> str:
 def start(run, shared: Shared) -> None:
     """Submit the card's missing computations on ``run`` as background jobs (a running, finished or failed one is
     kept: its row shows it; a cancelled one starts again). The training objectives are never started here."""
-    work = {"in_distribution": lambda: _in_distribution(run, shared), "corruptions": lambda: _corruptions(run, shared)}
+    work = {
+        "in_distribution": lambda: _in_distribution(run, shared),
+        "corruptions": lambda: _corruptions(run, shared),
+        "guaranteed_risk": lambda: _guaranteed(run, shared),
+    }
     if _supported(run, "mismatch") is None:
         other = other_datasets(run)[0]
         work["mismatch"] = lambda: _mismatch(run, shared, other)
@@ -294,6 +343,8 @@ def _ready(key: str, result, shared: Shared) -> tuple[str, str, tuple[str, ...],
             or f"{len(settings['seeds'])} seeds"
         )
         return verdict, intervals, details, note
+    if key == "guaranteed_risk":
+        return _ready_guarantee(result, shared)
     if key == "corruptions":
         corrupted = result.paired[result.paired["corruption"] != robustness.CLEAN]
         verdict, intervals, details = _counted(corrupted, "corruption")
@@ -324,6 +375,39 @@ def _ready(key: str, result, shared: Shared) -> tuple[str, str, tuple[str, ...],
         or f"{len(result.seeds)} seeds"
     )
     return verdict, intervals, details, note
+
+
+def _ready_guarantee(result, shared: Shared) -> tuple[str, str, tuple[str, ...], str]:
+    """The guaranteed-risk row: the guarantee in plain words with the coverage each detector gives on new samples
+    (the evaluation halves, mean over the seeds), Rel-U − Doctor in coverage with its paired interval."""
+    names = dict(zip(protocol.PAIRED, ("Rel-U", "Doctor"), strict=True))
+    coverage: dict[str, float | str] = {}
+    for key in protocol.PAIRED:
+        summary = result.summary(key)
+        coverage[names[key]] = (
+            summary["evaluation_coverage"] if summary["certified"] else "; ".join(summary["refusals"])
+        )
+    verdict = risk_control.sentence(result.risk, result.delta, coverage)
+    d = result.minus_doctor
+    intervals = "" if d is None else _interval_words("coverage", d.estimate, d.low, d.high)
+    if d is not None and d.draws:
+        intervals += f" (over the seeds {metric_info.signed(d.draw_low, 3)} to {metric_info.signed(d.draw_high, 3)})"
+    details = () if d is None else (d.verdict(),)
+    n_cal = result.per_seed[protocol.PAIRED[0]][0].certificate.n_calibration
+    note = (
+        f"r* = half the model's error rate on the tuning split, rounded down ({risk_control.percent(result.risk)}), "
+        f"δ = {result.delta:g}; each threshold certified on a calibration half of the evaluation split "
+        f"({n_cal:,} samples), the coverage read on the other half; mean over {len(result.seeds)} seeds; the "
+        "interval is a paired bootstrap of the evaluation samples for the certified thresholds, the range in "
+        "brackets how much the seeds' calibration draws move it"
+    )
+    return verdict, intervals, details, note
+
+
+def _interval_words(label: str, estimate: float, low: float, high: float) -> str:
+    """ "coverage +0.019 [-0.006, +0.044]": Rel-U − Doctor and its interval."""
+    signed = metric_info.signed
+    return f"{label} {signed(estimate, 3)} [{signed(low, 3)}, {signed(high, 3)}]"
 
 
 def _ready_row(key: str, title: str, page: str, ready: tuple[str, str, tuple[str, ...], str]) -> Row:

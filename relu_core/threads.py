@@ -241,10 +241,13 @@ def limited(work: float = 0.0) -> Iterator[None]:
 
 def estimated_flops(*args: object) -> float:
     """``N * C * C`` of the first (N, C) array among ``args`` (a second moment or a Rel-U score costs
-    about that many multiply-adds), 0 when there is none."""
+    about that many multiply-adds), 0 when there is none or its size is a symbol (torch.export capturing a
+    graph: a float would pin the batch size to the example's)."""
     for value in args:
         shape = getattr(value, "shape", None)
         if shape is not None and len(shape) == 2:
+            if not all(isinstance(d, int) for d in shape):
+                return 0.0
             return float(shape[0]) * float(shape[1]) ** 2
     return 0.0
 

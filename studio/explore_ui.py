@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from relu_core import cache, detector_export, detectors, explore, jobs, protocol
+from relu_core import cache, detector_export, detectors, explore, jobs, protocol, risk_control
 from studio import page, session
 from studio.live_chart import Follow, live_html, value_key
 from studio.text import plain
@@ -84,10 +84,34 @@ def controls(has_model: bool, no_eps: str = "ε needs the model and the images; 
             )
             st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
             o1, o2 = st.columns(2)
-            o1.radio("operating point", list(session.OP_KINDS.values()), key=session.EX_OP_KIND)
-            o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET)
+            o1.radio(
+                "operating point",
+                list(session.OP_KINDS.values()),
+                key=session.EX_OP_KIND,
+                help="A target TPR or coverage read on the evaluation split, or a guaranteed risk: the threshold "
+                "certified on a calibration half of the evaluation split to keep at most r* errors among the "
+                "predictions it accepts, with confidence 1 − δ (the other half shows what it does).",
+            )
+            guaranteed = state[session.EX_OP_KIND] == session.OP_KINDS["risk"]
+            # every control drawn on every run (an undrawn widget loses its value), the unused ones disabled
+            o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET, disabled=guaranteed)
+            o2.select_slider(
+                "r* (errors among accepted, at most)",
+                options=explore.RISKS,
+                key=session.EX_OP_RISK,
+                format_func=risk_control.percent,
+                disabled=not guaranteed,
+            )
+            o2.select_slider(
+                "δ (confidence 1 − δ)",
+                options=explore.DELTAS,
+                key=session.EX_OP_DELTA,
+                format_func=lambda d: f"{d:g} ({risk_control.percent(1 - d)})",
+                disabled=not guaranteed,
+            )
         eps_slot = st.container()
     session.keep(session.explore_defaults(), session.EX_KEPT)
+    kind = {shown: kind for kind, shown in session.OP_KINDS.items()}[state[session.EX_OP_KIND]]
     setting = explore.Setting(
         temperature=state[session.EX_TEMPERATURE],
         lam="auto" if lam_auto else round(float(state[session.EX_LAM]), explore.LAM_DECIMALS),  # the slider's step
@@ -95,8 +119,9 @@ def controls(has_model: bool, no_eps: str = "ε needs the model and the images; 
         tune_fraction=state[session.EX_TUNE_FRACTION],
         seed=int(state[session.EX_SEED]),
         detectors=tuple(state[session.EX_DETECTORS]) or protocol.PAIRED,
-        op_kind={shown: kind for kind, shown in session.OP_KINDS.items()}[state[session.EX_OP_KIND]],
-        op_target=state[session.EX_OP_TARGET],
+        op_kind=kind,
+        op_target=state[session.EX_OP_RISK] if kind == "risk" else state[session.EX_OP_TARGET],
+        op_delta=state[session.EX_OP_DELTA],
     )
     return setting, c_lam, eps_slot
 
@@ -248,6 +273,17 @@ def gallery(
         )
 
 
+def export_refusal(view: explore.View, setting: explore.Setting) -> str:
+    """Why Rel-U cannot be exported at ``setting`` (one line), "" when it can: at a guaranteed risk, when no
+    threshold can be certified on the calibration half."""
+    if not setting.guaranteed:
+        return ""
+    certificate = view.marked(setting).guarantee.results[protocol.PAIRED[0]].certificate
+    if certificate.certified:
+        return ""
+    return f"Rel-U cannot be exported at this guarantee: {certificate.refusal}"
+
+
 def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:
     """One row: the view's data as a ZIP, its detector for deployment (a ZIP: ``detector_export``) and "Download
     report", the view as one self-contained HTML file; each built when its button is clicked (one click: the report holds plotly.js, about 5 MB, so it is not rebuilt
@@ -264,6 +300,7 @@ def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: 
         help="D* (CSV, .npy), the data of every chart, the metrics, Rel-U − Doctor with its intervals and the "
         "operating point (CSV), and the settings with the run's provenance (JSON).",
     )
+    why_not = export_refusal(view, setting)
     row.download_button(
         "Export this detector",
         lambda: detector_export.export_zip(run, detector_export.from_setting(run, setting)),
@@ -271,10 +308,13 @@ def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: 
         mime="application/zip",
         on_click="ignore",
         key=session.EX_DL_DETECTOR,
-        help="Rel-U at this T, λ, split and operating point, fitted on the tuning split, as a TorchScript module "
-        "and an ONNX graph (logits in; images in too when the run has a PyTorch model) returning (prediction, "
-        "uncertainty, accept), with a JSON card: settings, provenance, TPR/FPR on the evaluation split with "
-        "intervals. Input pre-processing (ε) is not part of it.",
+        disabled=bool(why_not),
+        help=why_not
+        or "Rel-U at this T, λ, split and operating point, fitted on the tuning split, as a PyTorch ExportedProgram "
+        "(.pt2, torch.export) and an ONNX graph (logits in; images in too when the run has a PyTorch model) "
+        "returning (prediction, uncertainty, accept), with a JSON card: settings, provenance, TPR/FPR, coverage "
+        "and risk on the evaluation split with intervals; at a guaranteed risk, the certified threshold, the "
+        "guarantee, the calibration size and its assumptions. Input pre-processing (ε) is not part of it.",
     )
     row.download_button(
         "Download report",
@@ -286,3 +326,5 @@ def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: 
         help="One HTML file of this view (interactive figures, metrics with intervals, settings, provenance) "
         "that opens offline.",
     )
+    if why_not:  # said on the page, not only in the disabled button's tooltip
+        st.caption(plain(why_not))

@@ -327,8 +327,12 @@ EX_LAM, EX_LAM_AUTO, EX_TEMPERATURE, EX_EPS, EX_TUNE_FRACTION, EX_SEED = (
 EX_DETECTORS = "ex_detectors"
 EX_OP_KIND = "ex_op_kind"
 #: The operating-point radio's choice for each kind of ``explore.Setting.op_kind``.
-OP_KINDS = {"tpr": "target TPR", "coverage": "coverage"}
+OP_KINDS = {"tpr": "target TPR", "coverage": "coverage", "risk": "guaranteed risk"}
 EX_OP_TARGET = "ex_op_target"
+#: The guaranteed risk's r* and δ (``explore.Setting.op_target`` and ``op_delta`` when the kind is "risk").
+EX_OP_RISK, EX_OP_DELTA = "ex_op_risk", "ex_op_delta"
+#: r* until changed: 5 % (one of ``explore.RISKS``).
+DEFAULT_OP_RISK = 0.05
 #: The plain copy of the Explore controls (:func:`keep`), restored after a visit to another page.
 EX_KEPT = "ex_kept"
 
@@ -355,6 +359,8 @@ def explore_defaults() -> dict[str, object]:
         EX_DETECTORS: list(default.detectors),
         EX_OP_KIND: OP_KINDS[default.op_kind],
         EX_OP_TARGET: default.op_target,
+        EX_OP_RISK: DEFAULT_OP_RISK,
+        EX_OP_DELTA: default.op_delta,
     }
 
 

@@ -732,3 +732,49 @@ def test_options_are_never_abbreviated(npz_file, capsys):
     captured = capsys.readouterr()
     _assert_one_error_line(rc, captured.out, captured.err)
     assert "unrecognized arguments: --seed 3" in captured.err
+
+
+# ---------------------------------------------------------------------------------------- evaluate --risk
+def test_evaluate_at_a_guaranteed_risk_equals_the_library(tmp_path, capsys):
+    from relu_core import risk_control
+
+    logits, labels = _logits(n=3000, seed=4)
+    path = tmp_path / "big.npz"
+    np.savez(path, logits=logits, labels=labels)
+    argv = ["evaluate", "--logits", str(path), "--methods", "relu,doctor", "--seeds", "2", "--bootstrap", "200"]
+    assert cli.main([*argv, "--risk", "0.15", "--delta", "0.2", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    expected = risk_control.at_risk(
+        logits, labels, ["relu", "doctor"], risk=0.15, delta=0.2, temperature=None, seeds=2, n_resamples=200
+    )
+    for key in ("relu", "doctor"):
+        summary = expected.summary(key)
+        assert got[key]["guarantee"]["threshold"] == pytest.approx(summary["threshold"], rel=1e-12)
+        assert got[key]["guarantee"]["evaluation_coverage"] == pytest.approx(summary["evaluation_coverage"])
+        assert got[key]["guarantee"]["n_calibration"] == summary["n_calibration"]
+        assert got[key]["guarantee"]["guarantee"] == "at most 15 % errors among accepted, with 80 % confidence"
+    paired = got["relu"]["guarantee"]["minus_doctor"]
+    assert paired["n_resamples"] == 200 and paired["ci_low"] <= paired["estimate"] <= paired["ci_high"]
+    assert paired["verdict"] == expected.minus_doctor.verdict() and len(paired["per_seed"]) == 2
+    assert paired["calibration_draws"]["kind"] == "seeds" and "certified" in paired["conditional_on"]
+    assert cli.main([*argv, "--risk", "0.15", "--delta", "0.2"]) == 0
+    text = capsys.readouterr().out
+    assert "At most 15 % errors among accepted, with 80 % confidence: Rel-U lets you act on" in text
+    assert "Rel-U − Doctor, coverage on the evaluation split at the same guarantee" in text
+
+
+@pytest.mark.parametrize(
+    "extra, phrase",
+    [
+        (["--delta", "0.1"], "--delta goes with --risk"),
+        (["--risk", "0.1", "--select"], "does not go with --select"),
+        (["--risk", "1.5"], "--risk must lie in [0, 1)"),
+        (["--risk", "x"], "must be numbers"),
+        (["--risk", "0.1", "--delta", "1"], "strictly between 0 and 1"),
+    ],
+)
+def test_evaluate_risk_options_are_checked_first(extra, phrase, npz_file, capsys):
+    rc = cli.main(["evaluate", "--logits", str(npz_file), "--seeds", "1", *extra])
+    captured = capsys.readouterr()
+    _assert_one_error_line(rc, captured.out, captured.err)
+    assert phrase in captured.err

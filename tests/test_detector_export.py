@@ -1,7 +1,8 @@
-"""Deployable detectors (``relu_core.detector_export``, ``python -m relu_core export``): the TorchScript module and
-the ONNX graph return the library's predictions and scores on the run's evaluation split, their accept flags give
-the operating point's TPR and FPR, the card travels with them and names no server path; the images-in variant
-wraps a tiny model; bad requests are one line."""
+"""Deployable detectors (``relu_core.detector_export``, ``python -m relu_core export``): the ExportedProgram
+(``.pt2``), the ONNX graph and the legacy TorchScript module return the library's predictions and scores on the
+run's evaluation split, their accept flags give the operating point's TPR and FPR (or, at a guaranteed risk, the
+certified threshold's risk and coverage), the card travels with them, is strict JSON and names no server path; the
+images-in variant wraps a tiny model; bad requests are one line."""
 
 from __future__ import annotations
 
@@ -36,7 +37,24 @@ def run_torchscript(content: bytes, x: np.ndarray) -> list[np.ndarray]:
         return [t.numpy() for t in module(torch.from_numpy(x))]
 
 
-RUNNERS = {".onnx": run_onnx, ".pt": run_torchscript}
+def run_pt2(content: bytes, x: np.ndarray) -> list[np.ndarray]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # torch.export.load is not deprecated: no notice to hide
+        program = torch.export.load(io.BytesIO(content))
+    with torch.no_grad():
+        return [t.numpy() for t in program.module()(torch.from_numpy(x))]
+
+
+def strict_json(text: str):
+    """``json.loads`` that refuses NaN and infinities, as strict parsers do."""
+
+    def refuse(constant: str):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+RUNNERS = {".pt2": run_pt2, ".onnx": run_onnx, ".pt": run_torchscript}
 SETTINGS = {
     "relu": {"temperature": 1.5, "lam": 0.6},
     "relu-auto": {"temperature": 1.0, "lam": "auto"},
@@ -63,8 +81,9 @@ def test_exported_detector_equals_the_library_on_the_evaluation_split(name, suff
     )
     assert prediction.dtype == np.int64 and accept.dtype == np.bool_
     np.testing.assert_array_equal(prediction, digits_run.logits[eval_idx].argmax(1))
-    np.testing.assert_allclose(uncertainty, expected, rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(accept, expected <= fitted.threshold)
+    np.testing.assert_allclose(uncertainty, expected, rtol=1e-6, atol=1e-12)
+    clear = np.abs(expected - fitted.threshold) > 1e-9  # the library and the file agree on every clear decision
+    np.testing.assert_array_equal(accept[clear], (expected <= fitted.threshold)[clear])
     # the accept flags reproduce the operating point the card reports
     correct_eval = correct[eval_idx]
     assert accept[correct_eval].mean() == fitted.evaluation["tpr"].estimate
@@ -133,8 +152,8 @@ def test_the_card_travels_with_the_files_and_names_no_server_path(digits_run, tm
     )
     fitted = detector_export.fit_deployable(run, "relu", op_kind="coverage", op_target=0.9)
     archive = zipfile.ZipFile(io.BytesIO(detector_export.export_zip(run, fitted)))
-    assert sorted(archive.namelist()) == ["detector.json", "detector.onnx", "detector.pt"]  # no model: logits only
-    card = json.loads(archive.read("detector.json"))
+    assert sorted(archive.namelist()) == ["detector.json", "detector.onnx", "detector.pt2"]  # no model: logits only
+    card = strict_json(archive.read("detector.json"))
     text = json.dumps(card)
     assert str(tmp_path) not in text and "weights.pt" in card["run"]["source"]
     assert card["class_names"] == list(run.class_names) and card["threshold"] == fitted.threshold
@@ -145,15 +164,21 @@ def test_the_card_travels_with_the_files_and_names_no_server_path(digits_run, tm
     assert {"torch", "onnx", "onnxruntime", "numpy"} <= set(card["versions"])
     assert card["input_preprocessing"].startswith("none: the detector scores the classifier's clean outputs (ε = 0)")
     assert "tuning split" in card["operating_point"]["versus_explore"]
+    assert card["formats"]["detector.pt2"].startswith("PyTorch ExportedProgram (torch.export)")
+    extra = {"detector.json": ""}
+    torch.export.load(io.BytesIO(archive.read("detector.pt2")), extra_files=extra)
+    assert strict_json(extra["detector.json"]) == card
+    props = {p.key: p.value for p in onnx.load_model_from_string(archive.read("detector.onnx")).metadata_props}
+    assert strict_json(props["detector.json"]) == card and json.loads(props["class_names"]) == list(run.class_names)
+    legacy = detector_export.export(run, fitted, ".pt")  # TorchScript, legacy: its card inside too
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         extra = {"detector.json": ""}
-        torch.jit.load(io.BytesIO(archive.read("detector.pt")), _extra_files=extra)
-    assert json.loads(extra["detector.json"]) == card
-    props = {p.key: p.value for p in onnx.load_model_from_string(archive.read("detector.onnx")).metadata_props}
-    assert json.loads(props["detector.json"]) == card and json.loads(props["class_names"]) == list(run.class_names)
+        torch.jit.load(io.BytesIO(legacy), _extra_files=extra)
+    assert strict_json(extra["detector.json"])["formats"] == {"detector.pt": detector_export.FORMATS[".pt"]}
+    assert "legacy" in detector_export.FORMATS[".pt"]
     with_model = zipfile.ZipFile(io.BytesIO(detector_export.export_zip(_tiny_cnn_run(digits_run), fitted)))
-    assert {"detector_images.onnx", "detector_images.pt"} <= set(with_model.namelist())
+    assert {"detector_images.onnx", "detector_images.pt2"} <= set(with_model.namelist())
 
 
 def test_acceptance_rates_against_a_direct_count_and_a_naive_bootstrap():
@@ -189,7 +214,7 @@ def test_cli_export_writes_the_detector_and_its_card(logits_file, digits_run, tm
     argv = ["export", "--logits", str(logits_file), "--detector", "relu", "--lambda", "0.5", "--temperature", "1"]
     assert cli.main([*argv, "--target-tpr", "0.95", "--out", str(out)]) == 0
     assert "TPR" in capsys.readouterr().out
-    card = json.loads((tmp_path / "detector.json").read_text())
+    card = strict_json((tmp_path / "detector.onnx.json").read_text())
     assert card["files"] == {"detector.onnx": "logits"} and str(tmp_path) not in json.dumps(card)
     fitted = detector_export.fit_deployable(runs.load_logits_upload(logits_file.read_bytes(), "digits.npz"), "relu")
     assert card["threshold"] == fitted.threshold
@@ -200,18 +225,24 @@ def test_cli_export_writes_the_detector_and_its_card(logits_file, digits_run, tm
 def test_cli_export_reopens_a_run_by_its_id(digits_run, tmp_path, capsys):
     run = runs.Run.from_logits(digits_run.logits, digits_run.labels, digits_run.class_names, source="stored run")
     runs.remember(run)
-    out = tmp_path / "doctor.pt"
+    out = tmp_path / "doctor.pt2"
     assert cli.main(["export", "--run", run.run_id, "--detector", "doctor", "--out", str(out)]) == 0
-    card = json.loads((tmp_path / "doctor.json").read_text())
+    card = strict_json((tmp_path / "doctor.pt2.json").read_text())
     assert card["run"]["run id"] == run.run_id and card["detector"]["key"] == "doctor"
-    _, uncertainty, accept = run_torchscript(out.read_bytes(), digits_run.logits)
+    _, uncertainty, accept = run_pt2(out.read_bytes(), digits_run.logits)
     np.testing.assert_allclose(uncertainty, detectors.Doctor().score(digits_run.logits), atol=1e-12)
 
 
 @pytest.mark.parametrize(
     "extra, phrase",
     [
-        (["--out", "x.zip"], "must end in .onnx or .pt"),
+        (["--out", "x.zip"], "must end in .pt2, .onnx, .pt"),
+        (["--delta", "0.1"], "--delta goes with --risk"),
+        (["--risk", "1"], "--risk must lie in [0, 1)"),
+        (["--risk", "0.05", "--delta", "0"], "--delta (the guarantee holds with confidence 1 − δ) must lie"),
+        (["--risk", "0.05", "--target-tpr", "0.9"], "not allowed with argument"),
+        (["--risk", "0"], "r* = 0 cannot be certified"),
+        (["--risk", "0.001"], "too few calibration samples"),
         (["--detector", "msp", "--temperature", "2"], "defined at t = 1"),
         (["--detector", "entropy"], "cannot be exported"),
         (["--input", "images"], "logits only"),
@@ -231,3 +262,57 @@ def test_cli_export_bad_requests_give_one_line(extra, phrase, logits_file, tmp_p
 def test_cli_export_needs_a_run(tmp_path, capsys):
     assert cli.main(["export", "--out", str(tmp_path / "d.pt")]) == 2
     assert "name one run" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ at a guarantee
+
+
+@pytest.mark.parametrize("suffix", list(RUNNERS))
+def test_a_guaranteed_risk_export_accepts_by_the_certified_threshold(suffix, digits_run):
+    from relu_core import risk_control
+
+    fitted = detector_export.fit_deployable(digits_run, "relu", seed=2, op_kind="risk", op_target=0.05, op_delta=0.2)
+    _, correct = cached.correctness(digits_run)
+    tune_idx, held_out = cached.split_for(digits_run, 0.5, 2)
+    cal_idx, eval_idx = risk_control.calibration_split(held_out, 2)
+    library = detectors.RelU(lam=0.5).fit(digits_run.logits[tune_idx], digits_run.labels[tune_idx])
+    expected = risk_control.guaranteed_risk(library.score(digits_run.logits[cal_idx]), correct[cal_idx], 0.05, 0.2)
+    assert expected.certified and fitted.guarantee is not None and fitted.tuning is None
+    assert fitted.threshold == pytest.approx(expected.threshold, rel=1e-12)
+    assert (fitted.guarantee.n_calibration, fitted.n_eval) == (cal_idx.size, eval_idx.size)
+    _, uncertainty, accept = RUNNERS[suffix](
+        detector_export.export(digits_run, fitted, suffix), digits_run.logits[eval_idx]
+    )
+    np.testing.assert_allclose(uncertainty, library.score(digits_run.logits[eval_idx]), rtol=1e-6, atol=1e-12)
+    correct_eval = correct[eval_idx]
+    assert accept.mean() == fitted.evaluation["coverage"].estimate
+    assert (~correct_eval[accept]).mean() == fitted.evaluation["risk"].estimate
+
+
+def test_the_card_states_the_guarantee_the_calibration_size_and_the_assumptions(digits_run):
+    from relu_core import risk_control
+
+    fitted = detector_export.fit_deployable(digits_run, "doctor", op_kind="risk", op_target=0.05, op_delta=0.2)
+    card = detector_export.card(digits_run, fitted, {"detector.pt2": "logits"})
+    point = card["operating_point"]
+    assert point["target"] == "guaranteed risk: at most 5 % errors among accepted, with 80 % confidence"
+    guarantee = point["guarantee"]
+    assert (guarantee["risk"], guarantee["delta"]) == (0.05, 0.2)
+    assert guarantee["n_calibration"] == fitted.guarantee.n_calibration > 0
+    assert guarantee["calibration"]["clopper_pearson_upper_bound"] <= 0.05
+    assert guarantee["assumptions"] == risk_control.ASSUMPTIONS and "exchangeable" in guarantee["assumptions"]
+    assert "calibration split" in point["chosen_on"] and point["evaluation"]["samples"] == fitted.n_eval
+    assert "certified for at most 5 % errors among accepted" in card["outputs"]["accept"]
+    strict_json(json.dumps(card))
+
+
+def test_cli_export_at_a_guaranteed_risk(logits_file, tmp_path, capsys):
+    out = tmp_path / "guaranteed.onnx"
+    argv = ["export", "--logits", str(logits_file), "--risk", "0.05", "--delta", "0.2", "--out", str(out)]
+    assert cli.main(argv) == 0
+    line = capsys.readouterr().out
+    assert "certified for at most 5 % errors among accepted, with 80 % confidence on" in line
+    card = strict_json((tmp_path / "guaranteed.onnx.json").read_text())
+    assert card["operating_point"]["guarantee"]["n_calibration"] > 0
+    props = {p.key: p.value for p in onnx.load_model_from_string(out.read_bytes()).metadata_props}
+    assert strict_json(props["detector.json"]) == card

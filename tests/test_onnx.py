@@ -234,7 +234,7 @@ def test_onnx_upload_becomes_a_run_that_explore_shows(onnx_file, digits_run):
     exported = zipfile.ZipFile(
         io.BytesIO(detector_export.export_zip(run, detector_export.from_setting(run, explore.Setting())))
     )
-    assert sorted(exported.namelist()) == ["detector.json", "detector.onnx", "detector.pt"]  # logits in: no torch model
+    assert sorted(exported.namelist()) == ["detector.json", "detector.onnx", "detector.pt2"]  # logits in only
 
 
 @pytest.mark.slow

@@ -64,7 +64,7 @@ def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
         assert [r.title for r in rows] == TITLES
         assert rows[0].state == scorecard.COMPUTING and rows[0].fraction == 0.25 and "seed 1/4" in rows[0].verdict
         # a run of logits only: no model to run on other images or on corruptions; no objectives table yet
-        assert [r.state for r in rows[1:]] == [scorecard.UNSUPPORTED, scorecard.UNSUPPORTED, scorecard.NOT_RUN]
+        assert [r.state for r in rows[1:4]] == [scorecard.UNSUPPORTED, scorecard.UNSUPPORTED, scorecard.NOT_RUN]
     finally:
         release.set()
     jobs.MANAGER.get(key).wait(60)
@@ -106,6 +106,35 @@ def test_the_objectives_row_reads_a_finished_table_and_names_its_settings() -> N
     jobs.MANAGER.forget(job.key)
 
 
+def test_the_guaranteed_risk_row_says_how_many_predictions_each_lets_you_act_on() -> None:
+    from relu_core import risk_control
+
+    run = _logits_run(6, n=3000)
+    shared = scorecard.Shared(seeds=2)
+    correct = protocol.correctness(run.logits, run.labels)
+    tune, _ = protocol.split_indices(correct.size, 0.5, 0, stratify=correct)
+    risk = scorecard.guarantee_risk(run, shared)
+    half = (1 - correct[tune].mean()) / 2  # half the tuning split's error rate, rounded down to a 1 % step
+    assert risk <= half < risk + 0.01 and risk == risk_control.default_risk(correct[tune])
+    scorecard.start(run, shared)
+    _wait(run, "guaranteed_risk", shared)
+    row = scorecard.rows(run, shared)[4]
+    assert row.title == "At a guaranteed risk" and row.state == scorecard.READY and row.page == "explore"
+    expected = risk_control.at_risk(run.logits, run.labels, risk=risk, delta=0.1, seeds=2)
+    coverage = {
+        name: expected.summary(k)["evaluation_coverage"] for k, name in (("relu", "Rel-U"), ("doctor", "Doctor"))
+    }
+    assert row.verdict == risk_control.sentence(risk, 0.1, coverage)
+    assert row.verdict.startswith(f"At most {risk_control.percent(risk)} errors among accepted, with 90 % confidence")
+    d = expected.minus_doctor
+    assert row.intervals == (
+        f"coverage {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] (over the seeds {d.draw_low:+.3f} to "
+        f"{d.draw_high:+.3f})"
+    )
+    assert row.details == (d.verdict(),)
+    assert "half the model's error rate on the tuning split" in row.note and "mean over 2 seeds" in row.note
+
+
 # ------------------------------------------------------------------------------------------- the pages
 
 
@@ -143,7 +172,7 @@ def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
     assert ready.state == scorecard.READY and ready.verdict in texts
     assert ready.intervals in [c.value for c in at.caption]
     links = [link.proto.label for link in at.get("page_link")]
-    assert links == ["Open Explore", "Open Studies", "Open Corruptions", "Open Training objectives"]
+    assert links == ["Open Explore", "Open Studies", "Open Corruptions", "Open Training objectives", "Open Explore"]
 
 
 @pytest.mark.slow

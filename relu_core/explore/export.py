@@ -40,7 +40,7 @@ def report_html(run, view: View, setting: Setting, *, eps_note: str = "", logits
         metrics_table=tables.metrics_table(view),
         paired=paired,
         operating_table=tables.operating_table(view, setting),
-        operating_note=tables.OPERATING_NOTE.format(what=setting.target_words()),
+        operating_note=tables.operating_note(view, setting),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from relu_core import detectors, preprocessing, protocol, validation
+from relu_core import detectors, preprocessing, protocol, risk_control, validation
 from relu_core.errors import InputError
 
 #: The T slider: ten steps per decade from 0.1 to 1000 (two significant digits) plus the paper's grid.
@@ -21,8 +21,13 @@ EPSILONS = preprocessing.PAPER_EPSILONS
 #: The detectors Explore offers, the paired Rel-U and Doctor first (they follow the T and ε controls; the
 #: others keep their standard setting).
 DETECTOR_CHOICES: tuple[str, ...] = tuple(dict.fromkeys([*protocol.PAIRED, *detectors.protocol_keys()]))
-#: The kinds of operating point: a target TPR (share of correct predictions accepted) or a target coverage.
-OPERATING_KINDS = ("tpr", "coverage")
+#: The kinds of operating point: a target TPR (share of correct predictions accepted), a target coverage, or a
+#: guaranteed risk (at most ``op_target`` errors among accepted with confidence 1 − ``op_delta``, the threshold
+#: certified on a calibration part of the evaluation split: ``relu_core.risk_control``).
+OPERATING_KINDS = ("tpr", "coverage", "risk")
+#: The guaranteed risk's choices of r* (at most this error rate among accepted) and of δ (confidence 1 − δ).
+RISKS: tuple[float, ...] = (0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3)
+DELTAS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
 #: λ's step (the slider's) and its decimals: the λ-neighbours are one step away.
 LAM_STEP, LAM_DECIMALS = 0.01, 2
 
@@ -32,7 +37,8 @@ class Setting:
     """A view's setting: Rel-U and Doctor at ``temperature`` (the other detectors keep their standard one),
     Rel-U's ``lam`` (a float in [0, 1] or ``"auto"``), input pre-processing of magnitude ``eps`` (0: none), the
     seeded tuning/evaluation split (``tune_fraction``, ``seed``), the ``detectors`` shown (registry keys), and
-    the operating point (``op_kind`` in :data:`OPERATING_KINDS`, ``op_target`` in (0, 1]).
+    the operating point (``op_kind`` in :data:`OPERATING_KINDS`, ``op_target`` in (0, 1]; for a guaranteed risk
+    ``op_target`` is r* in [0, 1) and ``op_delta`` the δ of confidence 1 − δ, in (0, 1)).
 
     The defaults are the ones the Start page's verdict and a first visit to Explore use. Every field is checked
     here (InputError, one line), so a setting that exists is valid."""
@@ -45,6 +51,7 @@ class Setting:
     detectors: tuple[str, ...] = protocol.PAIRED
     op_kind: str = "tpr"
     op_target: float = 0.95
+    op_delta: float = risk_control.DEFAULT_DELTA
 
     def __post_init__(self) -> None:
         checked = {
@@ -54,7 +61,8 @@ class Setting:
             "tune_fraction": validation.fraction(self.tune_fraction, "the tuning split fraction"),
             "seed": validation.integer(self.seed, "the split seed", minimum=0),
             "detectors": protocol.resolve_methods(self.detectors),
-            "op_target": _target(self.op_target),
+            "op_target": risk_control.check_risk(self.op_target) if self.op_kind == "risk" else _target(self.op_target),
+            "op_delta": risk_control.check_delta(self.op_delta),
         }
         if self.op_kind not in OPERATING_KINDS:
             raise InputError(f"the operating point must be one of {', '.join(OPERATING_KINDS)}, got {self.op_kind!r}")
@@ -68,10 +76,18 @@ class Setting:
     def scoring(self) -> Setting:
         """This setting with the default operating point: what a view's scores, curves and metrics depend on (the
         view cache's key; the operating point only moves the marks on the curves, ``View.marked``)."""
-        return self.replace(op_kind=Setting.op_kind, op_target=Setting.op_target)
+        return self.replace(op_kind=Setting.op_kind, op_target=Setting.op_target, op_delta=Setting.op_delta)
+
+    @property
+    def guaranteed(self) -> bool:
+        """Whether the operating point is a guaranteed risk (the threshold certified on a calibration split)."""
+        return self.op_kind == "risk"
 
     def target_words(self) -> str:
-        """The operating point in words, e.g. "TPR ≥ 95%"."""
+        """The operating point in words, e.g. "TPR ≥ 95%", "at most 2 % errors among accepted, with 90 %
+        confidence"."""
+        if self.guaranteed:
+            return risk_control.guarantee_words(self.op_target, self.op_delta)
         return f"{'TPR' if self.op_kind == 'tpr' else 'coverage'} ≥ {self.op_target:.0%}"
 
     def lam_words(self) -> str:

@@ -52,16 +52,62 @@ def paired_html(view: View, pending: bool) -> str:
 
 
 def operating_table(view: View, setting: Setting) -> pd.DataFrame:
-    """The shown detectors at ``setting``'s operating point."""
-    points = view.marked(setting).points
+    """The shown detectors at ``setting``'s operating point (at a guaranteed risk: on the evaluation half, the
+    thresholds certified on the calibration half)."""
+    marked = view.marked(setting)
     return comparison.operating_table(
-        {view.detectors[k].name: points[k] for k in view.setting.detectors}, view.correct_eval
+        {view.detectors[k].name: marked.points[k] for k in view.setting.detectors}, marked.correct_eval
     )
 
 
 def operating_html(view: View, setting: Setting) -> str:
     table = operating_table(view, setting)
     return report.table_html(table, formats={"threshold": comparison.threshold_format(table["threshold"])})
+
+
+def operating_note(view: View, setting: Setting) -> str:
+    """What the operating table shows, in words: the target (``Setting.target_words``) and where the thresholds
+    come from; at a guaranteed risk, the guarantee in plain words first."""
+    if not setting.guaranteed:
+        return OPERATING_NOTE.format(what=setting.target_words())
+    certified = view.marked(setting).guarantee
+    paired = certified.ensure_paired()
+    relu, doctor = _paired_names()
+    return (
+        f"{certified.sentence()} {relu} − {doctor} in coverage on the evaluation half, at the same guarantee: "
+        f"{paired.verdict()}. {certified.note()} Errors caught = misclassified and rejected."
+    )
+
+
+#: The guarantee's paired line while its bootstrap runs.
+GUARANTEE_PENDING_HTML = "<p>computing the paired bootstrap interval of Rel-U − Doctor in coverage …</p>"
+
+
+def guarantee_html(view: View, setting: Setting, pending: bool = False) -> str:
+    """The guaranteed-risk table of the shown detectors (certificate on the calibration half, realised risk and
+    coverage on the evaluation half) and Rel-U − Doctor in coverage with its paired interval (``pending``: its
+    bootstrap is still running)."""
+    certified = view.marked(setting).guarantee
+    table = certified.table(view.setting.detectors)
+    html = report.table_html(table, formats={"threshold": comparison.threshold_format(table["threshold"])})
+    paired = certified.paired
+    if paired is None and pending:
+        html += GUARANTEE_PENDING_HTML
+    if paired is not None:
+        relu, doctor = _paired_names()
+        html += (
+            f"<p>{relu} − {doctor} in coverage on the evaluation half, at the same guarantee: "
+            f"{_escape(paired.verdict())}. The interval: a paired bootstrap of the evaluation half "
+            f"({paired.n_resamples:,} resamples) with the certified thresholds fixed; the range: each detector "
+            "certified again on random re-cuts of the same samples.</p>"
+        )
+    return html
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
 
 
 def settings_in_words(view: View, setting: Setting, eps_note: str = "") -> dict[str, object]:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from relu_core import cache, detectors, figures, jobs, metrics, protocol, stats, threads
+from relu_core import cache, detectors, figures, jobs, metrics, protocol, risk_control, stats, threads
 from relu_core.explore import cached, eps
+from relu_core.explore import guarantee as guarantee_module
 from relu_core.explore.setting import Setting
 from relu_core.registry import LRURegistry
 
@@ -69,12 +70,23 @@ class DetectorView:
 class Marked:
     """What a view shows at one operating point: each detector's point, and the ROC, risk-coverage and
     generalised risk-coverage figures of the shown detectors with their points marked, each built when first
-    asked (a page draws two of the three)."""
+    asked (a page draws two of the three).
+
+    ``eval_idx`` / ``correct_eval``: the samples the points are read on, the view's evaluation split, or, at a
+    guaranteed risk, its evaluation half (``guarantee``: the :class:`~relu_core.explore.guarantee.GuaranteeView`,
+    whose calibration half certified the thresholds)."""
 
     def __init__(
-        self, view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]
+        self,
+        view: View,
+        points: dict[str, metrics.OperatingPoint],
+        at_target: dict[str, metrics.OperatingPoint],
+        guarantee: guarantee_module.GuaranteeView | None = None,
     ):
         self.points = points
+        self.guarantee = guarantee
+        self.eval_idx = view.eval_idx if guarantee is None else guarantee.eval_idx
+        self.correct_eval = view.correct_eval if guarantee is None else guarantee.correct_eval
         self._view = view
         self._at_target = at_target
 
@@ -84,11 +96,11 @@ class Marked:
 
     @functools.cached_property
     def rc(self):
-        return risk_coverage_figure(self._view, self.points)
+        return risk_coverage_figure(self._view, self.points, guarantee=self.guarantee)
 
     @functools.cached_property
     def generalized_rc(self):
-        return risk_coverage_figure(self._view, self.points, generalized=True)
+        return risk_coverage_figure(self._view, self.points, generalized=True, guarantee=self.guarantee)
 
 
 @dataclass(eq=False)
@@ -137,12 +149,17 @@ class View:
     def marked(self, setting: Setting) -> Marked:
         """The operating points of every detector at ``setting``'s operating point and the curves of the shown
         ones with them marked; kept with the view (a λ press that lands on a neighbour reuses its figures)."""
-        key = (setting.op_kind, setting.op_target)
+        key = (setting.op_kind, setting.op_target, setting.op_delta if setting.guaranteed else None)
         found = self._marked.get(key)
         if found is None:
-            points = self._points(*key)
-            at_target = points if key == ("tpr", ROC_MARK_TPR) else self._points("tpr", ROC_MARK_TPR)
-            found = self._marked[key] = Marked(self, points, at_target)
+            at_target = self._points("tpr", ROC_MARK_TPR)
+            if setting.guaranteed:
+                certified = guarantee_module.guarantee_view(self, setting.op_target, setting.op_delta)
+                found = Marked(self, certified.points, at_target, certified)
+            else:
+                points = at_target if key[:2] == ("tpr", ROC_MARK_TPR) else self._points(*key[:2])
+                found = Marked(self, points, at_target)
+            self._marked[key] = found
         return found
 
     def _points(self, kind: str, target: float) -> dict[str, metrics.OperatingPoint]:
@@ -170,10 +187,21 @@ def roc_figure(view: View, points: dict[str, metrics.OperatingPoint], at_target:
     )
 
 
-def risk_coverage_figure(view: View, points: dict[str, metrics.OperatingPoint], generalized: bool = False):
+def risk_coverage_figure(
+    view: View,
+    points: dict[str, metrics.OperatingPoint],
+    generalized: bool = False,
+    guarantee: guarantee_module.GuaranteeView | None = None,
+):
     """The risk-coverage figure of the view's shown detectors, their operating ``points`` marked; ``generalized``:
-    risk × coverage (the share of accepted errors) against coverage, with AUGRC."""
+    risk × coverage (the share of accepted errors) against coverage, with AUGRC. At a ``guarantee`` the marks are
+    the certified thresholds read on the evaluation half, and the risk chart draws the line of r*."""
     shown = _shown(view)
+    extra = {}
+    if guarantee is not None:
+        extra = {"point_label": "certified threshold (evaluation half)"}
+        if not generalized:
+            extra["risk_line"] = (guarantee.risk, f"r* = {risk_control.percent(guarantee.risk)} (the guarantee)")
     if generalized:
         curves = {d.name: (d.coverage, d.risk * d.coverage, d.summary["augrc"]) for d in shown.values()}
         marks = {d.name: (points[k].coverage, points[k].risk * points[k].coverage) for k, d in shown.items()}
@@ -181,7 +209,10 @@ def risk_coverage_figure(view: View, points: dict[str, metrics.OperatingPoint], 
         curves = {d.name: (d.coverage, d.risk, d.summary["aurc"]) for d in shown.values()}
         marks = {d.name: (points[k].coverage, points[k].risk) for k, d in shown.items()}
     title = f"{'Generalised risk' if generalized else 'Risk'}-coverage, evaluation split"
-    return figures.risk_coverage_figure(curves, marks, generalized=generalized, max_points=CURVE_POINTS, title=title)
+    marks = {name: mark for name, mark in marks.items() if all(np.isfinite(mark))}  # refused: nothing accepted
+    return figures.risk_coverage_figure(
+        curves, marks, generalized=generalized, max_points=CURVE_POINTS, title=title, **extra
+    )
 
 
 def view(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> View:
