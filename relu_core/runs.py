@@ -685,7 +685,7 @@ def onnx_run(
     if not isinstance(weights, bytes):
         weights_name = Path(weights).name
         weights = models.checkpoints.file_bytes(Path(weights))
-    classifier = onnx_model.load_onnx(weights, weights_name, device)
+    classifier = onnx_model.load_onnx(weights, weights_name, device, cancel)
     data = _test_images(dataset_spec, download, progress)
     n_classes = len(data.class_names)
     normalization, origin = onnx_normalization(classifier, dataset_spec, data.images.shape[-1])
