@@ -244,6 +244,7 @@ class OnnxProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         env["MALLOC_ARENA_MAX"] = "2"  # fewer heap arenas: the memory cap counts what the model uses
         self._log = tempfile.TemporaryFile()
+        weakref.finalize(self, self._log.close)  # kept after the child ends (log_tail), closed with this object
         process = subprocess.Popen(
             [sys.executable, "-m", "relu_core.onnx_worker"],
             stdin=subprocess.PIPE,
