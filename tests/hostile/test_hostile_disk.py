@@ -28,7 +28,7 @@ from torch import nn
 
 from relu_core import cache, cli, datasets, paths
 from relu_core.errors import Cancelled, InputError
-from relu_core.models import Normalization, weights_hash
+from relu_core.models import Normalization
 from relu_core.training import loop, resume
 
 GREY = Normalization((0.5,), (0.5,))
@@ -89,8 +89,8 @@ def test_a_bit_flipped_checkpoint_is_set_aside_and_training_restarts(digits, own
     checkpoint.write_bytes(bytes(data))
     with pytest.warns(UserWarning, match=r"does not match its SHA-256 .*moved aside.*starts from its first epoch"):
         again = _fit(digits, checkpoint)
-    assert again.resumed_from == 0
-    assert weights_hash(again.model) == weights_hash(whole.model)  # the same process, the same steps
+    assert again.resumed_from == 0 and [r.epoch for r in again.history] == [1, 2]  # trained again from epoch 1
+    assert [r.loss for r in again.history] == pytest.approx([r.loss for r in whole.history], rel=1e-4)
     assert len(list(checkpoint.parent.glob("c.pt.broken-*"))) == 1
 
 
