@@ -41,9 +41,11 @@ MAX_ONNX_STATIC_BATCH = 1024
 ONNX_MEMORY_BYTES = 4 << 30
 """Memory an ONNX model may use while it runs, beyond twice its file's size (its process's data segment is capped
 at the sum: ``relu_core.onnx_worker``); an allocation beyond it fails at once, in one line naming it."""
+ONNX_LOAD_SECONDS = 300.0
+"""Longest an ONNX model's process may take to start and make its onnxruntime session before it is stopped."""
 ONNX_BATCH_SECONDS = 300.0
-"""Longest an ONNX model may take to load, or to run one batch, before its process is stopped (a ``Loop`` of
-2^62 iterations never ends by itself)."""
+"""Longest an ONNX model may take to run one batch before its process is stopped (a ``Loop`` of 2^62 iterations
+never ends by itself)."""
 
 
 def size_in_words(n_bytes: int) -> str:

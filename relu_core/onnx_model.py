@@ -11,8 +11,9 @@ opset newer than this onnx/onnxruntime runs, a fixed batch larger than
 :data:`relu_core.limits.MAX_ONNX_STATIC_BATCH`.
 
 onnxruntime runs the model in a process of its own (:mod:`relu_core.onnx_worker`): its memory capped at
-:data:`relu_core.limits.ONNX_MEMORY_BYTES` (plus twice the file's size), loading and each batch bounded by
-:data:`relu_core.limits.ONNX_BATCH_SECONDS`, killed at once on cancel; what goes wrong there comes back as one
+:data:`relu_core.limits.ONNX_MEMORY_BYTES` (plus twice the file's size), loading bounded by
+:data:`relu_core.limits.ONNX_LOAD_SECONDS` and each batch by :data:`relu_core.limits.ONNX_BATCH_SECONDS`, killed at
+once on cancel; what goes wrong there comes back as one
 line (the bytes a failed allocation asked for, the time limit, an output of strings), without onnxruntime's
 internals.
 
@@ -258,7 +259,7 @@ def load_onnx(data: bytes, name: str, device: str = "auto", cancel: Cancel | Non
         threads=threads.model_threads(),
     )
     try:
-        process.start(limits.ONNX_BATCH_SECONDS, cancel)
+        process.start(limits.ONNX_LOAD_SECONDS, cancel)
     except onnx_worker.WorkerFailure as failure:
         raise CheckpointError(_failure_line(failure, process, name, "loading it")) from None
     return OnnxClassifier(
@@ -279,10 +280,11 @@ def _failure_line(failure: onnx_worker.WorkerFailure, process: onnx_worker.OnnxP
             "cannot run here"
         )
     if failure.kind == "time":
+        limit = "ONNX_LOAD_SECONDS" if doing == "loading it" else "ONNX_BATCH_SECONDS"
         return (
             f"the ONNX model {name} took more than {detail['seconds']:g} s {doing} and was stopped "
-            "(relu_core.limits.ONNX_BATCH_SECONDS): it may never end (a Loop without a bound); use a smaller "
-            "--batch-size or another model"
+            f"(relu_core.limits.{limit}): it may never end (a Loop without a bound); use a smaller --batch-size or "
+            "another model"
         )
     if failure.kind == "ended":
         LOGGER.warning("the process of ONNX model %s ended: %s", name, process.log_tail())
@@ -357,7 +359,7 @@ def compute_logits(
         if model.batch is not None and rows < model.batch:  # the last batch, padded to the fixed size
             x = np.concatenate([x, np.zeros((model.batch - rows, *x.shape[1:]), dtype=x.dtype)])
         try:
-            out = model.process.run(model.input_name, x, limits.ONNX_BATCH_SECONDS, cancel)
+            out = model.process.run(model.input_name, x, limits.ONNX_BATCH_SECONDS, cancel, limits.ONNX_LOAD_SECONDS)
         except onnx_worker.WorkerFailure as failure:
             _, height, width, channels = batch.shape
             doing = f"running a batch of {x.shape[0]:,} {height}x{width} images with {channels} channel(s)"

@@ -9,8 +9,8 @@ module's :func:`main`, the child) and talks to it over its stdin and stdout:
   so an allocation beyond it fails at once, without touching memory) to :data:`relu_core.limits.ONNX_MEMORY_BYTES`
   before it imports onnxruntime; on CUDA, onnxruntime's arena gets the same ``gpu_mem_limit``. A failed allocation
   comes back as one line naming the bytes asked and the limit.
-- **time**: making the session and each batch must end within :data:`relu_core.limits.ONNX_BATCH_SECONDS`, or
-  the child is killed and one line says so.
+- **time**: starting and making the session must end within :data:`relu_core.limits.ONNX_LOAD_SECONDS`, each
+  batch within :data:`relu_core.limits.ONNX_BATCH_SECONDS`, or the child is killed and one line says so.
 - **cancel**: the parent waits for each answer in steps of :data:`POLL_S`, asking ``cancel()`` at each; on True
   it kills the child and raises ``Cancelled``.
 - **no orphans**: the child ends with the object that started it (garbage collection, exit), when its stdin
@@ -297,14 +297,22 @@ class OnnxProcess:
             raise WorkerFailure(str(header.get("kind", "error")), header)
         return header, payload
 
-    def run(self, input_name: str, x, seconds: float, cancel: Callable[[], bool] | None = None):
+    def run(
+        self,
+        input_name: str,
+        x,
+        seconds: float,
+        cancel: Callable[[], bool] | None = None,
+        load_seconds: float | None = None,
+    ):
         """The model's first output on the batch ``x`` (a numpy array) as a numpy array of numbers: WorkerFailure
         when the model fails, asks for more memory than the cap, returns something else, or takes over
-        ``seconds``; ``Cancelled`` when ``cancel()`` turns True meanwhile."""
+        ``seconds``; ``Cancelled`` when ``cancel()`` turns True meanwhile. A child that was stopped is started
+        again first, within ``load_seconds`` (default ``seconds``)."""
         import numpy as np
 
         with self._lock:
-            self.start(seconds, cancel)
+            self.start(seconds if load_seconds is None else load_seconds, cancel)
             x = np.ascontiguousarray(x)
             try:
                 _write(self._process.stdin, {"input": input_name, "dtype": x.dtype.str, "shape": list(x.shape)}, x.data)
