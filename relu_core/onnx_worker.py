@@ -55,7 +55,7 @@ _PAYLOAD = struct.Struct("<Q")
 _ALLOCATION = re.compile(r"(?:Failed to allocate memory for requested buffer of size|bad_alloc|MemoryError)\s*(\d*)")
 _ORT_PREFIX = re.compile(r"\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*[A-Z_]+\s*:\s*")
 # a source path and line (/onnxruntime_src/onnxruntime/core/...cc:360), with the C++ signature that follows it
-_SOURCE = re.compile(r"\S*onnxruntime_src\S*:\d+\s+(?:[^()\n]*?\([^()\n]*\)\s*(?:const\s+)?)?")
+_SOURCE = re.compile(r"\S*onnxruntime_src\S*:\d+\s+(?:[\w:<>,*&~ ]*::~?\w+\([^()\n]*\)\s*(?:const\s+)?)?")
 _NODE = re.compile(r"Non-zero status code returned while running (\w+) node\. Name:'([^']*)' Status Message:\s*")
 
 

@@ -285,6 +285,8 @@ def test_onnxruntime_messages_lose_their_internals():
         "*guarantees* support for models stamped with official released onnx opset versions."
     )
     assert onnx_worker.clean_message(opset).startswith("ONNX Runtime only *guarantees* support")
+    plain = "/onnxruntime_src/onnxruntime/core/x.cc:12 the input (images) has rank 3"
+    assert onnx_worker.clean_message(plain) == "the input (images) has rank 3"  # no signature: the words stay
 
 
 def test_a_good_model_still_runs_and_its_process_ends_with_it():
