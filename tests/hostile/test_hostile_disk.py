@@ -236,3 +236,30 @@ def test_a_run_selected_on_a_full_disk_works_with_a_one_line_notice(own_cache, f
     (notice,) = [w.value for w in at.warning]
     assert "cannot be written (No space left on device)" in notice and "link will not reopen" in notice
     assert str(own_cache) not in notice and full_disk.refused  # the run's record was tried, and failed
+
+
+@pytest.mark.slow
+def test_the_app_on_a_full_disk_selects_an_uploaded_run_and_says_so_on_every_page(full_disk):
+    """The whole app (the trained default run read from the cache): an upload selected while nothing can be
+    written becomes the current run, with the one-line notice at the top of the page and of the next page."""
+    from apptest_pages import EXPLORE, app
+
+    from relu_core import jobs
+
+    at = app(timeout=300).run()
+    assert not at.exception, [e.value for e in at.exception]
+    before = at.session_state["run_id"]
+    labels = np.repeat(np.arange(4), 25)
+    logits = (np.random.default_rng(1).normal(size=(100, 4)) + 3 * np.eye(4)[labels]).astype(np.float32)
+    buffer = io.BytesIO()
+    np.savez(buffer, logits=logits, labels=labels)
+    at.file_uploader(key="upload_logits").upload("full.npz", buffer.getvalue()).run()
+    at.button(key="upload_logits_load").click().run()
+    for job in jobs.MANAGER.jobs():
+        assert job.wait(120), f"job {job.key} did not end"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    assert at.session_state["run_id"] != before and full_disk.refused  # the upload is current, not kept on disk
+    assert any("The cache cannot be written (No space left on device)" in w.value for w in at.warning)
+    at.switch_page(EXPLORE).run()
+    assert not at.exception and any("cannot be written" in w.value for w in at.warning)
