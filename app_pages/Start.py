@@ -10,7 +10,6 @@ machine, else digits, with a small CNN trained here on first use, then cached) i
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from relu_core import comparison, explore, figures, metric_info, metrics, scorecard
@@ -117,12 +116,16 @@ cm, cm_fig = explore.confusion_figure(run, setting.tune_fraction, setting.seed)
 # compact copies (the confusion figure is cached and shared): both matrices and the run's numbers in one row
 compact = {"height": START_HEIGHT, "margin": {"t": 40, "b": 10, "l": 10, "r": 10}}
 with left:
-    small_dstar = go.Figure(view.heat).update_layout(**compact).update_traces(colorbar_thickness=12)
+    small_dstar = figures.copy_figure(view.heat).update_layout(**compact).update_traces(colorbar_thickness=12)
     small_dstar.update_layout(**figures.matrix_ticks(small_dstar, START_TICKS, START_TICK_CHARS))
     page.chart(st, small_dstar, "dstar", key=session.START_DSTAR, config=NO_MODEBAR)
 with right:
     # no colour bar: the counts are written in the cells, and the matrix gets its width (about 110 px wide with it)
-    small_cm = go.Figure(cm_fig).update_layout(**compact).update_traces(showscale=False, selector={"type": "heatmap"})
+    small_cm = (
+        figures.copy_figure(cm_fig)
+        .update_layout(**compact)
+        .update_traces(showscale=False, selector={"type": "heatmap"})
+    )
     small_cm.update_layout(**figures.matrix_ticks(small_cm, START_TICKS, START_TICK_CHARS))
     page.chart(st, small_cm, "confusion", key=session.START_CONFUSION, config=NO_MODEBAR)
 with side:

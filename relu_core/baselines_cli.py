@@ -137,8 +137,8 @@ def run_command(args: argparse.Namespace, bar) -> int:
     batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
     keys = None if args.methods is None else [k.strip() for k in args.methods.split(",") if k.strip()]
     out = None if args.out is None else validation.output_folder(args.out)  # before the work
-    if args.logits is None and args.model is None:  # (both at once: argparse refuses)
-        raise InputError("give either --logits FILE or --model NAME with --dataset")
+    if args.logits is None and args.model is None and not cli_shared.onnx_weights(args):  # (both: argparse refuses)
+        raise InputError("give either --logits FILE, or --model NAME (or --weights FILE.onnx) with --dataset")
     run, title = cli_shared.run_from_args(args, bar, batch_size)
     members = None if args.ensemble is None else _members(args.ensemble, run)
     result = baselines.baselines_study(

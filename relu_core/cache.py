@@ -126,6 +126,46 @@ def prune_moved_aside(folder: Path) -> None:
                 entry.unlink(missing_ok=True)
 
 
+class WriteError(InputError, OSError):
+    """A file that could not be written (a full disk, a read-only folder; :func:`atomic_write`): an InputError
+    whose one line names the path, for whoever asked for that file, and an OSError (with the ``errno``), so that
+    work that only keeps something for later (a cache entry, a run's record, a checkpoint) goes on without it."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+_WRITE_FAILURE: list[str] = []  # the latest cache write that failed, while no cache write has succeeded since
+_WRITE_FAILURE_LOCK = threading.Lock()
+
+
+def note_write_failure(error: WriteError, what: str) -> None:
+    """Record that the cache's ``what`` (an entry, a checkpoint) could not be written (:func:`write_failure`)
+    and warn with ``error``'s line (one ``warning:`` line on the command line, the server's log in the app)."""
+    reason = os.strerror(error.errno) if error.errno else "it cannot be written"
+    with _WRITE_FAILURE_LOCK:
+        _WRITE_FAILURE[:] = [
+            f"The cache cannot be written ({reason}): results computed now work but are not kept (a link will not "
+            f"reopen a run loaded now, a stopped training starts again); free space on the server's cache disk "
+            f"or set {paths.CACHE_ENV} to another folder."
+        ]
+    warnings.warn(f"{what} not kept: {error}", stacklevel=3)
+
+
+def note_write_success() -> None:
+    """A cache write succeeded: the cache is writable again (:func:`write_failure` returns None)."""
+    if _WRITE_FAILURE:
+        with _WRITE_FAILURE_LOCK:
+            _WRITE_FAILURE.clear()
+
+
+def write_failure() -> str | None:
+    """One line for the app's pages when the latest cache write failed and none has succeeded since (a full
+    disk: the results still work, they are only not kept), else None. It names no server path."""
+    return _WRITE_FAILURE[0] if _WRITE_FAILURE else None
+
+
 DOCUMENT_MODE = 0o644
 """Permissions of a file the user saves (a report, a table, a figure): readable by everyone, as an editor
 would write it. The cache's own files keep the temporary file's private 0600."""
@@ -140,8 +180,8 @@ def atomic_write(
     a path the user named).
 
     The file is private (0600, from ``tempfile.mkstemp``) unless ``mode`` gives its permission bits, set
-    before the rename so that no reader ever sees other ones. Failing to write raises InputError naming
-    ``path`` (not the temporary file)."""
+    before the rename so that no reader ever sees other ones. Failing to write raises :class:`WriteError` (an
+    InputError and an OSError) naming ``path`` (not the temporary file)."""
     path = Path(path)
     if path.exists() and not path.is_file():
         if not move_non_file:
@@ -160,7 +200,7 @@ def atomic_write(
         if tmp_name is not None:
             Path(tmp_name).unlink(missing_ok=True)
         if isinstance(error, OSError):
-            raise InputError(f"cannot write {path} ({error.strerror or error})") from None
+            raise WriteError(f"cannot write {path} ({error.strerror or error})", error.errno) from None
         raise
     return path
 
@@ -178,9 +218,9 @@ def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
             move_aside(path)
         return None
     try:
-        npz.headers(path, label=str(path))  # a crafted header must not allocate before its checksum fails
-        with np.load(path, allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in stored.files}
+        # every header checked before anything is allocated (a crafted one must not allocate before its checksum
+        # fails), read without ``ast`` (cache entries are read in job threads: relu_core.npz)
+        arrays = npz.read(path, label=str(path))
         expected = str(arrays.pop(_CHECKSUM))
         if expected != _checksum(arrays, key_digest(key)):
             raise ValueError("checksum mismatch")
@@ -190,17 +230,27 @@ def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
     return arrays
 
 
-def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path:
-    """Store ``arrays`` under ``key`` atomically, with the checksum of arrays and key; returns the file path."""
+def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path | None:
+    """Store ``arrays`` under ``key`` atomically, with the checksum of arrays and key; returns the file path.
+
+    An entry that cannot be written (a full disk, a read-only cache: :class:`WriteError`) is only missing: None
+    is returned, a warning says why and the app's pages say so (:func:`write_failure`); the caller goes on with
+    the arrays it has."""
     if _CHECKSUM in arrays:
         raise ValueError(f"{_CHECKSUM!r} is a reserved array name")
     arrays = {name: np.asarray(value) for name, value in arrays.items()}
     checksum = np.array(_checksum(arrays, key_digest(key)))
-    return atomic_write(
-        path_for(namespace, key),
-        lambda stream: np.savez(stream, **arrays, **{_CHECKSUM: checksum}),
-        move_non_file=True,
-    )
+    try:
+        path = atomic_write(
+            path_for(namespace, key),
+            lambda stream: np.savez(stream, **arrays, **{_CHECKSUM: checksum}),
+            move_non_file=True,
+        )
+    except WriteError as error:
+        note_write_failure(error, f"the cache entry ({namespace})")
+        return None
+    note_write_success()
+    return path
 
 
 def _listing(folder: Path) -> dict[str, list]:

@@ -62,7 +62,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from relu_core import cache, extras, paths, validation
+from relu_core import cache, extras, npz, paths, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 
@@ -824,8 +824,8 @@ def load_cifar10c(
         if not (images_path.is_file() and labels_path.is_file()):
             continue
         try:
-            images = np.load(images_path, mmap_mode="r", allow_pickle=False)
-            labels = np.load(labels_path, mmap_mode="r", allow_pickle=False)
+            images = npz.open_npy(images_path)  # memory-mapped, its header read without ``ast`` (relu_core.npz)
+            labels = npz.open_npy(labels_path)
         except (ValueError, OSError) as exc:
             raise InputError(f"{images_path} or {labels_path} is not a readable .npy file: {exc}") from None
         if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8 or images.shape[0] % 5:

@@ -11,6 +11,7 @@ more likely misclassified; on ROC curves the positives are the correctly classif
 
 from __future__ import annotations
 
+import copy
 import html
 from collections.abc import Mapping, Sequence
 
@@ -193,6 +194,20 @@ def _unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     ``tests/test_figures.py`` rebuilds each of them with validation on, so a wrong property still fails there.
     """
     return go.Figure(data=traces, layout={"template": _TEMPLATE_JSON, **layout}, _validate=False)
+
+
+def copy_figure(fig: go.Figure) -> go.Figure:
+    """A copy of ``fig`` to change (``copy_figure(shared).update_layout(...)``), made by reading ``fig`` only.
+
+    The figures the app caches (a view's D* and curves, a run's confusion matrix) are shared by every browser
+    session of the server. ``go.Figure(shared)`` is not a read: plotly's validator takes each trace's ``type`` out
+    of the *source* while it copies and puts it back after, so a copy made at the same time in another thread
+    reads a heatmap as a scatter (``Invalid property ... Scatter: 'colorscale'``) and a serialisation at that
+    moment loses the trace's type. This deep-copies the figure's plain trace and layout dicts and builds the
+    copy from them (no validation: the source was built and checked by this module).
+    ``tests/hostile/test_hostile_threads.py`` copies one figure in several threads; an AST scan there keeps
+    ``go.Figure(<figure>)`` out of the library, the glue and the pages."""
+    return go.Figure({"data": copy.deepcopy(fig._data), "layout": copy.deepcopy(fig._layout)}, _validate=False)
 
 
 def _label(name: object) -> str:

@@ -33,6 +33,19 @@ MAX_SESSION_RUNS = 16
 """Runs listed in one browser session's run picker (oldest dropped first)."""
 MAX_FINISHED_JOBS = 32
 """Finished background jobs (with their results) the server keeps, oldest finished dropped first."""
+MAX_ONNX_NODES = 200_000
+"""Most operators an ONNX model may have, its subgraphs and functions counted (real classifiers have hundreds to
+tens of thousands; a file of a million ``Identity`` nodes took 3.5 GB to load). Checked before onnxruntime sees it."""
+MAX_ONNX_STATIC_BATCH = 1024
+"""Largest fixed batch size an ONNX model's input may declare (every batch is padded to it)."""
+ONNX_MEMORY_BYTES = 4 << 30
+"""Memory an ONNX model may use while it runs, beyond twice its file's size (its process's data segment is capped
+at the sum: ``relu_core.onnx_worker``); an allocation beyond it fails at once, in one line naming it."""
+ONNX_LOAD_SECONDS = 300.0
+"""Longest an ONNX model's process may take to start and make its onnxruntime session before it is stopped."""
+ONNX_BATCH_SECONDS = 300.0
+"""Longest an ONNX model may take to run one batch before its process is stopped (a ``Loop`` of 2^62 iterations
+never ends by itself)."""
 
 
 def size_in_words(n_bytes: int) -> str:

@@ -6,6 +6,17 @@ when it is truncated or not ONNX, larger than :data:`relu_core.limits.MEMORY_BUD
 files (never read: they could name any file of the server), uses operators outside the standard domains (custom
 ops) or operators the ONNX checker does not know, or does not take one float (N, C, H, W) image batch.
 
+Refused too, before onnxruntime sees the file: more than :data:`relu_core.limits.MAX_ONNX_NODES` operators, an
+opset newer than this onnx/onnxruntime runs, a fixed batch larger than
+:data:`relu_core.limits.MAX_ONNX_STATIC_BATCH`.
+
+onnxruntime runs the model in a process of its own (:mod:`relu_core.onnx_worker`): its memory capped at
+:data:`relu_core.limits.ONNX_MEMORY_BYTES` (plus twice the file's size), loading bounded by
+:data:`relu_core.limits.ONNX_LOAD_SECONDS` and each batch by :data:`relu_core.limits.ONNX_BATCH_SECONDS`, killed at
+once on cancel; what goes wrong there comes back as one
+line (the bytes a failed allocation asked for, the time limit, an output of strings), without onnxruntime's
+internals.
+
 The logits go through the engine's one batched loop (:func:`relu_core.engine.batched_outputs`: cancel, progress,
 the finiteness check) and its output check (:func:`relu_core.engine.check_outputs`: 2-D, one row per image,
 floating point), with the images normalised by :class:`~relu_core.models.Normalization` as for any model.
@@ -23,8 +34,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import engine, extras, limits
-from relu_core.errors import InputError, one_line
+from relu_core import engine, extras, limits, onnx_worker, threads
+from relu_core.errors import LOGGER, InputError, one_line
 from relu_core.models.checkpoints import CheckpointError
 from relu_core.models.normalization import Normalization
 from relu_core.progress import Cancel, Progress
@@ -49,12 +60,13 @@ def is_onnx(name: str) -> bool:
 
 @dataclass(frozen=True)
 class OnnxClassifier:
-    """A checked ONNX classifier ready to run: its onnxruntime session, its one input (name, element type, the
-    static batch size, channels, height and width, None where the file leaves them free), the normalisation its
-    metadata declares (None when it declares none) and the providers it runs on."""
+    """A checked ONNX classifier ready to run: the process its onnxruntime session lives in
+    (:class:`relu_core.onnx_worker.OnnxProcess`, ended when this object goes), its one input (name, element type,
+    the static batch size, channels, height and width, None where the file leaves them free), the normalisation
+    its metadata declares (None when it declares none) and the providers it runs on."""
 
     name: str
-    session: object
+    process: onnx_worker.OnnxProcess
     input_name: str
     input_type: type
     batch: int | None
@@ -120,6 +132,7 @@ def check_onnx(data: bytes, name: str):
         raise CheckpointError(f"{name} is not a valid ONNX model (truncated or not ONNX): {one_line(exc)}") from None
     if not model.graph.node:
         raise CheckpointError(f"{name} is not a valid ONNX model: its graph has no operators")
+    _check_size_and_opset(model, name)
     declared = 0
     local_domains = {function.domain for function in model.functions}
     for graph in _graphs(model.graph):
@@ -147,6 +160,35 @@ def check_onnx(data: bytes, name: str):
     return model
 
 
+def _check_size_and_opset(model, name: str) -> None:
+    """CheckpointError when the model has more than :data:`relu_core.limits.MAX_ONNX_NODES` operators (its
+    subgraphs and functions counted) or names an ONNX opset newer than the onnx package here knows (onnxruntime
+    runs the same ones: beyond them it fails with its C++ internals)."""
+    import onnx
+
+    nodes = sum(len(graph.node) for graph in _graphs(model.graph))
+    nodes += sum(len(graph.node) for function in model.functions for graph in _function_graphs(function))
+    if nodes > limits.MAX_ONNX_NODES:
+        raise CheckpointError(
+            f"{name} has {nodes:,} operators, more than the limit of {limits.MAX_ONNX_NODES:,} "
+            "(relu_core.limits.MAX_ONNX_NODES)"
+        )
+    newest = onnx.defs.onnx_opset_version()
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx") and opset.version > newest:
+            raise CheckpointError(
+                f"{name} uses ONNX opset {opset.version}, newer than the opsets up to {newest} that onnxruntime "
+                f"runs here: export it again with opset {newest} or lower (torch.onnx.export(..., opset_version=17))"
+            )
+
+
+def _function_graphs(function) -> Iterator:
+    """A model-local function's nodes as a graph, and the subgraphs they hold."""
+    from onnx import helper
+
+    yield from _graphs(helper.make_graph(list(function.node), function.name, [], []))
+
+
 def _normalization(model, name: str) -> Normalization | None:
     """The normalisation in the model's metadata (``mean`` and ``std``), None when it declares none."""
     props = {p.key: p.value for p in model.metadata_props}
@@ -156,10 +198,16 @@ def _normalization(model, name: str) -> Normalization | None:
         mean, std = (tuple(float(v) for v in props[key].strip("[]() ").split(",")) for key in (MEAN_KEY, STD_KEY))
     except (KeyError, ValueError):
         raise CheckpointError(
-            f"{name}: the metadata's mean and std must both be comma-separated numbers, e.g. 0.5,0.5,0.5"
+            f"{name} carries its own normalisation metadata, which must give both mean and std as comma-separated "
+            f"numbers (e.g. 0.5,0.5,0.5), not mean={props.get(MEAN_KEY, '(none)')[:40]!r}, "
+            f"std={props.get(STD_KEY, '(none)')[:40]!r}: fix or remove the file's metadata (onnx.helper.set_model_props)"
         ) from None
-    if not all(map(math.isfinite, mean + std)) or min(std) <= 0:
-        raise CheckpointError(f"{name}: the metadata's mean and std must be finite, std positive")
+    if not all(map(math.isfinite, mean + std)) or min(std) <= 0 or len(mean) != len(std):
+        raise CheckpointError(
+            f"{name} carries its own normalisation metadata, mean {props[MEAN_KEY][:40]!r} and std "
+            f"{props[STD_KEY][:40]!r}, which must be finite numbers of equal count with every std positive: fix or "
+            "remove the file's metadata (onnx.helper.set_model_props)"
+        )
     return Normalization(mean, std)
 
 
@@ -178,10 +226,10 @@ def providers(device: str = "auto") -> tuple[str, ...]:
     return ("CPUExecutionProvider",)
 
 
-def load_onnx(data: bytes, name: str, device: str = "auto") -> OnnxClassifier:
-    """A checked ONNX classifier from a file's bytes (:func:`check_onnx`), its onnxruntime session made."""
-    onnxruntime = extras.require("onnxruntime", ONNX_PURPOSE)
-
+def load_onnx(data: bytes, name: str, device: str = "auto", cancel: Cancel | None = None) -> OnnxClassifier:
+    """A checked ONNX classifier from a file's bytes (:func:`check_onnx`), its onnxruntime session made in a
+    process of its own (:mod:`relu_core.onnx_worker`), bounded in memory and time; ``cancel()`` True stops it
+    (``Cancelled``)."""
     model = check_onnx(data, name)
     initializers = {tensor.name for tensor in model.graph.initializer}
     inputs = [value for value in model.graph.input if value.name not in initializers]
@@ -198,28 +246,87 @@ def load_onnx(data: bytes, name: str, device: str = "auto") -> OnnxClassifier:
         )
     if dims[1] not in (None, 1, 3):
         raise CheckpointError(f"{name} takes {dims[1]} channels: images have 1 (grey) or 3 (RGB)")
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3  # errors only: they become our one line
+    if dims[0] is not None and not 1 <= dims[0] <= limits.MAX_ONNX_STATIC_BATCH:
+        raise CheckpointError(
+            f"{name} takes a fixed batch of {dims[0]:,} images, outside 1 to {limits.MAX_ONNX_STATIC_BATCH:,} "
+            "(relu_core.limits.MAX_ONNX_STATIC_BATCH): export it with a free batch axis (torch.onnx.export's "
+            "dynamic_axes) or a smaller fixed batch"
+        )
+    normalization = _normalization(model, name)
     chosen = providers(device)
-    try:
-        session = onnxruntime.InferenceSession(data, sess_options=options, providers=list(chosen))
-    except Exception as exc:  # onnxruntime raises its own Fail / InvalidGraph / NotImplemented types
-        raise CheckpointError(f"onnxruntime cannot load {name}: {one_line(exc, 200)}") from None
-    return OnnxClassifier(
-        name,
-        session,
-        inputs[0].name,
-        INPUT_TYPES[tensor_type.elem_type],
-        *dims,
-        _normalization(model, name),
+    process = onnx_worker.OnnxProcess(
+        data,
         chosen,
+        memory_bytes=limits.ONNX_MEMORY_BYTES + 2 * len(data),
+        threads=threads.model_threads(),
+    )
+    try:
+        process.start(limits.ONNX_LOAD_SECONDS, cancel)
+    except onnx_worker.WorkerFailure as failure:
+        raise CheckpointError(_failure_line(failure, process, name, "loading it")) from None
+    return OnnxClassifier(
+        name, process, inputs[0].name, INPUT_TYPES[tensor_type.elem_type], *dims, normalization, chosen
+    )
+
+
+def _failure_line(failure: onnx_worker.WorkerFailure, process: onnx_worker.OnnxProcess, name: str, doing: str) -> str:
+    """One line for what went wrong in the model's process while ``doing`` ("loading it", "running a batch of 256
+    8x8 images with 1 channel(s)"), saying what to do."""
+    detail = failure.detail
+    limit = process.memory_bytes
+    if failure.kind == "memory":
+        asked = f"asked for {detail['bytes']:,} bytes" if detail.get("bytes") else "ran out of memory"
+        return (
+            f"the ONNX model {name} {asked} while {doing}, more than its memory limit of {limits.size_in_words(limit)} "
+            "(relu_core.limits.ONNX_MEMORY_BYTES plus twice its size): a smaller --batch-size may fit, else the model "
+            "cannot run here"
+        )
+    if failure.kind == "time":
+        limit = "ONNX_LOAD_SECONDS" if doing == "loading it" else "ONNX_BATCH_SECONDS"
+        return (
+            f"the ONNX model {name} took more than {detail['seconds']:g} s {doing} and was stopped "
+            f"(relu_core.limits.{limit}): it may never end (a Loop without a bound); use a smaller --batch-size or "
+            "another model"
+        )
+    if failure.kind == "ended":
+        LOGGER.warning("the process of ONNX model %s ended: %s", name, process.log_tail())
+        return (
+            f"the ONNX model {name} ended its process ({onnx_worker.signal_name(detail.get('returncode'))}) while "
+            f"{doing}: out of memory on this machine, or onnxruntime crashed on it; try a smaller --batch-size"
+        )
+    if failure.kind == "not-numbers":
+        return (
+            f"the ONNX model {name} returns {detail.get('dtype')} values (text, not numbers) as its first output: "
+            "it must return the logits, a float (N, classes) tensor"
+        )
+    if failure.kind == "not-a-tensor":
+        return (
+            f"the ONNX model {name} returns a {detail.get('type')} (a sequence or map, not a tensor) as its first "
+            "output: it must return the logits, a float (N, classes) tensor"
+        )
+    if failure.kind == "opset":
+        return f"onnxruntime here cannot run {name}: it uses an opset newer than it knows; export it with opset 17"
+    verb = "cannot load" if doing == "loading it" else "failed"
+    message = one_line(detail.get("message", ""), 200)
+    return (
+        f"onnxruntime {verb} {name}: {message}"
+        if verb == "cannot load"
+        else f"the ONNX model {name} failed while {doing}: {message}"
     )
 
 
 def check_images(model: OnnxClassifier, images: np.ndarray, normalization: Normalization) -> None:
     """InputError unless ``images`` (uint8 NHWC) have the channels and size the model's input declares (the
     engine's checks of dtype, rank, mean and std first)."""
-    engine.check_images(nn.Identity(), images, normalization.mean, normalization.std, None)
+    try:
+        engine.check_images(nn.Identity(), images, normalization.mean, normalization.std, None)
+    except InputError as error:
+        if normalization != model.normalization or "must have 1 or" not in str(error):
+            raise
+        raise InputError(
+            f"{model.name} carries its own normalisation metadata (mean {normalization.mean}, std "
+            f"{normalization.std}), which does not fit these images ({error}): fix or remove the file's metadata"
+        ) from None
     _, height, width, channels = images.shape
     if model.channels is not None and model.channels != channels:
         raise InputError(
@@ -254,13 +361,12 @@ def compute_logits(
         if model.batch is not None and rows < model.batch:  # the last batch, padded to the fixed size
             x = np.concatenate([x, np.zeros((model.batch - rows, *x.shape[1:]), dtype=x.dtype)])
         try:
-            out = model.session.run(None, {model.input_name: x})[0]
-        except Exception as exc:  # onnxruntime's Fail / InvalidArgument / RuntimeException
+            out = model.process.run(model.input_name, x, limits.ONNX_BATCH_SECONDS, cancel, limits.ONNX_LOAD_SECONDS)
+        except onnx_worker.WorkerFailure as failure:
             _, height, width, channels = batch.shape
-            raise InputError(
-                f"the ONNX model cannot read {height}x{width} images with {channels} channel(s): {one_line(exc, 160)}"
-            ) from None
-        out = torch.from_numpy(np.asarray(out)) if isinstance(out, np.ndarray) else out
+            doing = f"running a batch of {x.shape[0]:,} {height}x{width} images with {channels} channel(s)"
+            raise InputError(_failure_line(failure, model.process, model.name, doing)) from None
+        out = torch.from_numpy(np.array(out))  # writable, the process's answer copied once
         if isinstance(out, torch.Tensor) and model.batch is not None and out.ndim >= 1:
             out = out[:rows]
         return engine.check_outputs(out, rows)

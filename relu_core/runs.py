@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,35 +143,32 @@ def _read_npz(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Logits, labels and class names (or None) of an uploaded .npz. Their declared shapes are checked against
     each other from the headers, before any array is inflated (a small file whose labels inflate to gigabytes
     is refused without reading them)."""
-    headers = npz.headers(data, label="the .npz file", max_bytes=limits.MEMORY_BUDGET_BYTES)
-    shape = headers.get("logits", ((),))[0]
-    if len(shape) == 2:
-        limits.check_logits_shape(*shape)
-        labels = headers.get("labels", ((shape[0],),))[0]
-        if labels and labels[0] != shape[0]:
-            raise InputError(f"labels and logits disagree on the number of samples: {labels[0]:,} vs {shape[0]:,}")
-        names = headers.get("class_names", ((shape[1],),))[0]
-        if len(names) == 1 and names[0] != shape[1]:
-            raise InputError(f"class_names holds {count(names[0], 'name')} for {shape[1]:,} logit columns")
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            files = set(archive.files)
-            missing = [key for key in ("logits", "labels") if key not in files]
-            if missing:
-                raise InputError(
-                    f"the .npz file has no {' and no '.join(repr(k) for k in missing)} array "
-                    f"(found: {', '.join(sorted(files)) or 'nothing'})"
-                )
-            names = archive["class_names"] if "class_names" in files else None
-            return archive["logits"], archive["labels"], names
-    except InputError:
-        raise
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise InputError("the .npz file holds pickled objects, which are refused for safety") from None
-        raise InputError(f"the file is not a readable .npz archive: {exc}") from None
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
-        raise InputError(f"the file is not a readable .npz archive (truncated or corrupted): {exc}") from None
+
+    def agree(headers: dict) -> None:
+        missing = [key for key in ("logits", "labels") if key not in headers]
+        if missing:
+            raise InputError(
+                f"the .npz file has no {' and no '.join(repr(k) for k in missing)} array "
+                f"(found: {', '.join(sorted(headers)) or 'nothing'})"
+            )
+        shape = headers["logits"][0]
+        if len(shape) == 2:
+            limits.check_logits_shape(*shape)
+            labels = headers["labels"][0]
+            if labels and labels[0] != shape[0]:
+                raise InputError(f"labels and logits disagree on the number of samples: {labels[0]:,} vs {shape[0]:,}")
+            names = headers.get("class_names", ((shape[1],),))[0]
+            if len(names) == 1 and names[0] != shape[1]:
+                raise InputError(f"class_names holds {count(names[0], 'name')} for {shape[1]:,} logit columns")
+
+    arrays = npz.read(
+        data,
+        label="the .npz file",
+        names=("logits", "labels", "class_names"),
+        max_bytes=limits.MEMORY_BUDGET_BYTES,
+        check=agree,
+    )
+    return arrays["logits"], arrays["labels"], arrays.get("class_names")
 
 
 def _read_table(data: bytes, suffix: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -702,7 +698,7 @@ def onnx_run(
     if not isinstance(weights, bytes):
         weights_name = Path(weights).name
         weights = models.checkpoints.file_bytes(Path(weights))
-    classifier = onnx_model.load_onnx(weights, weights_name, device)
+    classifier = onnx_model.load_onnx(weights, weights_name, device, cancel)
     data = _test_images(dataset_spec, download, progress)
     n_classes = len(data.class_names)
     normalization, origin = onnx_normalization(classifier, dataset_spec, data.images.shape[-1])

@@ -14,6 +14,11 @@ import numpy as np
 
 from relu_core.errors import InputError
 
+#: The largest integer any option or argument takes (a 64-bit signed integer): numpy and torch take seeds up to it,
+#: and a seed of 2^70 passed the validators, then failed in ``torch.manual_seed`` ("Overflow when unpacking long
+#: long"). No count, size or seed here comes near it.
+MAX_INTEGER = 2**63 - 1
+
 
 def is_integer(value: object) -> bool:
     """True for Python and numpy integers, False for booleans and everything else."""
@@ -30,9 +35,12 @@ def _integer_kind(minimum: int | None, maximum: int | None) -> str:
 
 def integer(value: object, what: str, *, minimum: int | None = None, maximum: int | None = None, hint: str = "") -> int:
     """``value`` as an ``int`` when it is an integer (not a bool) in ``[minimum, maximum]`` (either bound may be
-    None); else InputError ``"<what> must be <kind><hint>, got <value>"``."""
+    None; without ``maximum``, at most :data:`MAX_INTEGER`); else InputError ``"<what> must be <kind><hint>, got
+    <value>"``."""
     if not is_integer(value) or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise InputError(f"{what} must be {_integer_kind(minimum, maximum)}{hint}, got {value!r}")
+    if maximum is None and value > MAX_INTEGER:
+        raise InputError(f"{what} must be at most {MAX_INTEGER:,} (2^63 − 1, a 64-bit integer){hint}, got {value!r}")
     return int(value)  # type: ignore[call-overload]
 
 

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from relu_core import runs, scorecard
+from relu_core import cache, runs, scorecard
 from studio import jobbox, query, session, sidebar
+from studio.text import plain
 
 #: The pages' names, for :func:`switch_to` (app.py declares each page under one of them).
 START, EXPLORE, CORRUPTIONS, STUDIES, BASELINES, OBJECTIVES, COMPARE = (
@@ -59,8 +60,17 @@ def draw(page, pages: Mapping[str, object]) -> None:
             "otherwise says so beside it."
         )
     query.query_run_notice()
+    cache_notice()
     name = next((n for n, p in pages.items() if p == page), START)
     jobbox.running_work(status, OWN_JOBS[name])  # the other running work, at the top of every page
+
+
+def cache_notice() -> None:
+    """One line at the top of every page while the cache cannot be written (a full disk: what is computed works,
+    it is only not kept; :func:`relu_core.cache.write_failure`)."""
+    notice = cache.write_failure()
+    if notice:
+        st.warning(plain(notice))
 
 
 def current_run():

@@ -122,7 +122,7 @@ _JSON_BY_FIGURE: dict[int, tuple[weakref.ref, str]] = {}
 def _figure_json(fig) -> str:
     """``fig.to_json()``, once per figure object while it lives: a cached figure drawn on every rerun (the
     confusion matrix: 10 ms and 174 kB at 100 classes) is serialised once. The pages never change a figure
-    after drawing it (they copy it first, as ``go.Figure(fig).update_layout(...)`` does)."""
+    after drawing it (they copy it first, as ``figures.copy_figure(fig).update_layout(...)`` does)."""
     key = id(fig)
     held = _JSON_BY_FIGURE.get(key)
     if held is not None and held[0]() is fig:

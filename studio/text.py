@@ -17,12 +17,23 @@ _NUMBERED = re.compile(r"^(\d{1,9})(?=[.)](?:\s|$))")
 # inside "://", "www." and "name@host" keeps them text
 _AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)(?=\w)", re.IGNORECASE)
 _WORD_JOINER = "\u2060"
+# characters that would act instead of showing (NUL, ESC and the other C0 controls, DEL, C1 controls, bidirectional
+# overrides): each is shown as a visible stand-in, so that a link's "evil\x00\x1b[2J" reads "evil␀␛[2J"
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match) -> str:
+    code = ord(match.group(0))
+    if code < 0x20:
+        return chr(0x2400 + code)  # Unicode's control pictures: ␀ ... ␛ ...
+    return "\u2421" if code == 0x7F else "\ufffd"
 
 
 def plain(text: object) -> str:
     """``text`` on one line, as Markdown that renders as that text: no link, image, HTML, emphasis, heading,
     list, formula or colour directive from what a user typed or named (escaped with backslashes, which the
-    page does not show)."""
-    line = " ".join(str(text).split())
+    page does not show); control characters are shown as visible stand-ins (NUL as ␀, ESC as ␛, a C1 control or a
+    bidirectional override as �), never passed on."""
+    line = _CONTROL.sub(_visible, " ".join(str(text).split()))
     line = _INLINE.sub(lambda m: "\\" + m.group(0), _AUTOLINK.sub(_WORD_JOINER, line))
     return _NUMBERED.sub(r"\1\\", _HEADING_OR_BULLET.sub(r"\\", line))

@@ -109,6 +109,8 @@ def _load_run(args, bar):
         if args.weights or args.dataset:
             raise InputError("--weights and --dataset go with --model, not with --logits")
         return cli_shared.load_logits_file(args.logits)
+    if cli_shared.onnx_weights(args):  # an ONNX classifier carries its architecture: no --model
+        return cli_shared.model_run(args, None, bar)
     if args.model is not None:
         if args.dataset is None:
             raise InputError("--model needs --dataset")
@@ -116,7 +118,7 @@ def _load_run(args, bar):
             args.model, args.weights, args.dataset, device=args.device, progress=bar, download=args.download
         )
     if args.dataset or args.weights:
-        raise InputError("--dataset and --weights need --model")
+        raise InputError("--dataset and --weights need --model (an ONNX classifier: --weights FILE.onnx --dataset)")
     return runs.default_run(progress=bar)
 
 

@@ -39,10 +39,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from relu_core import cache, distributed, threads
+from relu_core import distributed, threads
 from relu_core.errors import Cancelled, InputError
 from relu_core.models.normalization import Normalization
 from relu_core.progress import Cancel, Progress
+from relu_core.training import resume
 from relu_core.training.objectives import Objective
 
 DEFAULT_LR = 3e-3
@@ -168,18 +169,14 @@ def _heldout_accuracy(
 
 
 def _load_checkpoint(path: Path | None, key: str) -> dict | None:
-    """The checkpoint at ``path`` when it was written for ``key`` and reads back, else None."""
-    if path is None or not Path(path).is_file():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 - a damaged checkpoint means: start afresh
-        return None
-    return state if isinstance(state, dict) and state.get("key") == key else None
+    """The checkpoint at ``path`` when its SHA-256 matches and it was written for ``key``, else None; a damaged
+    one is set aside (:func:`relu_core.training.resume.load`)."""
+    return resume.load(path, key)
 
 
 def _save_checkpoint(path: Path, state: dict) -> None:
-    cache.atomic_write(path, lambda stream: torch.save(state, stream))
+    """``state`` at ``path`` behind its SHA-256; skipped with a warning on a full disk (:mod:`.resume`)."""
+    resume.save(path, state)
 
 
 def fit(
