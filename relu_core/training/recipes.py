@@ -208,6 +208,19 @@ PRESETS: dict[str, TrainingRecipe] = {recipe.name: recipe for recipe in (PLAIN, 
 DATASET_RECIPES = {"cifar10": "fast", "cifar100": "fast", "svhn": "fast"}
 
 
+#: A network's own epoch cap under a recipe where it differs from the recipe's: ``resnet9_small`` is the fast recipe
+#: sized for two CPU cores (about 15 minutes for 6 epochs of CIFAR-10's 45,000 training images, estimated here
+#: from the multiply-adds; README says what was measured).
+EPOCHS_BY_MODEL = {("fast", "resnet9_small"): 6}
+
+
+def default_epochs(recipe: str | TrainingRecipe, model: str) -> int:
+    """The epoch cap of ``model`` under ``recipe`` unless one is given (:data:`EPOCHS_BY_MODEL`, else the
+    recipe's)."""
+    chosen = get(recipe)
+    return EPOCHS_BY_MODEL.get((chosen.name, model), chosen.epochs)
+
+
 def get(name: str | TrainingRecipe) -> TrainingRecipe:
     """The preset named ``name`` (a recipe is returned as it is); InputError naming the choices otherwise."""
     if isinstance(name, TrainingRecipe):
