@@ -28,15 +28,20 @@ FLIP_SAFE = frozenset({"cifar10", "cifar100", "fashion-mnist"})
 
 @dataclass(frozen=True)
 class Draws:
-    """One batch's augmentation: per image the crop's top-left corner (``dy``, ``dx`` in 0..2·pad, in the
-    padded image) and whether it is mirrored (``flip``)."""
+    """The augmentation of a sequence of images: per image the crop's top-left corner (``dy``, ``dx`` in
+    0..2·pad, in the padded image) and whether it is mirrored (``flip``); numpy arrays as drawn, or tensors on a
+    device (:meth:`on`). Indexing (a slice, or an index array of the same kind) selects images."""
 
-    dy: np.ndarray
-    dx: np.ndarray
-    flip: np.ndarray
+    dy: np.ndarray | torch.Tensor
+    dx: np.ndarray | torch.Tensor
+    flip: np.ndarray | torch.Tensor
 
-    def __getitem__(self, index: slice) -> Draws:
+    def __getitem__(self, index) -> Draws:
         return Draws(self.dy[index], self.dx[index], self.flip[index])
+
+    def on(self, move) -> Draws:
+        """The draws as tensors moved by ``move`` (a tensor to its device), once for a whole epoch."""
+        return Draws(*(move(torch.as_tensor(v)) for v in (self.dy, self.dx, self.flip)))
 
 
 @dataclass(frozen=True)
@@ -80,9 +85,7 @@ class Augmentation:
         batch, height, width, _ = images.shape
         device = images.device
         padded = F.pad(images, (0, 0, self.pad, self.pad, self.pad, self.pad)) if self.pad else images
-        dy = torch.from_numpy(draws.dy).to(device)
-        dx = torch.from_numpy(draws.dx).to(device)
-        flip = torch.from_numpy(draws.flip).to(device)
+        dy, dx, flip = (torch.as_tensor(v).to(device) for v in (draws.dy, draws.dx, draws.flip))
         rows = dy[:, None] + torch.arange(height, device=device)  # (B, H)
         columns = torch.arange(width, device=device).expand(batch, width)
         columns = dx[:, None] + torch.where(flip[:, None], width - 1 - columns, columns)  # crop, then mirror

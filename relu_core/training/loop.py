@@ -292,6 +292,11 @@ def fit(
     total = epochs * steps_per_epoch
     size, rank = distributed.world_size(), distributed.rank()
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if cuda else contextlib.nullcontext
+
+    def to_device(tensor: torch.Tensor) -> torch.Tensor:
+        """Onto the training device; on CUDA from pinned memory without waiting (no synchronisation per step)."""
+        return tensor.pin_memory().to(device, non_blocking=True) if cuda else tensor.to(device)
+
     report_every = CUDA_REPORT_EVERY if cuda else 1
 
     with seeded(seed, device) as recheck:
@@ -330,37 +335,41 @@ def fit(
                 break
             began = time.perf_counter()
             permutation = torch.randperm(n, generator=order)
+            on_device = to_device(permutation)  # the epoch's order, moved once
             draws = np.random.default_rng((seed, epoch))
-            crops = np.random.default_rng((seed, epoch, AUGMENT_STREAM)) if augmentation.active else None
+            crops = None
+            if augmentation.active:  # every position of the epoch's order at once, moved once
+                crops = augmentation.draw(n, np.random.default_rng((seed, epoch, AUGMENT_STREAM))).on(to_device)
             loss_sum = torch.zeros((), dtype=torch.float64, device=device)
             running = 0.0
             for step in range(steps_per_epoch):
                 if cancel is not None and cancel():
                     raise Cancelled(f"training of {name} cancelled at epoch {epoch + 1}/{epochs}")
                 recheck()
-                index = permutation[step * batch_size : (step + 1) * batch_size]
+                first = step * batch_size
+                index = permutation[first : first + batch_size]
+                count = len(index)
                 lam, other, positions = 1.0, None, None
                 if objective.mixes:  # drawn for the whole global batch, the same on every rank
                     lam = float(draws.beta(objective.alpha, objective.alpha))
                     if objective.uses_outliers:
-                        other = torch.from_numpy(draws.integers(0, len(outlier_pixels), len(index)))
-                    else:
-                        positions = draws.permutation(len(index))  # the partner of batch position i
-                        other = index[torch.from_numpy(positions)]
-                crop = augmentation.draw(len(index), crops) if crops is not None else None
-                lo, hi = distributed.shard_bounds(len(index), size, rank) if size > 1 else (0, len(index))
-                local = index[lo:hi].to(device)
+                        other = to_device(torch.from_numpy(draws.integers(0, len(outlier_pixels), count)))
+                    else:  # the partner of batch position i: position positions[i] of the same batch
+                        positions = to_device(torch.from_numpy(draws.permutation(count)))
+                        other = on_device[first : first + count][positions]
+                lo, hi = distributed.shard_bounds(count, size, rank) if size > 1 else (0, count)
+                local = on_device[first + lo : first + hi]
                 batch_pixels = pixels[local]
-                if crop is not None:
-                    batch_pixels = augmentation.apply(batch_pixels, crop[lo:hi])
+                if crops is not None:
+                    batch_pixels = augmentation.apply(batch_pixels, crops[first + lo : first + hi])
                 batch = normalise(batch_pixels)  # NCHW view of the NHWC batch: channels-last, no copy
                 x_other = labels_other = None
                 if other is not None:
-                    partner = other[lo:hi].to(device)
+                    partner = other[lo:hi]
                     source = outlier_pixels if objective.uses_outliers else pixels
                     partner_pixels = source[partner]
-                    if crop is not None and positions is not None:  # a partner is augmented as in its own place
-                        partner_pixels = augmentation.apply(partner_pixels, crop[positions[lo:hi]])
+                    if crops is not None and positions is not None:  # a partner is augmented as in its own place
+                        partner_pixels = augmentation.apply(partner_pixels, crops[first + positions[lo:hi]])
                     x_other = normalise(partner_pixels)
                     labels_other = None if objective.uses_outliers else targets[partner]
                 with autocast():

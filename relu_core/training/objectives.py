@@ -59,6 +59,11 @@ def logitnorm(logits: torch.Tensor, labels: torch.Tensor, tau: float) -> torch.T
     return F.cross_entropy(logits / (norms * tau), labels)
 
 
+def _target_dtype(logits: torch.Tensor) -> torch.dtype:
+    """The soft targets' dtype: the logits', at least float32 (under bf16 autocast λ keeps its precision)."""
+    return torch.promote_types(logits.dtype, torch.float32)
+
+
 def mixed(x: torch.Tensor, x_other: torch.Tensor, lam: float) -> torch.Tensor:
     """``λx + (1−λ)x'``: the mixed images (normalised inputs; mixing commutes with the affine normalisation)."""
     return lam * x + (1.0 - lam) * x_other
@@ -82,7 +87,7 @@ def mixup(
 ) -> torch.Tensor:
     """MixUp ``CE(f(x̃), ỹ)``, ``x̃ = λx + (1−λ)x'``, ``ỹ = λe_y + (1−λ)e_{y'}`` (``x'``: the partners)."""
     logits = model(mixed(x, x_other, lam))
-    return soft_cross_entropy(logits, mixed_targets(labels, labels_other, lam, num_classes, logits.dtype))
+    return soft_cross_entropy(logits, mixed_targets(labels, labels_other, lam, num_classes, _target_dtype(logits)))
 
 
 def regmixup(
@@ -149,7 +154,7 @@ def _clean_and_mixed(
     OpenMix's loss."""
     logits = model(torch.cat([x, x_mixed]))
     clean, mix = logits[: len(x)], logits[len(x) :]
-    targets = mixed_targets(labels, labels_other, lam, classes, mix.dtype)
+    targets = mixed_targets(labels, labels_other, lam, classes, _target_dtype(mix))
     return clean_weight * F.cross_entropy(clean, labels) + gamma * soft_cross_entropy(mix, targets)
 
 
