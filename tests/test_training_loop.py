@@ -414,3 +414,15 @@ def test_the_train_command_offers_every_objective_and_recipe() -> None:
 
     assert train_cli.OBJECTIVE_CHOICES == training.OBJECTIVES
     assert train_cli.RECIPE_CHOICES == tuple(training.PRESETS)
+
+
+def test_runs_trained_here_share_one_naming_scheme() -> None:
+    """The default-style small CNN (fixed epochs, no early stopping) and a model trained with an objective are
+    named alike: network, objective, then recipe, seed and the epoch whose weights the run uses, of the cap."""
+    plain = runs.logits_for("cnn8", None, "digits", device="cpu", epochs=1)
+    trained = runs.logits_for(
+        "cnn8", None, "digits", device="cpu", training_settings={"objective": {"name": "mixup"}, "epochs": 1}
+    )
+    assert plain.source == "cnn8 cross-entropy (trained here: plain recipe, seed 0, epoch 1/1) on digits-test"
+    assert trained.source == "cnn8 mixup (trained here: plain recipe, seed 0, epoch 1/1) on digits-test"
+    assert plain.source == runs.trained_source("cnn8", "cross-entropy", "plain", 0, 1, 1, "digits-test")
