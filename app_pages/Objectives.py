@@ -52,9 +52,10 @@ with st.container(border=True):
     dataset = c_data.selectbox("data set", list(available), key=session.OBJ_DATASET)
     networks = models.trainable_models(dataset, gpu)
     last = st.session_state.get(session.OBJ_DEFAULTED_FOR)
-    if last is not None and last[0] != dataset:  # a new data set: its own network and recipe
+    if last is not None and last[0] != dataset:  # a new data set: its own network, recipe and objectives
         st.session_state[session.OBJ_MODEL] = networks[0]
         st.session_state[session.OBJ_RECIPE] = training.recipes.default_for(dataset)
+        st.session_state[session.OBJ_OBJECTIVES] = list(objectives.supported_objectives(dataset))
     if st.session_state.get(session.OBJ_MODEL) not in networks:
         st.session_state[session.OBJ_MODEL] = networks[0]
     model = c_model.selectbox(

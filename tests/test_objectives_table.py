@@ -112,3 +112,30 @@ def test_the_paper_rows_show_under_ours_with_the_difference(cifar_like, monkeypa
     other = _result(cifar_like.rows, dataset="cifar10", model="resnet9")
     assert other.reference_rows() == []  # not one of the paper's networks
     assert paper_table.NOT_RECORDED not in studies_cli.format_objectives(other)
+
+
+@pytest.mark.slow
+def test_the_page_offers_cifar10_with_its_network_recipe_and_epoch_cap(shared_data) -> None:
+    """Choosing CIFAR-10 on the page gives its network (resnet9_small on a CPU), the fast recipe and that pair's
+    epoch cap, and every one of the paper's objectives (dead-leaves outliers for OpenMix); back on digits, its
+    own network, recipe and cap, OpenMix left out in one line. Nothing is trained: the study is not run."""
+    from apptest_pages import OBJECTIVES_PAGE, app
+
+    at = app(OBJECTIVES_PAGE, 120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "cifar10" in at.selectbox(key="obj_dataset").options
+    at.selectbox(key="obj_dataset").set_value("cifar10").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="obj_model").value == "resnet9_small"
+    assert at.selectbox(key="obj_recipe").value == "fast"
+    assert at.number_input(key="obj_epochs").value == 6
+    assert at.multiselect(key="obj_objectives").value == list(objectives.OBJECTIVES)
+    assert any("dead-leaves" in c.value for c in at.caption)
+    at.selectbox(key="obj_recipe").set_value("paper").run()
+    assert at.number_input(key="obj_epochs").value == 200
+    at.selectbox(key="obj_dataset").set_value("digits").run()
+    assert at.selectbox(key="obj_model").value == "cnn8" and at.selectbox(key="obj_recipe").value == "plain"
+    assert at.number_input(key="obj_epochs").value == objectives.TABLE_EPOCHS
+    assert "openmix" not in at.multiselect(key="obj_objectives").value
+    assert any(c.value.startswith("OpenMix is left out") for c in at.caption)
