@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of issue 35 in one command of at most 9 minutes on one H100/H200 (each part time-boxed, so one
+# The GPU checks of issue 35 in one command of at most 9 minutes on one H100/H200 (each part time-boxed, 515 s in
+# all plus about 20 s of setup, so one
 # failure or slow part does not eat the rest; everything it prints is also in $OUT/gpu_check.log, and the
 # README-ready lines, each starting FIGURE, in $OUT/summary.txt):
 #   1. the CUDA tests (the tests that skip without a GPU: training, augmentation, the slider's device path, engine)
@@ -57,13 +58,13 @@ if [ ! -d "$RELU_STUDIO_DATA/cifar10/train_jpeg_q75" ]; then
 fi
 fresh_cache() { mktemp -d /tmp/relu_cache.XXXXXX; }
 
-part tests 75 env RELU_STUDIO_CACHE="$(fresh_cache)" $PY -m pytest -q -p no:cacheprovider -rs \
+part tests 60 env RELU_STUDIO_CACHE="$(fresh_cache)" $PY -m pytest -q -p no:cacheprovider -rs \
   tests/test_training_cuda.py tests/test_slider_device.py tests/test_engine.py -k "cuda or gpu"
 
-part cifar 110 env RELU_STUDIO_CACHE="$(fresh_cache)" \
+part cifar 95 env RELU_STUDIO_CACHE="$(fresh_cache)" \
   $PY bench/bench_cifar.py --model resnet9 --recipe fast --device cuda --json "$OUT/cifar_fast.json"
 
-part table 190 env RELU_STUDIO_CACHE="$(fresh_cache)" \
+part table 215 env RELU_STUDIO_CACHE="$(fresh_cache)" \
   $PY -m relu_core study objectives --dataset cifar10 --model resnet9 --recipe fast --device cuda --seeds 10 \
   --out "$OUT/objectives"
 if [ -f "$OUT/objectives/result.json" ]; then
@@ -87,13 +88,13 @@ for name, row in result["objectives"].items():
 PYEOF
 fi
 
-part throughput 55 $PY bench/bench_train_throughput.py --device cuda --images 12800 \
+part throughput 45 $PY bench/bench_train_throughput.py --device cuda --images 12800 \
   --models resnet9:fast,resnet34_cifar:paper,densenet121_cifar:paper
-part compiled 50 $PY bench/bench_train_throughput.py --device cuda --images 12800 --compile --models resnet9:fast
+part compiled 35 $PY bench/bench_train_throughput.py --device cuda --images 12800 --compile --models resnet9:fast
 
-part engine 35 env RELU_STUDIO_CACHE="$(fresh_cache)" \
+part engine 30 env RELU_STUDIO_CACHE="$(fresh_cache)" \
   $PY bench/bench_engine.py --device cuda --model resnet34_cifar --n-images 50000 --eps-images 5000
-part scale 55 env RELU_STUDIO_CACHE="$(fresh_cache)" $PY bench/bench_scale.py 50000 1000 2 --device cuda
+part scale 35 env RELU_STUDIO_CACHE="$(fresh_cache)" $PY bench/bench_scale.py 50000 1000 1 --device cuda
 
 echo
 echo "=== $(( $(date +%s) - BEGAN )) s in all"
