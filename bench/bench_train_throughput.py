@@ -1,9 +1,10 @@
 """Training throughput of the training loop (``relu_core.training.loop.fit``: augmentation as batched tensor
 operations, bf16 autocast and channels-last on CUDA) in images per second, on random 32x32 images, per network and
-recipe, eager and (``--compile``, CUDA only) with ``torch.compile``: the second epoch's rate (the first pays for
+recipe, eager or (``--compile``, CUDA only) compiled with ``torch.compile``: the second epoch's rate (the first pays for
 cuDNN's autotuning and compilation; its time is printed too).
 
-    python bench/bench_train_throughput.py --device cuda --compile       # a GPU: eager and compiled
+    python bench/bench_train_throughput.py --device cuda                 # a GPU, eager
+    python bench/bench_train_throughput.py --device cuda --compile       # the same compiled
     .venv/bin/python bench/bench_train_throughput.py --device cpu --models resnet9_small --images 4096
 
 One ``FIGURE`` line per network and mode, ready for README.
@@ -57,11 +58,11 @@ def main() -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--models", default=DEFAULT, help=f"comma-separated NAME:RECIPE (default {DEFAULT})")
     parser.add_argument("--images", type=int, default=25_600, help="images per epoch (default 25,600)")
-    parser.add_argument("--compile", action="store_true", help="also time torch.compile (CUDA only)")
+    parser.add_argument("--compile", action="store_true", help="time the networks compiled instead (CUDA only)")
     args = parser.parse_args()
     device = engine.select_device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    modes = [False, True] if args.compile and device.type == "cuda" else [False]
+    modes = [bool(args.compile and device.type == "cuda")]
     for entry in args.models.split(","):
         arch, _, recipe = entry.partition(":")
         for compiled in modes:
