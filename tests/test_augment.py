@@ -162,3 +162,33 @@ def test_the_fast_recipe_trains_a_run_from_the_training_split_only(monkeypatch) 
     settings = trained.metadata["settings"]
     assert settings["recipe"]["name"] == "fast" and settings["augmentation"] == "random crop (pad 1)"
     assert settings["batch_size"] == recipes.FAST.batch_size and settings["lr"] == recipes.FAST.lr
+
+
+def test_one_epoch_of_openmix_on_cifar_sized_images_with_dead_leaves_outliers(monkeypatch) -> None:
+    """The CIFAR-10 path at CPU scale: resnet9_small, the fast recipe with the standard crop + flip, OpenMix mixing
+    in generated dead-leaves images, a few hundred images, one epoch: finite weights, C + 1 outputs trained."""
+    from relu_core.datasets import generated
+    from relu_core.models import get_spec
+
+    monkeypatch.setitem(generated.DEAD_LEAVES_SIZES, "train", 256)
+    outliers = datasets.load_dataset("dead-leaves", split="train").images
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (300, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, 300)
+    trained = loop.fit(
+        lambda: build_model("resnet9_small", 11),
+        get_spec("resnet9_small").normalization,
+        images,
+        labels,
+        10,
+        objective=loop.Objective("openmix"),
+        outliers=outliers,
+        epochs=1,
+        seed=0,
+        batch_size=128,
+        recipe=recipes.FAST,
+        augmentation=augment.for_dataset("cifar10", (32, 32, 3)),
+        holdout_fraction=0.1,
+    )
+    assert trained.model.classifier.out_features == 11
+    assert all(torch.isfinite(t).all() for t in trained.model.state_dict().values() if t.is_floating_point())
