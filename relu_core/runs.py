@@ -431,8 +431,9 @@ def trained_model(
 
     ``settings``: ``objective`` (:meth:`training.Objective.settings`: its name and parameters), ``recipe`` (a
     preset name of :data:`training.PRESETS`; default :func:`training.recipes.default_for` the data set), ``epochs``
-    (the cap; default the recipe's), ``seed`` and ``outliers`` (a data set spec, OpenMix only). The recipe's
-    augmentation is the data set's standard one (:func:`training.augment.for_dataset`). Early stopping holds out
+    (the cap; default the recipe's for the network, :func:`training.recipes.default_epochs`), ``seed`` and
+    ``outliers`` (a data set spec, OpenMix only). The recipe's augmentation is the data set's standard one
+    (:func:`training.augment.for_dataset`). Early stopping holds out
     ``training.HOLDOUT_FRACTION`` of the training split (:func:`training.train`); the test split is never read
     here. A model whose weights or logits are not finite is never stored (:class:`training.Diverged`, one line).
     An OpenMix model comes back wrapped in :class:`training.DropOutlierClass` (C logits).
@@ -447,7 +448,9 @@ def trained_model(
     objective = training.Objective(chosen.pop("name", "cross-entropy"), **chosen)
     recipe = training.recipes.get(settings.get("recipe") or training.recipes.default_for(dataset_spec))
     epochs = validation.integer(
-        recipe.epochs if settings.get("epochs") is None else settings.get("epochs"), "epochs", minimum=1
+        training.recipes.default_epochs(recipe, arch) if settings.get("epochs") is None else settings.get("epochs"),
+        "epochs",
+        minimum=1,
     )
     seed = validation.integer(settings.get("seed", 0), "seed", minimum=0)
     outliers_spec = settings.get("outliers")

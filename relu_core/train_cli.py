@@ -48,7 +48,9 @@ def cmd_train(args, bar) -> int:
     settings: dict[str, object] = {
         "objective": objective.settings(),
         "recipe": recipe.name,
-        "epochs": recipe.epochs if args.epochs is None else validation.parse_int(args.epochs, "--epochs", minimum=1),
+        "epochs": training.recipes.default_epochs(recipe, model_name)
+        if args.epochs is None
+        else validation.parse_int(args.epochs, "--epochs", minimum=1),
         "seed": validation.parse_int(args.seed, "--seed", minimum=0),
     }
     if objective.uses_outliers and not args.outliers:
@@ -120,7 +122,8 @@ def add_parser(sub) -> None:
     tp.add_argument(
         "--epochs",
         default=None,
-        help="epoch cap; early stopping may end sooner (default: the recipe's: plain 5, fast 24, paper 200)",
+        help="epoch cap; early stopping may end sooner (default: the recipe's: plain 5, fast 24 (resnet9_small 6), "
+        "paper 200)",
     )
     tp.add_argument("--seed", default="0", help="seed of the initialisation, the order, the held-out part (default 0)")
     tp.add_argument("--outliers", metavar="NAME", help="openmix's outlier data set (its training split, else its test)")
