@@ -1,9 +1,11 @@
-"""Training objectives: the paper's Table 1 for one data set and a small CNN. One model per objective
-(cross-entropy, LogitNorm, MixUp, RegMixUp, OpenMix) is trained here when it is not cached, then MSP, ODIN, Doctor
-and Rel-U are evaluated on its test logits over seeded splits, with Rel-U − Doctor and its paired interval per row.
-A thin page: the widgets, one call to ``relu_core.studies.objectives.objectives_study`` through the shared job box
-(progress per model and epoch, Cancel: a cancelled training resumes from its last epoch), the table, and a button
-per row that opens that model's run in Explore.
+"""Training objectives: the paper's Table 1 for one data set and network. One model per objective (cross-entropy,
+LogitNorm, MixUp, RegMixUp, OpenMix) is trained here under a named recipe when it is not cached, then MSP, ODIN,
+Doctor and Rel-U are evaluated on its test logits over seeded splits, with Rel-U − Doctor and its paired interval per
+row, honest selection beside the oracle one, and the paper's own row where it matches.
+A thin page: the answer in one sentence first, the widgets, one call to
+``relu_core.studies.objectives.objectives_study`` through the shared job box (progress per model and epoch, Cancel:
+a cancelled training resumes from its last epoch), the tables, and a button per row that opens that model's run in
+Explore.
 """
 
 from __future__ import annotations
@@ -12,71 +14,116 @@ import json
 
 import streamlit as st
 
-from relu_core import csv_text, protocol
+from relu_core import csv_text, engine, models, protocol, training
 from relu_core.progress import count
-from relu_core.studies import objectives
+from relu_core.studies import objectives, paper_table
 from studio import frame, jobbox, page, session
 from studio.runs import select_run
 
 st.title("Training objectives: where does Rel-U help?")
-st.markdown(
-    "The paper's Table 1 asks how the way a classifier was trained changes which detector tells its errors apart "
-    "best. Here one small CNN per objective is trained on the data set's **training split** (early stopping on a "
-    "held-out part of it, never on test images), and MSP, ODIN, Doctor and Rel-U are compared on its **test "
-    "split**, split into tuning and evaluation parts over seeds. By default T (and λ for Rel-U) are chosen per seed "
-    "by cross-validation inside the tuning part, as the paper does; the evaluation part is never used to choose. "
-    f"{protocol.FPR_CONVENTION}. Models and logits are cached: a second visit shows the table in seconds."
-)
+answer_slot = st.empty()  # the answer, in one sentence, once the table is computed
 
-available = objectives.trainable_datasets()
+gpu = engine.select_device("auto").type == "cuda"
+available = objectives.trainable_datasets(gpu)
 if not available:
-    st.info("No data set with a training split is on this machine (Fashion-MNIST or digits are needed).")
+    answer_slot.info("No data set with a training split is on this machine (Fashion-MNIST, digits or CIFAR-10).")
     st.stop()
 default_dataset = "fashion-mnist" if "fashion-mnist" in available else next(iter(available))
 
 
-def _trainable(dataset: str) -> list[str]:
-    """The objectives the data set can train: OpenMix needs an outlier set of the same image size."""
-    return [o for o in objectives.OBJECTIVES if o != "openmix" or dataset in objectives.DEFAULT_OUTLIERS]
+def _defaults_for(dataset: str, model: str, recipe: str) -> int:
+    return objectives.default_epochs(recipe, model)
 
 
+default_recipe = training.recipes.default_for(default_dataset)
 session.share(session.OBJ_SHARED)  # the seeds every page shares
-session.restore(session.obj_defaults(default_dataset, _trainable(default_dataset)), session.OBJ_KEPT)
+session.restore(
+    session.obj_defaults(
+        default_dataset,
+        list(objectives.supported_objectives(default_dataset)),
+        available[default_dataset],
+        default_recipe,
+        _defaults_for(default_dataset, available[default_dataset], default_recipe),
+    ),
+    session.OBJ_KEPT,
+)
 with st.container(border=True):
-    c_data, c_obj = st.columns([2, 5])
-    dataset = c_data.selectbox(
-        "data set (its small CNN)",
-        list(available),
-        format_func=lambda name: f"{name} ({available[name]})",
-        key=session.OBJ_DATASET,
+    c_data, c_model, c_recipe = st.columns([2, 2, 2])
+    dataset = c_data.selectbox("data set", list(available), key=session.OBJ_DATASET)
+    networks = models.trainable_models(dataset, gpu)
+    last = st.session_state.get(session.OBJ_DEFAULTED_FOR)
+    if last is not None and last[0] != dataset:  # a new data set: its own network, recipe and objectives
+        st.session_state[session.OBJ_MODEL] = networks[0]
+        st.session_state[session.OBJ_RECIPE] = training.recipes.default_for(dataset)
+        st.session_state[session.OBJ_OBJECTIVES] = list(objectives.supported_objectives(dataset))
+    if st.session_state.get(session.OBJ_MODEL) not in networks:
+        st.session_state[session.OBJ_MODEL] = networks[0]
+    model = c_model.selectbox(
+        "network",
+        networks,
+        key=session.OBJ_MODEL,
+        help="; ".join(f"{n}: {models.get_spec(n).description}" for n in networks),
     )
-    choices = _trainable(dataset)
+    recipe = c_recipe.selectbox(
+        "training recipe",
+        list(training.PRESETS),
+        format_func=lambda name: name + (" (default)" if name == training.recipes.default_for(dataset) else ""),
+        key=session.OBJ_RECIPE,
+    )
+    choice = (dataset, model, recipe)
+    if st.session_state.get(session.OBJ_DEFAULTED_FOR) != choice:  # a new choice: its own epoch cap
+        if last is not None:
+            st.session_state[session.OBJ_EPOCHS] = _defaults_for(*choice)
+        st.session_state[session.OBJ_DEFAULTED_FOR] = choice
+    choices = list(
+        objectives.supported_objectives(dataset, (*objectives.OBJECTIVES, "regmixup-appendix"))
+    )  # the appendix's RegMixUp can be added
     st.session_state[session.OBJ_OBJECTIVES] = [o for o in st.session_state[session.OBJ_OBJECTIVES] if o in choices]
-    c_obj.multiselect("objectives", choices, key=session.OBJ_OBJECTIVES)
+    st.multiselect("objectives", choices, key=session.OBJ_OBJECTIVES)
     c_epochs, c_seeds, c_sel = st.columns([1, 1, 3])
-    c_epochs.number_input("epoch cap", min_value=1, max_value=30, step=1, key=session.OBJ_EPOCHS)
+    c_epochs.number_input(
+        "epoch cap",
+        min_value=1,
+        max_value=400,
+        step=1,
+        key=session.OBJ_EPOCHS,
+        help=f"Default {_defaults_for(*choice)} for {model} under the {recipe} recipe; early stopping on a held-out "
+        "part of the training split may end sooner, never before the schedule's final phase.",
+    )
     c_seeds.number_input("split seeds", min_value=1, max_value=session.SEEDS_MAX, step=1, key=session.OBJ_SEEDS)
     c_sel.radio(
         "T and λ",
         objectives.SELECTIONS,
         format_func=lambda s: (
-            "chosen inside each tuning split (the paper's)" if s == "tuning" else "fixed: T = 1, λ = 0.5"
+            "chosen inside each tuning split (the paper's protocol; oracle beside it)"
+            if s == "tuning"
+            else "fixed: T = 1, λ = 0.5"
         ),
         horizontal=True,
         key=session.OBJ_SELECTION,
     )
-    if "openmix" not in choices:
-        st.caption(f"OpenMix needs an outlier data set of {dataset}'s image size; none is registered.")
-    elif dataset in objectives.DEFAULT_OUTLIERS:
+    st.caption(f"Recipe {recipe}: {training.PRESETS[recipe].description}.")
+    if (note := objectives.left_out_note(dataset)) is not None:
+        st.caption(note.replace(" (name one with --outliers, e.g. npz:PATH)", "."))
+    else:
         st.caption(f"OpenMix mixes in {objectives.DEFAULT_OUTLIERS[dataset]} images as outliers.")
 session.keep(
-    [session.OBJ_DATASET, session.OBJ_OBJECTIVES, session.OBJ_EPOCHS, session.OBJ_SEEDS, session.OBJ_SELECTION],
+    [
+        session.OBJ_DATASET,
+        session.OBJ_MODEL,
+        session.OBJ_RECIPE,
+        session.OBJ_OBJECTIVES,
+        session.OBJ_EPOCHS,
+        session.OBJ_SEEDS,
+        session.OBJ_SELECTION,
+    ],
     session.OBJ_KEPT,
 )
 
 options = {  # the arguments of objectives_study, and the settings its result is kept for
     "dataset": dataset,
-    "model": available[dataset],
+    "model": model,
+    "recipe": recipe,
     "objectives": tuple(st.session_state[session.OBJ_OBJECTIVES]),
     "epochs": int(st.session_state[session.OBJ_EPOCHS]),
     "seeds": int(st.session_state[session.OBJ_SEEDS]),
@@ -87,33 +134,54 @@ result = jobbox.study_run(
     session.OBJECTIVES_PAGE,
     dataset,
     tuple(options.items()),
-    f"Training objectives on {dataset}: {count(len(options['objectives']), 'model')}",
+    f"Training objectives on {dataset} ({model}, {recipe}): {count(len(options['objectives']), 'model')}",
     lambda progress, cancel: objectives.objectives_study(**options, progress=progress, cancel=cancel),
     ready=bool(options["objectives"]),
-    hint="Models missing from the cache are trained first (about 6.5 minutes for the five Fashion-MNIST models "
-    "on 2 CPU cores at an epoch cap of 1, half a minute at 2 on a GPU; seconds for digits).",
+    hint="Models missing from the cache are trained first: the five Fashion-MNIST models at an epoch cap of 1 take "
+    "about 6.5 minutes on 2 CPU cores; a CIFAR-10 model is far slower on a CPU (resnet9_small, 6 epochs: about a "
+    "quarter of an hour each) and meant for a GPU (resnet9, fast recipe). README, Training objectives.",
 )
 if result is None:
+    answer_slot.markdown(
+        "The paper's Table 1 asks how the way a classifier was trained changes which detector tells its errors "
+        "apart best. Choose a data set, a network and a recipe, then press **Run the study**: the answer appears "
+        "here in one sentence."
+    )
     st.stop()
 
+answer_slot.markdown(f"**{result.answer()}**")
 st.caption(
-    f"{result.model} on {result.dataset} · epoch cap {result.epochs} · training seed {result.train_seed} · "
-    f"{count(len(result.seeds), 'split seed')} · tuning split {result.tune_fraction:.0%} · "
+    f"{result.model} on {result.dataset} · {result.recipe} recipe · epoch cap {result.epochs} · training seed "
+    f"{result.train_seed} · {count(len(result.seeds), 'split seed')} · tuning split {result.tune_fraction:.0%} · "
     + ("T and λ chosen inside each tuning split" if result.selection == "tuning" else "fixed T = 1, λ = 0.5")
+    + f". {protocol.FPR_CONVENTION}."
 )
-table = result.table()
-st.dataframe(table, hide_index=True)
+for note in result.notes:
+    st.caption(note.replace(" (name one with --outliers, e.g. npz:PATH)", "."))
+st.dataframe(result.summary_table(), hide_index=True)
 st.caption(
-    "FPR95 and AUROC: mean (std) over the split seeds; * marks each row's lowest FPR95. Rel-U − Doctor: the "
-    "FPR95 difference with its 95 % paired bootstrap interval pooled over the seeds, and the verdict in words "
-    '("no significant difference" when the interval covers 0).'
+    "Rel-U − Doctor: the FPR95 difference (lower is better for Rel-U) with its 95 % paired bootstrap interval pooled "
+    "over the seeds; the verdict says who is better where the interval excludes 0."
     + (
         " Under selection the interval is conditional on the settings each seed chose: it does not resample the "
-        "choice itself."
+        "choice itself. The **oracle** column chooses T and λ on the evaluation split itself, as the paper's tables "
+        "were selected: the gap between the two columns is what selection alone gives."
         if result.selection == "tuning"
         else ""
     )
 )
+st.markdown("**FPR95 by detector** (mean (std) over the split seeds; * the row's lowest)")
+st.dataframe(result.fpr_table(), hide_index=True)
+reference = result.reference_table()
+if not reference.empty:
+    st.markdown(f"**Beside the {paper_table.LABEL}** (FPR95 in %, ours − the paper's in brackets)")
+    st.dataframe(reference, hide_index=True)
+elif paper_table.matches(result.dataset, result.model):
+    st.caption(paper_table.NOT_RECORDED)
+with st.expander("Verdicts in words, AUROC"):
+    for line in result.verdicts():
+        st.text(line)
+    st.dataframe(result.auroc_table(), hide_index=True)
 
 st.markdown("**Open a model's run** (Explore, and the run picker of every page, Compare runs included):")
 buttons = st.columns(len(result.rows))
@@ -126,7 +194,7 @@ row = st.columns(2)
 page.download_button(
     row[0],
     "Table (CSV)",
-    csv_text.frame_csv(table),
+    csv_text.frame_csv(result.table()),
     "objectives.csv",
     key=session.item_key(session.OBJ_DOWNLOAD, "csv"),
 )

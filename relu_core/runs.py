@@ -311,7 +311,30 @@ def _source_digest(*modules: object) -> list[str]:
 
 
 #: The modules of the training loop: their source is in the key of every model trained here.
-TRAINING_CODE = (training, training.loop, training.objectives)
+TRAINING_CODE = (training, training.loop, training.objectives, training.recipes, training.augment)
+#: Training images a model trained here is checked on before it is stored (its logits must be finite).
+FINITE_CHECK_IMAGES = 256
+
+
+def trained_source(model_name: str, objective: str, recipe: str, seed: int, epoch: int, cap: int, data: str) -> str:
+    """The one name of a run whose model was trained here: ``cnn28 cross-entropy (trained here: plain recipe,
+    seed 0, epoch 1/1) on fashion-mnist-test``, the epoch being the one whose weights the run uses, of the cap."""
+    return f"{model_name} {objective} (trained here: {recipe} recipe, seed {seed}, epoch {epoch}/{cap}) on {data}"
+
+
+def check_finite_model(model: nn.Module, images: np.ndarray, normalization: models.Normalization, what: str) -> None:
+    """InputError (one line) unless every weight of ``model`` and its logits on the first
+    :data:`FINITE_CHECK_IMAGES` of ``images`` are finite: a diverged model is never stored in the cache."""
+    finite = all(bool(torch.isfinite(t).all()) for t in model.state_dict().values() if t.is_floating_point())
+    if finite:
+        sample = torch.from_numpy(np.array(images[:FINITE_CHECK_IMAGES]))  # a writable copy
+        with torch.inference_mode():
+            finite = bool(torch.isfinite(model.eval()(normalization.on(torch.device("cpu"))(sample))).all())
+    if not finite:
+        raise training.Diverged(
+            f"{what} diverged: its weights or logits are not finite (NaN or infinite); nothing was stored "
+            "(try another recipe, a lower learning rate or another seed)"
+        )
 
 
 def small_cnn(
@@ -351,6 +374,9 @@ def small_cnn(
     def fit() -> dict[str, np.ndarray]:
         model = training.train_small_cnn(
             train.images, train.labels, len(train.class_names), **settings, progress=progress, cancel=cancel
+        )
+        check_finite_model(
+            model, train.images, models.get_spec(arch).normalization, f"{arch} trained on {dataset_spec}"
         )
         return {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
 
@@ -406,20 +432,29 @@ def trained_model(
     by content (``cache_dir("models")``, with its metadata and curve), resumed from its per-epoch checkpoint
     (``cache_dir("checkpoints")``) when an earlier attempt was cancelled or killed.
 
-    ``settings``: ``objective`` (:meth:`training.Objective.settings`: its name and parameters), ``epochs`` (the
-    cap), ``seed`` and ``outliers`` (a data set spec, OpenMix only). Early stopping holds out
+    ``settings``: ``objective`` (:meth:`training.Objective.settings`: its name and parameters), ``recipe`` (a
+    preset name of :data:`training.PRESETS`; default :func:`training.recipes.default_for` the data set), ``epochs``
+    (the cap; default the recipe's for the network, :func:`training.recipes.default_epochs`), ``seed`` and
+    ``outliers`` (a data set spec, OpenMix only). The recipe's augmentation is the data set's standard one
+    (:func:`training.augment.for_dataset`). Early stopping holds out
     ``training.HOLDOUT_FRACTION`` of the training split (:func:`training.train`); the test split is never read
-    here. An OpenMix model comes back wrapped in :class:`training.DropOutlierClass` (C logits).
+    here. A model whose weights or logits are not finite is never stored (:class:`training.Diverged`, one line).
+    An OpenMix model comes back wrapped in :class:`training.DropOutlierClass` (C logits).
     """
     models.get_spec(arch)
     if dataset_spec.strip() not in datasets.DATASETS:
         raise InputError(f"a model is trained here on a registered data set's training split only, not {dataset_spec}")
-    unknown = set(settings) - {"objective", "epochs", "seed", "outliers"}
+    unknown = set(settings) - {"objective", "epochs", "seed", "outliers", "recipe"}
     if unknown:
         raise InputError(f"unknown training settings: {', '.join(sorted(unknown))}")
     chosen = dict(settings.get("objective") or {"name": "cross-entropy"})
     objective = training.Objective(chosen.pop("name", "cross-entropy"), **chosen)
-    epochs = validation.integer(settings.get("epochs"), "epochs", minimum=1)
+    recipe = training.recipes.get(settings.get("recipe") or training.recipes.default_for(dataset_spec))
+    epochs = validation.integer(
+        training.recipes.default_epochs(recipe, arch) if settings.get("epochs") is None else settings.get("epochs"),
+        "epochs",
+        minimum=1,
+    )
     seed = validation.integer(settings.get("seed", 0), "seed", minimum=0)
     outliers_spec = settings.get("outliers")
     if objective.uses_outliers and not outliers_spec:
@@ -429,7 +464,11 @@ def trained_model(
     train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)
     outliers, outlier_split = _outlier_set(str(outliers_spec), download, progress) if outliers_spec else (None, "")
     n_classes = len(train.class_names)
-    batch_size = training.RECIPES[arch].batch_size if arch in training.RECIPES else training.DEFAULT_BATCH_SIZE
+    objective = objective.for_classes(n_classes)
+    batch_size = training.batch_size_for(arch, recipe)
+    augmentation = (
+        training.augment.for_dataset(dataset_spec, train.images.shape[1:]) if recipe.augment else training.augment.NONE
+    )
     recorded = {
         "arch": arch,
         "dataset": dataset_spec,
@@ -437,10 +476,12 @@ def trained_model(
         "outliers": f"{outliers_spec} ({outlier_split} split)" if outliers is not None else None,
         "seed": seed,
         "epochs": epochs,
+        "recipe": recipe.settings(),
+        "augmentation": augmentation.describe(),
         "batch_size": batch_size,
-        "lr": training.DEFAULT_LR,
+        "lr": recipe.lr,
         "holdout_fraction": training.HOLDOUT_FRACTION,
-        "patience": training.DEFAULT_PATIENCE,
+        "patience": recipe.patience,
     }
     key = {
         "kind": "trained",
@@ -448,7 +489,12 @@ def trained_model(
         "outlier_data": None if outliers is None else outliers.fingerprint,
         **recorded,
         "code": _source_digest(
-            models.small_cnn, models.paper_cifar, models.registry, models.normalization, *TRAINING_CODE
+            models.small_cnn,
+            models.paper_cifar,
+            models.fast_cifar,
+            models.registry,
+            models.normalization,
+            *TRAINING_CODE,
         ),
     }
     checkpoint = paths.cache_dir("checkpoints") / f"{cache.key_digest(key)}.pt"
@@ -465,12 +511,17 @@ def trained_model(
             epochs=epochs,
             seed=seed,
             batch_size=batch_size,
+            recipe=recipe,
+            augmentation=augmentation,
+            patience=recipe.patience,
             checkpoint=checkpoint,
             checkpoint_key=cache.key_digest(key),
             device=resolved,
             progress=progress,
             cancel=cancel,
         )
+        what = f"{arch} ({objective.name}, {recipe.name} recipe) trained on {dataset_spec}"
+        check_finite_model(trained.model, train.images, models.get_spec(arch).normalization, what)
         inner = trained.model.model if isinstance(trained.model, training.DropOutlierClass) else trained.model
         metadata = {
             "settings": recorded,
@@ -491,7 +542,12 @@ def trained_model(
         curves = {f"curve/{name}": np.asarray(values, dtype=np.float64) for name, values in curve.items()}
         return {"metadata": np.array(json.dumps(metadata)), **curves, **weights}
 
-    stored = cache.cached("models", key, fit)
+    try:
+        stored = cache.cached("models", key, fit)
+    except training.Diverged:
+        if distributed.is_main_process():
+            checkpoint.unlink(missing_ok=True)  # resuming a diverged run would diverge again
+        raise
     if distributed.is_main_process():
         checkpoint.unlink(missing_ok=True)  # the weights are stored: nothing left to resume
     state = {name[len(WEIGHTS_PREFIX) :]: a for name, a in stored.items() if name.startswith(WEIGHTS_PREFIX)}
@@ -585,9 +641,15 @@ def logits_for(
             download=download,
         )
         model, meta = trained.model, trained.metadata
-        source = (
-            f"{model_name} {meta['settings']['objective']['name']} (trained here, seed {meta['settings']['seed']}, "
-            f"epoch {meta['best_epoch']}/{meta['settings']['epochs']}) on {data.name}"
+        chosen = meta["settings"]
+        source = trained_source(
+            model_name,
+            chosen["objective"]["name"],
+            chosen["recipe"]["name"],
+            chosen["seed"],
+            meta["best_epoch"],
+            chosen["epochs"],
+            data.name,
         )
     elif (pretrained := models.pretrained_weights(model_name)) is not None:
         model = models.load_state_dict_file(models.build_model(model_name, n_classes), pretrained)
@@ -597,8 +659,8 @@ def logits_for(
         model = small_cnn(
             model_name, dataset_spec, epochs=epochs, seed=seed, progress=progress, cancel=cancel, download=download
         )
-        trained = "" if epochs is None else f", {count(epochs, 'epoch')}"
-        source = f"{model_name} (trained here, seed {seed}{trained}) on {data.name}"
+        ran = training.RECIPES[model_name].epochs if epochs is None else epochs  # no early stopping: the last epoch
+        source = trained_source(model_name, "cross-entropy", "plain", seed, ran, ran, data.name)
     else:
         raise InputError(f"no weights given for {model_name} and no pretrained weights found: pass a checkpoint file")
     model.eval()

@@ -17,7 +17,6 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from relu_core import baselines, corruptions, explore, protocol, robustness, scorecard
-from relu_core.studies import objectives
 
 # ---- runs (studio.runs, studio.sidebar)
 #: The current run's id.
@@ -258,6 +257,10 @@ OBJ_OBJECTIVES = "obj_objectives"
 OBJ_EPOCHS = "obj_epochs"
 OBJ_SEEDS = "obj_seeds"
 OBJ_SELECTION = "obj_selection"
+OBJ_MODEL = "obj_model"
+OBJ_RECIPE = "obj_recipe"
+#: The (data set, network, recipe) the epoch cap was last defaulted for: a new choice resets the cap to its default.
+OBJ_DEFAULTED_FOR = "obj_defaulted_for"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 OBJ_KEPT = "obj_kept"
 #: The page's widgets tied to the shared settings (:func:`share`).
@@ -267,14 +270,17 @@ OBJ_OPEN = "obj_open"
 OBJ_DOWNLOAD = "obj_dl"
 
 
-def obj_defaults(dataset: str, trainable: list[str]) -> dict[str, object]:
+def obj_defaults(dataset: str, trainable: list[str], model: str, recipe: str, epochs: int) -> dict[str, object]:
     """The training-objectives page's settings until changed: ``dataset`` (Fashion-MNIST where it is here),
-    every objective it can train, the table's epoch cap (``objectives.TABLE_EPOCHS``) and the paper's
-    selection of T and λ inside the tuning split; the split seeds are the shared ones (:data:`OBJ_SHARED`)."""
+    every objective it can train, its default network and recipe and their epoch cap
+    (``objectives.default_epochs``) and the paper's selection of T and λ inside the tuning split; the split seeds
+    are the shared ones (:data:`OBJ_SHARED`)."""
     return {
         OBJ_DATASET: dataset,
         OBJ_OBJECTIVES: trainable,
-        OBJ_EPOCHS: objectives.TABLE_EPOCHS,
+        OBJ_MODEL: model,
+        OBJ_RECIPE: recipe,
+        OBJ_EPOCHS: epochs,
         OBJ_SELECTION: "tuning",
     }
 

@@ -201,6 +201,7 @@ _DATASET_LABELS: dict[str, str] = {
     "cifar100": "CIFAR-100 (10,000 test images)",
     "cifar100-exact": "CIFAR-100 exact (first 916 test images)",
     "svhn": "SVHN (26,032 test images)",
+    "dead-leaves": "dead leaves (generated: OpenMix's outliers, no model classifies them)",
 }
 
 

@@ -190,7 +190,17 @@ def test_list_datasets_reports_local_copies(shared_data):
     assert (
         list(infos)
         == list(DATASETS)
-        == ["digits", "mnist", "fashion-mnist", "cifar10", "cifar10-exact", "cifar100", "cifar100-exact", "svhn"]
+        == [
+            "digits",
+            "mnist",
+            "fashion-mnist",
+            "cifar10",
+            "cifar10-exact",
+            "cifar100",
+            "cifar100-exact",
+            "svhn",
+            "dead-leaves",
+        ]
     )
     assert infos["digits"].available and not infos["digits"].downloadable
     assert infos["mnist"].available and Path(infos["mnist"].location) == shared_data / "mnist"
@@ -483,3 +493,43 @@ def test_the_exact_test_prefixes_have_no_training_split(shared_data):
         assert entry.find("test")[0] is not None
         source, searched = entry.find("train")
         assert source is None and "test images only" in searched[0]
+
+
+@pytest.mark.slow
+def test_cifar10_training_split_is_the_jpeg_training_folder_decoded_once(shared_data, monkeypatch):
+    """All 50,000 training images in the test folder's JPEG encoding, 5,000 per class in CIFAR-10's class order,
+    none equal to a test image; the second load reads the cache instead of decoding again."""
+    train = load_dataset("cifar10", split="train")
+    assert train.images.shape == (50000, 32, 32, 3) and train.class_names == CIFAR10_NAMES
+    assert np.bincount(train.labels).tolist() == [5000] * 10
+    test = load_dataset("cifar10", split="test")
+    test_rows = {image.tobytes() for image in test.images}
+    assert not any(image.tobytes() in test_rows for image in train.images)
+
+    def must_not_decode(*args, **kwargs):
+        raise AssertionError("the decoded training split should have come from the cache")
+
+    monkeypatch.setattr(userdata, "_decode_images", must_not_decode)
+    assert load_dataset("cifar10", split="train").fingerprint == train.fingerprint
+    assert ds.DATASETS["cifar10"].find("train")[0].location == str(shared_data / "cifar10" / "train_jpeg_q75")
+
+
+def test_dead_leaves_are_seeded_cached_and_differ_between_splits(monkeypatch):
+    from relu_core.datasets import generated
+
+    monkeypatch.setitem(generated.DEAD_LEAVES_SIZES, "train", 300)
+    monkeypatch.setitem(generated.DEAD_LEAVES_SIZES, "test", 200)
+    train = load_dataset("dead-leaves", split="train")
+    test = load_dataset("dead-leaves", split="test")
+    assert train.images.shape == (300, 32, 32, 3) and test.images.shape == (200, 32, 32, 3)
+    assert train.class_names == ("dead leaves",) and set(train.labels.tolist()) == {0}
+    assert not {i.tobytes() for i in train.images} & {i.tobytes() for i in test.images}
+    assert 60 < train.images.mean() < 200 and train.images.std() > 40  # colourful, not blank
+    again = generated._render(300, 32, np.random.default_rng(5))
+    np.testing.assert_array_equal(again, generated._render(300, 32, np.random.default_rng(5)))
+
+    def must_not_render(*args, **kwargs):
+        raise AssertionError("the generated images should have come from the cache")
+
+    monkeypatch.setattr(generated, "_render", must_not_render)
+    assert load_dataset("dead-leaves", split="train").fingerprint == train.fingerprint

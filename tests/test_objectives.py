@@ -72,14 +72,35 @@ def test_mixup_by_hand() -> None:
     assert got.item() == pytest.approx(expected, rel=1e-12)
 
 
-def test_regmixup_by_hand() -> None:
+def test_regmixup_by_hand_is_the_mean_over_the_concatenated_batch() -> None:
+    """The authors' code (``src/RegMixup/train.py``): ``lam·CE(out, cat[y, y]) + (1−lam)·CE(out, cat[y, y_perm])``
+    over ``out = f(cat[x, x̃])``, each CE a mean over the 2N rows: written here exactly so, then checked to equal
+    ½·CE(clean) + ½·CE(mixed)."""
+    model, w, b = _linear(C)
+    mixed = LAM * X + (1 - LAM) * X_OTHER
+    out = np.concatenate([X, mixed]) @ w.T + b
+    targets_a = np.concatenate([Y, Y])
+    targets_b = np.concatenate([Y, Y_OTHER])
+    authors = LAM * _ce(out, _onehot(targets_a, C)) + (1 - LAM) * _ce(out, _onehot(targets_b, C))
+    target = LAM * _onehot(Y, C) + (1 - LAM) * _onehot(Y_OTHER, C)
+    halves = 0.5 * _ce(X @ w.T + b, _onehot(Y, C)) + 0.5 * _ce(mixed @ w.T + b, target)
+    assert authors == pytest.approx(halves, rel=1e-12)
+    got = objectives.regmixup(model, _t(X), _t(Y), _t(X_OTHER), _t(Y_OTHER), LAM, C)
+    assert got.item() == pytest.approx(authors, rel=1e-12)
+
+
+def test_regmixup_appendix_by_hand() -> None:
     model, w, b = _linear(C)
     gamma = 0.5
     mixed = LAM * X + (1 - LAM) * X_OTHER
     target = LAM * _onehot(Y, C) + (1 - LAM) * _onehot(Y_OTHER, C)
     expected = _ce(X @ w.T + b, _onehot(Y, C)) + gamma * _ce(mixed @ w.T + b, target)
-    got = objectives.regmixup(model, _t(X), _t(Y), _t(X_OTHER), _t(Y_OTHER), LAM, C, gamma)
+    got = objectives.regmixup_appendix(model, _t(X), _t(Y), _t(X_OTHER), _t(Y_OTHER), LAM, C, gamma)
     assert got.item() == pytest.approx(expected, rel=1e-12)
+    # the two weightings differ: the appendix weighs the clean term twice as much
+    assert got.item() != pytest.approx(
+        objectives.regmixup(model, _t(X), _t(Y), _t(X_OTHER), _t(Y_OTHER), LAM, C).item()
+    )
 
 
 def test_openmix_by_hand() -> None:
@@ -102,7 +123,10 @@ def test_objective_loss_dispatches_to_each_function() -> None:
     assert Objective("cross-entropy").loss(model, x, y, C) == objectives.cross_entropy(model(x), y)
     assert Objective("logitnorm", tau=0.5).loss(model, x, y, C) == objectives.logitnorm(model(x), y, 0.5)
     assert Objective("mixup").loss(model, x, y, C, **draws) == objectives.mixup(model, x, y, xo, yo, LAM, C)
-    assert Objective("regmixup").loss(model, x, y, C, **draws) == objectives.regmixup(model, x, y, xo, yo, LAM, C, 0.5)
+    assert Objective("regmixup").loss(model, x, y, C, **draws) == objectives.regmixup(model, x, y, xo, yo, LAM, C)
+    assert Objective("regmixup-appendix").loss(model, x, y, C, **draws) == objectives.regmixup_appendix(
+        model, x, y, xo, yo, LAM, C, 0.5
+    )
     wide, _, _ = _linear(C + 1)
     assert Objective("openmix", gamma=2.0).loss(wide, x, y, C, lam=LAM, x_other=xo) == objectives.openmix(
         wide, x, y, xo, LAM, C, 2.0
@@ -119,10 +143,21 @@ def test_dropping_the_outlier_class_removes_the_last_logit_before_any_softmax() 
 def test_defaults_and_settings() -> None:
     assert Objective("logitnorm").tau == 0.04
     assert Objective("mixup").alpha == 1.0
-    assert (Objective("regmixup").alpha, Objective("regmixup").gamma) == (10.0, 0.5)
+    # RegMixUp as the authors' code: α = 20 for 10-class data, 10 for CIFAR-100; no γ (the halves weigh ½ each)
+    assert (Objective("regmixup").alpha, Objective("regmixup").gamma) == (None, None)
+    assert Objective("regmixup").for_classes(10).alpha == 20.0 and Objective("regmixup").for_classes(100).alpha == 10.0
+    assert Objective("regmixup", alpha=3).for_classes(10).alpha == 3.0
+    assert Objective("regmixup").for_classes(10).settings() == {"name": "regmixup", "alpha": 20.0}
+    assert (Objective("regmixup-appendix").alpha, Objective("regmixup-appendix").gamma) == (10.0, 0.5)
     assert (Objective("openmix").alpha, Objective("openmix").gamma) == (10.0, 1.0)
     assert Objective().settings() == {"name": "cross-entropy"}
-    assert Objective("regmixup", gamma=0).settings() == {"name": "regmixup", "alpha": 10.0, "gamma": 0.0}
+    assert Objective("regmixup-appendix", gamma=0).settings() == {
+        "name": "regmixup-appendix",
+        "alpha": 10.0,
+        "gamma": 0.0,
+    }
+    assert Objective("regmixup").describe() == "regmixup (alpha by class count)"
+    assert Objective("regmixup").mixes and not Objective("logitnorm").mixes
     assert Objective("openmix").extra_classes == 1 and Objective("mixup").extra_classes == 0
 
 
@@ -133,11 +168,15 @@ def test_defaults_and_settings() -> None:
         ({"name": "logitnorm", "tau": 0}, r"tau \(LogitNorm's τ\) must be a finite number > 0"),
         ({"name": "logitnorm", "tau": -1}, "must be a finite number > 0"),
         ({"name": "logitnorm", "tau": float("nan")}, "must be a finite number > 0"),
-        ({"name": "regmixup", "gamma": -0.1}, "must be a finite number >= 0"),
+        ({"name": "regmixup-appendix", "gamma": -0.1}, "must be a finite number >= 0"),
+        ({"name": "regmixup", "gamma": 0.5}, "gamma .* applies to regmixup-appendix and openmix, not regmixup"),
         ({"name": "openmix", "gamma": float("inf")}, "must be a finite number >= 0"),
         ({"name": "mixup", "alpha": 0}, "must be a finite number > 0"),
         ({"name": "mixup", "tau": 1.0}, "tau .* applies to logitnorm, not mixup"),
-        ({"name": "cross-entropy", "gamma": 1.0}, "gamma .* applies to regmixup and openmix, not cross-entropy"),
+        (
+            {"name": "cross-entropy", "gamma": 1.0},
+            "gamma .* applies to regmixup-appendix and openmix, not cross-entropy",
+        ),
         ({"name": "mixup", "alpha": "a lot"}, "alpha must be a number"),
     ],
 )

@@ -40,6 +40,26 @@ def test_each_row_is_the_protocol_on_that_objectives_model(study):
     assert study.rows[0].run.run_id != study.rows[1].run.run_id
 
 
+def test_each_row_also_holds_the_oracle_selection_labelled_so(study):
+    for row in study.rows:
+        direct = protocol.evaluate_with_selection(
+            row.run.logits,
+            row.run.labels,
+            objectives.TABLE_KEYS,
+            seeds=2,
+            tune_fraction=0.5,
+            n_resamples=100,
+            selection="oracle",
+        )
+        assert row.oracle.selection == protocol.ORACLE_LABEL
+        for key in objectives.TABLE_KEYS:
+            np.testing.assert_allclose(row.oracle.per_seed[key]["fpr95"], direct.per_seed[key]["fpr95"])
+        # the evaluation split chose: never worse for Rel-U on that split than choosing inside the tuning split
+        assert row.oracle.mean("relu", "fpr95") <= row.result.mean("relu", "fpr95") + 1e-12
+    assert "Rel-U − Doctor FPR95, oracle" in study.table().columns
+    assert study.to_dict()["objectives"]["logitnorm"]["oracle"]["selection"] == protocol.ORACLE_LABEL
+
+
 def test_table_marks_the_best_fpr95_and_states_rel_u_minus_doctor(study):
     table = study.table()
     assert list(table["objective"]) == list(CHOSEN)
@@ -103,8 +123,16 @@ def test_page_trains_what_is_missing_and_opens_a_row_in_explore():
     assert not at.exception, [e.value for e in at.exception]
     at.button(key="obj_run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    table = at.dataframe[0].value
-    assert list(table["objective"]) == list(CHOSEN) and "Rel-U FPR95" in table.columns
+    summary = at.dataframe[0].value  # the answer per objective first, in narrow columns
+    assert list(summary["objective"]) == list(CHOSEN)
+    assert list(summary.columns)[2:] == [
+        "Rel-U − Doctor FPR95 [95 % CI]",
+        "verdict (FPR95)",
+        "oracle: Rel-U − Doctor FPR95",
+    ]
+    assert "Rel-U FPR95" in at.dataframe[1].value.columns
+    answer = at.markdown[0].value  # the title's question answered first, in one sentence
+    assert answer.startswith("**") and "FPR95, paired 95 % intervals over 2 seeds" in answer
     at.button(key="obj_open_logitnorm").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.subheader[0].value == "Explore: Rel-U vs Doctor"
@@ -120,4 +148,4 @@ def test_a_table_of_cached_models_is_read_back_exactly(study, monkeypatch):
     assert json.dumps(again.to_dict(), sort_keys=True) == json.dumps(study.to_dict(), sort_keys=True)
     assert again.table().equals(study.table())
     objectives.objectives_study("digits", "cnn8", objectives=CHOSEN[:1], epochs=1, seeds=3, n_resamples=100)
-    assert len(calls) == 1  # other settings: computed
+    assert len(calls) == 2  # other settings: computed, honest and oracle

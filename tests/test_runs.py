@@ -158,7 +158,7 @@ def test_real_default_is_fashion_mnist_with_hundreds_of_errors(monkeypatch, shar
     monkeypatch.setenv("RELU_STUDIO_DATA", str(shared_data))
     run = runs.default_run()
     assert run.logits.shape == (10_000, 10) and run.model_name == "cnn28"
-    assert run.class_names[6] == "Shirt" and "1 epoch)" in run.source
+    assert run.class_names[6] == "Shirt" and "epoch 1/1)" in run.source
     errors = int((run.logits.argmax(1) != run.labels).sum())
     assert 0.85 <= 1 - errors / 10_000 < 0.99  # a real classifier with real confusions
     assert errors >= 400  # hundreds of errors in each half of a 50 % split

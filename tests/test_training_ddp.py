@@ -1,4 +1,5 @@
-"""Training under torchrun: two CPU processes (gloo, DistributedDataParallel) take the steps one process takes."""
+"""Training under torchrun: two CPU processes (gloo, DistributedDataParallel) take the steps one process takes, with
+MixUp and a random crop + flip (each rank augments its share of the global batch as one process would)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from torchrun import torchrun
 from relu_core import datasets
 from relu_core.models import Normalization
 from relu_core.training import Objective, loop
+from relu_core.training.augment import Augmentation
 
 SETTINGS = {"epochs": 2, "seed": 0, "batch_size": 64, "holdout_fraction": 0.125, "patience": None}
 N_IMAGES = 512  # 448 training images: seven batches of 64, 32 per rank; 64 held out, sharded for the accuracy
@@ -26,6 +28,7 @@ SCRIPT = textwrap.dedent(
     from relu_core import datasets, distributed
     from relu_core.models import Normalization
     from relu_core.training import Objective, loop
+    from relu_core.training.augment import Augmentation
 
     train = datasets.load_dataset("digits", split="train")
     trained = loop.fit(
@@ -35,6 +38,7 @@ SCRIPT = textwrap.dedent(
         train.labels[:{n}],
         10,
         objective=Objective("mixup"),
+        augmentation=Augmentation(1, True),
         **{settings},
     )
     weights = {{name: t.numpy() for name, t in trained.model.state_dict().items()}}
@@ -59,6 +63,7 @@ def test_two_gloo_processes_train_as_one(tmp_path: Path) -> None:
         train.labels[:N_IMAGES],
         10,
         objective=Objective("mixup"),
+        augmentation=Augmentation(1, True),
         **SETTINGS,
     )
     expected = single.model.state_dict()

@@ -13,7 +13,7 @@ from torch import nn
 from relu_core import cli, datasets, jobs, paths, runs, training
 from relu_core.errors import Cancelled, InputError
 from relu_core.models import Normalization, build_model, weights_hash
-from relu_core.training import Objective, loop
+from relu_core.training import Objective, loop, recipes
 
 GREY = Normalization((0.5,), (0.5,))
 
@@ -56,6 +56,88 @@ def test_early_stopping_rule() -> None:
     assert not never.stop
 
 
+def test_epochs_before_the_final_phase_neither_count_nor_win() -> None:
+    """The issue's case: the held-out accuracy peaks during the warm-up (epoch 4) and then plateaus; counted from
+    epoch 1 a patience of 2 stopped at epoch 6 with epoch 4's weights. Counted from the final phase it runs on."""
+    accuracies = [0.80, 0.85, 0.87, 0.90, 0.89, 0.88, 0.89, 0.88, 0.89, 0.90, 0.91, 0.92]
+    old, new = loop.EarlyStopping(2), loop.EarlyStopping(2, counts_from=9)
+    stops = {}
+    for stopper, label in ((old, "old"), (new, "new")):
+        for epoch, accuracy in enumerate(accuracies, start=1):
+            stopper.update(epoch, accuracy)
+            if stopper.stop:
+                stops[label] = epoch
+                break
+    assert stops == {"old": 6}  # the rule without the final phase: cut at the plateau
+    assert (new.best_epoch, new.best) == (12, 0.92) and not new.stop
+
+
+SCHEDULES = {name: recipe.schedule for name, recipe in recipes.PRESETS.items()}
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_no_accuracy_sequence_stops_a_run_before_its_final_phase(name: str) -> None:
+    """For any held-out accuracies (random, or best in the first epoch then flat), any cap and any epoch length,
+    training stops and picks its weights only in the schedule's final phase, where the learning rate is at most
+    a tenth of its peak after the peak (after the last drop for a step schedule); a larger cap never starts that
+    phase sooner."""
+    schedule = SCHEDULES[name]
+    rng = np.random.default_rng(0)
+    for steps_per_epoch in (1, 7, 390):
+        first = []
+        for cap in range(1, 41):
+            counts_from = schedule.first_stopping_epoch(cap, steps_per_epoch)
+            first.append(counts_from)
+            table = schedule.multipliers(cap * steps_per_epoch)
+            peak = int(np.argmax(table))
+            for sequence in (rng.random(cap), np.r_[1.0, np.zeros(cap - 1)], np.full(cap, 0.5)):
+                stopper = loop.EarlyStopping(2, counts_from)
+                stopped_at = cap
+                for epoch, accuracy in enumerate(sequence, start=1):
+                    stopper.update(epoch, float(accuracy))
+                    if stopper.stop:
+                        stopped_at = epoch
+                        break
+                assert stopped_at >= counts_from and stopper.best_epoch >= counts_from
+                last_step = stopper.best_epoch * steps_per_epoch - 1  # the step that ends the returned epoch
+                if cap * steps_per_epoch > 1:
+                    assert last_step >= peak
+                    if schedule.kind == "step":
+                        assert table[last_step] == pytest.approx(table[-1])
+                    else:
+                        assert table[last_step] <= recipes.FINAL_PHASE_FRACTION + 1e-12
+        assert first == sorted(first)  # a larger cap never counts from an earlier epoch
+
+
+def test_schedules_are_torch_s_own() -> None:
+    """``Schedule.multipliers`` against the learning rates torch's schedulers give, step by step."""
+    total = 97
+    model = nn.Linear(2, 2)
+
+    def rates(make) -> np.ndarray:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.4)
+        scheduler = make(optimizer)
+        out = []
+        for _ in range(total):
+            out.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        return np.array(out) / 0.4
+
+    one_cycle = recipes.Schedule("one-cycle", warmup=0.3)
+    torch_one_cycle = rates(lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.4, total_steps=total))
+    np.testing.assert_allclose(one_cycle.multipliers(total), torch_one_cycle, rtol=1e-9, atol=1e-12)
+    step = recipes.Schedule("step", milestones=(0.5, 0.75), gamma=0.1)
+    milestones = [round(0.5 * total), round(0.75 * total)]
+    torch_step = rates(lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=milestones, gamma=0.1))
+    np.testing.assert_allclose(step.multipliers(total), torch_step, rtol=1e-12)
+    linear = recipes.Schedule("linear", warmup=0.2)
+    peak = 0.2 * total
+    by_hand = [s / peak if s <= peak else (total - 1 - s) / (total - 1 - peak) for s in range(total)]
+    np.testing.assert_allclose(linear.multipliers(total), by_hand, rtol=1e-12, atol=1e-15)
+    assert linear.multipliers(total)[-1] == 0.0 and linear.multipliers(total).max() == pytest.approx(1.0, abs=0.03)
+
+
 def test_holdout_split_is_seeded_disjoint_and_complete() -> None:
     train, held = loop.holdout_split(100, 0.1, seed=3)
     assert len(held) == 10 and len(train) == 90
@@ -68,12 +150,42 @@ def test_holdout_split_is_seeded_disjoint_and_complete() -> None:
 
 def test_training_stops_when_the_heldout_accuracy_stops_improving(digits) -> None:
     images, labels = digits
+    cap = 30
     trained = loop.fit(
-        _linear, GREY, images, labels, 10, epochs=10, seed=0, batch_size=128, lr=0.0, holdout_fraction=0.2, patience=2
+        _linear, GREY, images, labels, 10, epochs=cap, seed=0, batch_size=128, lr=0.0, holdout_fraction=0.2, patience=2
     )
-    assert [r.epoch for r in trained.history] == [1, 2, 3]  # epoch 1 the best, then two without improvement
-    assert trained.stopped_early and trained.best_epoch == 1
+    steps = 718 // 128 + 1  # 718 training images after holding out 180
+    counts_from = recipes.PLAIN.schedule.first_stopping_epoch(cap, steps)
+    assert 1 < counts_from < cap - 2
+    # the accuracy never changes (lr = 0): the first epoch of the final phase is the best, two more stop it
+    assert [r.epoch for r in trained.history] == list(range(1, counts_from + 3))
+    assert trained.stopped_early and trained.best_epoch == counts_from
     assert len({r.heldout_accuracy for r in trained.history}) == 1
+
+
+def test_a_larger_cap_returns_weights_of_its_own_final_phase(digits) -> None:
+    """A tiny real training at two caps: whatever accuracies it met, each run's weights come from its schedule's
+    final phase (never from the warm-up or the plateau before the anneal), and it stopped early only there."""
+    images, labels = digits[0][:400], digits[1][:400]
+    for cap in (2, 6):
+        trained = loop.fit(
+            lambda: build_model("cnn8", 10),
+            GREY,
+            images,
+            labels,
+            10,
+            epochs=cap,
+            seed=0,
+            batch_size=64,
+            holdout_fraction=0.2,
+            patience=1,
+        )
+        steps = 320 // 64
+        counts_from = recipes.PLAIN.schedule.first_stopping_epoch(cap, steps)
+        assert trained.best_epoch >= counts_from
+        assert (
+            len(trained.history) >= min(cap, counts_from + 1) if trained.stopped_early else len(trained.history) == cap
+        )
 
 
 def test_the_heldout_accuracy_is_measured_on_training_images_it_held_out(digits) -> None:
@@ -83,8 +195,10 @@ def test_the_heldout_accuracy_is_measured_on_training_images_it_held_out(digits)
     )
     held = trained.holdout_index
     assert len(held) == round(0.25 * len(labels))
-    # the returned weights are the best epoch's, and their recorded accuracy is on these training images
-    assert trained.final_accuracy == max(r.heldout_accuracy for r in trained.history)
+    n_train = len(labels) - len(held)
+    counts_from = recipes.PLAIN.schedule.first_stopping_epoch(3, n_train // 64 + (n_train % 64 >= 2))
+    # the returned weights are the best counted epoch's, and their recorded accuracy is on these training images
+    assert trained.final_accuracy == max(r.heldout_accuracy for r in trained.history[counts_from - 1 :])
     assert _accuracy(trained.model, images[held], labels[held]) == pytest.approx(trained.final_accuracy)
 
 
@@ -264,7 +378,7 @@ def test_the_train_command_writes_a_run(tmp_path: Path, capsys) -> None:
     assert runs.describe(run_id) is not None  # remembered: every page can open it
     stored = np.load(out)
     np.testing.assert_array_equal(runs.reopen(run_id).logits, stored["logits"])
-    assert "cnn8 regmixup (trained here, seed 2" in printed and "held-out accuracy" in printed
+    assert "cnn8 regmixup (trained here: plain recipe, seed 2, epoch 1/1)" in printed and "held-out accuracy" in printed
 
 
 @pytest.mark.parametrize(
@@ -273,7 +387,9 @@ def test_the_train_command_writes_a_run(tmp_path: Path, capsys) -> None:
         (["--objective", "openmix"], "openmix needs --outliers"),
         (["--objective", "mixup", "--outliers", "mnist"], "--outliers is used by openmix only"),
         (["--objective", "logitnorm", "--tau", "0"], "must be a finite number > 0"),
-        (["--objective", "regmixup", "--gamma", "-1"], "must be a finite number >= 0"),
+        (["--objective", "regmixup-appendix", "--gamma", "-1"], "must be a finite number >= 0"),
+        (["--objective", "regmixup", "--gamma", "1"], "applies to regmixup-appendix and openmix, not regmixup"),
+        (["--recipe", "slow"], "invalid choice: 'slow'"),
         (["--objective", "focal"], "invalid choice: 'focal'"),
         (["--epochs", "0"], "--epochs must be a positive integer"),
         (["--model", "nope"], "unknown model 'nope'"),
@@ -293,3 +409,22 @@ def test_the_train_command_refuses_bad_input_in_one_line(arguments: list[str], m
 def test_the_train_command_refuses_user_data(capsys) -> None:
     assert cli.main(["train", "--dataset", "npz:/nowhere.npz"]) == cli.EXIT_BAD_INPUT
     assert "registered data set with a training split" in capsys.readouterr().err
+
+
+def test_the_train_command_offers_every_objective_and_recipe() -> None:
+    from relu_core import train_cli
+
+    assert train_cli.OBJECTIVE_CHOICES == training.OBJECTIVES
+    assert train_cli.RECIPE_CHOICES == tuple(training.PRESETS)
+
+
+def test_runs_trained_here_share_one_naming_scheme() -> None:
+    """The default-style small CNN (fixed epochs, no early stopping) and a model trained with an objective are
+    named alike: network, objective, then recipe, seed and the epoch whose weights the run uses, of the cap."""
+    plain = runs.logits_for("cnn8", None, "digits", device="cpu", epochs=1)
+    trained = runs.logits_for(
+        "cnn8", None, "digits", device="cpu", training_settings={"objective": {"name": "mixup"}, "epochs": 1}
+    )
+    assert plain.source == "cnn8 cross-entropy (trained here: plain recipe, seed 0, epoch 1/1) on digits-test"
+    assert trained.source == "cnn8 mixup (trained here: plain recipe, seed 0, epoch 1/1) on digits-test"
+    assert plain.source == runs.trained_source("cnn8", "cross-entropy", "plain", 0, 1, 1, "digits-test")

@@ -17,6 +17,7 @@ import numpy as np
 from relu_core import paths
 from relu_core.datasets.base import DatasetError
 from relu_core.datasets.formats import load_npz_arrays, read_idx, read_plain_pickle
+from relu_core.datasets.generated import DEAD_LEAVES_CLASSES, dead_leaves
 from relu_core.datasets.userdata import read_image_folder
 from relu_core.progress import Progress
 from relu_core.registry import by_name
@@ -197,9 +198,17 @@ def _torchvision_finder(
     return find
 
 
+#: The JPEG folders of the shared data (quality 75, one encoding for both): ``<class>/<k>.jpg``, ``k`` the k-th image
+#: of that class in the official order (``test_jpeg_q75``: 10,000 test images; ``train_jpeg_q75``: 50,000 training
+#: images, none byte-identical to a test image). A model trained on one and tested on the other sees one domain.
+CIFAR10_JPEG_FOLDERS = {"test": "test_jpeg_q75", "train": "train_jpeg_q75"}
+
+
 def _read_cifar10_jpeg(folder: Path, progress: Progress | None) -> Arrays:
-    """The CIFAR-10 test JPEG folder: labels follow the official class order (``batches.meta``), whatever
-    the order of the folder names; images are ordered by class, then by their index within the class."""
+    """A CIFAR-10 JPEG folder (test or training split): labels follow the official class order
+    (``batches.meta``), whatever the order of the folder names; images are ordered by class, then by their index
+    within the class (zero-padded file names, so the sorted names are that order). Decoded once, then read from
+    the content-addressed cache (:func:`relu_core.datasets.userdata.read_image_folder`)."""
     images, folder_labels, folder_names = read_image_folder(folder, progress)
     class_names = _cifar_names(folder.parent / "batches.meta", "label_names", CIFAR10_CLASSES)
     unknown = sorted(set(folder_names) - set(class_names))
@@ -211,12 +220,11 @@ def _read_cifar10_jpeg(folder: Path, progress: Progress | None) -> Arrays:
 
 def _find_cifar10_jpeg(split: str) -> tuple[Source | None, list[str]]:
     searched = []
-    if split == "test":
-        for root in _roots():
-            folder = root / "cifar10" / "test_jpeg_q75"
-            searched.append(str(folder))
-            if folder.is_dir():
-                return Source(str(folder), lambda progress: _read_cifar10_jpeg(folder, progress)), searched
+    for root in _roots():
+        folder = root / "cifar10" / CIFAR10_JPEG_FOLDERS[split]
+        searched.append(str(folder))
+        if folder.is_dir():
+            return Source(str(folder), lambda progress: _read_cifar10_jpeg(folder, progress)), searched
     return None, searched
 
 
@@ -241,6 +249,16 @@ def _exact_finder(
         return None, searched
 
     return find
+
+
+def _find_dead_leaves(split: str) -> tuple[Source | None, list[str]]:
+    """The generated dead-leaves images: always here (drawn once, then cached); one class, "dead leaves"."""
+
+    def read(progress: Progress | None) -> Arrays:
+        images = dead_leaves(split, progress)
+        return images, np.zeros(len(images), np.int64), DEAD_LEAVES_CLASSES
+
+    return Source("generated (relu_core.datasets.generated, seeded)", read), []
 
 
 def _torchvision_fetch(kind: str, subfolder: str = "") -> Callable[[Path, str], None]:
@@ -309,7 +327,7 @@ DATASETS: dict[str, RegisteredDataset] = by_name(
     ),
     RegisteredDataset(
         "cifar10",
-        "CIFAR-10, 32x32 RGB, 10 classes (torchvision files, or the 10,000-image test JPEG folder, quality 75)",
+        "CIFAR-10, 32x32 RGB, 10 classes (torchvision files, or the JPEG folders, quality 75: 50,000 train, 10,000 test)",
         TRAIN_TEST,
         (32, 32, 3),
         _torchvision_finder("CIFAR10", lambda split: "cifar-10-batches-py", ("", "cifar10"), _find_cifar10_jpeg),
@@ -349,5 +367,13 @@ DATASETS: dict[str, RegisteredDataset] = by_name(
         _torchvision_finder("SVHN", lambda split: f"{split}_32x32.mat", ("svhn", "SVHN")),
         _torchvision_fetch("SVHN", "svhn"),
         _torchvision_url("SVHN"),
+    ),
+    RegisteredDataset(
+        "dead-leaves",
+        "generated dead-leaves images (random discs), 32x32 RGB, one class, 50,000 train / 10,000 test: OpenMix's "
+        "outliers for CIFAR-10 (always offline)",
+        TRAIN_TEST,
+        (32, 32, 3),
+        _find_dead_leaves,
     ),
 )

@@ -33,12 +33,14 @@ from relu_core.models.registry import (
     DATASET_MODELS,
     HUB_MODELS,
     MODELS,
+    TRAINABLE_MODELS,
     HubModel,
     ModelSpec,
     build_model,
     fitting_models,
     get_spec,
     pretrained_weights,
+    trainable_models,
 )
 from relu_core.models.resnet_cifar import (
     CifarResNet,
@@ -62,6 +64,7 @@ __all__ = [
     "ModelSpec",
     "Normalization",
     "SmallCNN",
+    "TRAINABLE_MODELS",
     "build_model",
     "check_weights",
     "cnn8",
@@ -82,5 +85,6 @@ __all__ = [
     "resnet44",
     "resnet56",
     "resnet110",
+    "trainable_models",
     "weights_hash",
 ]

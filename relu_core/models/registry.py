@@ -11,6 +11,9 @@ Architectures (``MODELS``):
   (:mod:`relu_core.models.paper_cifar`), whose checkpoints the authors publish on the Hugging Face Hub
   (``HUB_MODELS``). Normalisation: the CIFAR-10 statistics the authors trained with, mean (0.4914, 0.4822,
   0.4465) and std (0.2023, 0.1994, 0.2010).
+* ``resnet9 resnet9_small``: ResNet-9 (Page 2018; :mod:`relu_core.models.fast_cifar`), the ``fast`` training
+  recipe's network, at base width 64 (GPU) and 16 (CPU); trained here on CIFAR-10, normalised with the CIFAR-10
+  statistics.
 * ``cnn8 cnn28 cnn32``: small BatchNorm CNNs (:mod:`relu_core.models.small_cnn`) trained on CPU by
   :mod:`relu_core.training`. They normalise with mean 0.5 and std 0.5 per channel (maps [0, 1] to [-1, 1];
   BatchNorm makes the exact values matter little).
@@ -26,6 +29,7 @@ from torch import nn
 
 from relu_core import paths
 from relu_core.errors import InputError
+from relu_core.models.fast_cifar import resnet9, resnet9_small
 from relu_core.models.normalization import (
     CIFAR10_MEAN,
     CIFAR10_STD,
@@ -118,6 +122,24 @@ MODELS: dict[str, ModelSpec] = {
         CIFAR10_STD,
         "DenseNet-BC-121 (growth 12), CIFAR stem, as in the Rel-U paper",
     ),
+    "resnet9": ModelSpec(
+        "resnet9",
+        resnet9,
+        32,
+        3,
+        CIFAR10_MEAN,
+        CIFAR10_STD,
+        "ResNet-9 (Page 2018), width 64: the fast recipe's network on a GPU (trained here)",
+    ),
+    "resnet9_small": ModelSpec(
+        "resnet9_small",
+        resnet9_small,
+        32,
+        3,
+        CIFAR10_MEAN,
+        CIFAR10_STD,
+        "ResNet-9 (Page 2018), width 16: the fast recipe's network on a CPU (trained here)",
+    ),
     "cnn8": ModelSpec("cnn8", cnn8, 8, 1, (_HALF,), (_HALF,), "small CNN for 8x8 grey images (digits)"),
     "cnn28": ModelSpec(
         "cnn28", cnn28, 28, 1, (_HALF,), (_HALF,), "small CNN for 28x28 grey images (Fashion-MNIST, MNIST)"
@@ -197,7 +219,34 @@ DATASET_MODELS: dict[str, tuple[str, ...]] = {
     "cifar100": ("cnn32",),
     "cifar100-exact": ("cnn32",),
     "svhn": ("cnn32",),
+    "dead-leaves": (),  # OpenMix's outliers: one class, nothing to classify
 }
+
+
+#: Registered data sets -> the architectures ``train`` and the Training objectives page train on them, the default
+#: first on a CPU (a GPU's default: :func:`trainable_models`); any registered model of the data set's input size can
+#: be named on the command line.
+TRAINABLE_MODELS: dict[str, tuple[str, ...]] = {
+    "digits": ("cnn8",),
+    "mnist": ("cnn28",),
+    "fashion-mnist": ("cnn28",),
+    "cifar10": ("resnet9_small", "resnet9", "cnn32", "resnet34_cifar", "densenet121_cifar", "resnet18_cifar"),
+    "cifar100": ("resnet9_small", "resnet9", "cnn32", "resnet34_cifar", "densenet121_cifar", "resnet18_cifar"),
+    "svhn": ("resnet9_small", "resnet9", "cnn32"),
+}
+#: What a GPU trains by default where it differs from the CPU's first choice.
+GPU_DEFAULT_MODELS = {"cifar10": "resnet9", "cifar100": "resnet9", "svhn": "resnet9"}
+
+
+def trainable_models(dataset_name: str, gpu: bool = False) -> list[str]:
+    """The architectures trained here on ``dataset_name`` (:data:`TRAINABLE_MODELS`), the default first (on a
+    ``gpu``: :data:`GPU_DEFAULT_MODELS`)."""
+    names = list(TRAINABLE_MODELS.get(dataset_name, ()))
+    preferred = GPU_DEFAULT_MODELS.get(dataset_name) if gpu else None
+    if preferred in names:
+        names.remove(preferred)
+        names.insert(0, preferred)
+    return names
 
 
 def fitting_models(dataset_name: str) -> list[str]:

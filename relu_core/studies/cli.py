@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -23,71 +24,146 @@ from relu_core.studies import STUDIES
 STUDY_NAMES = (*STUDIES, "objectives")
 
 
+def _unknown_study(parser: argparse.ArgumentParser):
+    """``parser.error`` that names an unknown study in the project's words (argparse says "invalid choice")."""
+    error = parser.error
+
+    def study_error(message: str) -> None:
+        found = re.search(r"argument NAME: invalid choice: '([^']*)'", message)
+        if found:
+            message = f"unknown study {found.group(1)!r}; choose one of: {', '.join(STUDY_NAMES)}"
+        error(message)
+
+    return study_error
+
+
+def _common(parser: argparse.ArgumentParser, *, run: bool) -> None:
+    """The options every study takes (``run``: the flags naming the run a study of one run reads)."""
+    if run:
+        cli_shared.add_run_arguments(
+            parser,
+            "logits file (.npz/.csv/.parquet); default: the default run (Fashion-MNIST when here, else digits)",
+            required=False,
+        )
+    parser.add_argument(
+        "--download",
+        action="store_true",
+        help="download a registered data set of --dataset when missing (e.g. MNIST's training split)",
+    )
+    parser.add_argument(
+        "--bootstrap", default="1000", help="paired bootstrap resamples per point (default 1000; 0: none)"
+    )
+    parser.add_argument(
+        "--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=cli_shared.available_device
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
 def add_parser(sub) -> None:
-    """Register the ``study`` subcommand on the main parser's subparsers."""
+    """Register the ``study`` subcommand and, under it, one parser per study: ``study NAME --help`` lists that
+    study's options only."""
     st = sub.add_parser(
         "study",
         help="run one of the paper's studies: " + ", ".join(STUDY_NAMES),
         description="Mean ± std over seeds, the paired Rel-U − Doctor difference with its 95 % bootstrap interval; "
         "D* fitted on tuning splits only. Results are cached by their settings.",
     )
-    st.add_argument("name", metavar="NAME", help=" | ".join(STUDY_NAMES))
-    cli_shared.add_run_arguments(
-        st,
-        "logits file (.npz/.csv/.parquet); default: the default run (Fashion-MNIST when here, else digits)",
-        required=False,
+    st.error = _unknown_study(st)
+    names = st.add_subparsers(dest="name", metavar="NAME", required=True, parser_class=type(st))
+    for name, study in STUDIES.items():
+        one = names.add_parser(name, help=study.description, description=study.description)
+        _common(one, run=True)
+        one.add_argument(
+            "--seeds", default=None, help="number of seeded splits (default 10; the ε ablation on a CPU: 3)"
+        )
+        if name in ("ablation", "calibration"):
+            one.add_argument("--val-fraction", default="0.5", help="tuning fraction (default 0.5)")
+        if name in ("tuning-split", "mismatch"):
+            one.add_argument(
+                "--fractions",
+                default="0.1,0.2,0.33,0.5",
+                help="tuning fractions (comma-separated, default 0.1,0.2,0.33,0.5)",
+            )
+        if name == "ablation":
+            one.add_argument("--axes", default="lambda,temperature", help="ablation axes: lambda,temperature,eps")
+            one.add_argument("--lambdas", default=None, help="λ grid (default 0,0.1,...,1)")
+            one.add_argument("--temperatures", default=None, help="T grid (default log grid 0.1..1000)")
+            one.add_argument("--epsilons", default=None, help="ε grid (default the paper's, 0..0.004)")
+            one.add_argument(
+                "--subsample",
+                default="auto",
+                help="images for the ε ablation: a number, all, or auto (1000 on a CPU, all on a GPU)",
+            )
+        if name == "mismatch":
+            one.add_argument("--other", default="cifar100-exact", help="the other data set (default cifar100-exact)")
+            one.add_argument(
+                "--exclude",
+                default=None,
+                help="comma-separated classes of the other set to drop (default: the paper's 13 for CIFAR-100, "
+                "none otherwise; 'none' for none)",
+            )
+        one.add_argument("--no-cache", action="store_true", help="recompute even when a cached result exists")
+        one.add_argument("--out", metavar="DIR", help="also write CSVs, result.json and the figures (HTML + CSV) here")
+        one.set_defaults(handler=handle)
+    add_objectives_parser(names)
+
+
+def add_objectives_parser(names) -> None:
+    """``study objectives``: its own options (it trains its models; no run is named)."""
+    ob = names.add_parser(
+        "objectives",
+        help="the paper's Table 1: one model per training objective, trained here, then MSP, ODIN, Doctor and Rel-U",
+        description="Trains one model per objective on the data set's training split (cached; early stopping on a "
+        "held-out part of it, never the test split), then evaluates MSP, ODIN, Doctor and Rel-U on its test split "
+        "over seeded tuning/evaluation splits: honest selection (T and λ inside the tuning split) beside the "
+        "oracle one (on the evaluation split, labelled), and the paper's own row where it matches.",
     )
-    st.add_argument(
-        "--download",
-        action="store_true",
-        help="download a registered data set of --dataset when missing (e.g. MNIST's training split)",
-    )
-    st.add_argument("--seeds", default=None, help="number of seeded splits (default 10; the ε ablation on a CPU: 3)")
-    st.add_argument("--val-fraction", default="0.5", help="tuning fraction for ablation and calibration (default 0.5)")
-    st.add_argument(
-        "--fractions",
-        default="0.1,0.2,0.33,0.5",
-        help="tuning fractions for tuning-split and mismatch (comma-separated, default 0.1,0.2,0.33,0.5)",
-    )
-    st.add_argument("--axes", default="lambda,temperature", help="ablation axes: lambda,temperature,eps")
-    st.add_argument("--lambdas", default=None, help="ablation λ grid (default 0,0.1,...,1)")
-    st.add_argument("--temperatures", default=None, help="ablation T grid (default log grid 0.1..1000)")
-    st.add_argument("--epsilons", default=None, help="ablation ε grid (default the paper's, 0..0.004)")
-    st.add_argument(
-        "--subsample",
-        default="auto",
-        help="images for the ε ablation: a number, all, or auto (1000 on a CPU, all on a GPU)",
-    )
-    st.add_argument("--other", default="cifar100-exact", help="mismatch: the other data set (default cifar100-exact)")
-    st.add_argument(
-        "--exclude",
+    ob.add_argument("--dataset", default=None, metavar="NAME", help="a registered data set (default fashion-mnist)")
+    ob.add_argument(
+        "--model",
         default=None,
-        help="mismatch: comma-separated classes of the other set to drop (default: the paper's 13 for "
-        "CIFAR-100, none otherwise; 'none' for none)",
+        metavar="NAME",
+        help="the network: cnn (the data set's small CNN), resnet9, resnet9_small, resnet34, densenet121 or a "
+        "registered name (default: the data set's, see README)",
     )
-    objectives = st.add_argument_group("objectives (the paper's Table 1: --dataset, --model cnn by default)")
-    objectives.add_argument("--objectives", default=None, help="comma-separated (default: all five)")
-    objectives.add_argument(
-        "--epochs", default=None, help="epoch cap of each model (default: the table's, studies.objectives.TABLE_EPOCHS)"
+    ob.add_argument(
+        "--objectives",
+        default=None,
+        help="comma-separated (default: the paper's five the data set supports; regmixup-appendix can be named)",
     )
-    objectives.add_argument("--train-seed", default="0", help="training seed (default 0)")
-    objectives.add_argument(
-        "--outliers", default=None, help="OpenMix's outlier data set (default mnist for fashion-mnist)"
+    ob.add_argument(
+        "--recipe",
+        default=None,
+        choices=["plain", "fast", "paper"],
+        help="training recipe (default: fast for CIFAR-10/100 and SVHN, plain otherwise)",
     )
-    objectives.add_argument(
+    ob.add_argument(
+        "--epochs",
+        default=None,
+        help="epoch cap of each model (default: 1 under plain, the recipe's otherwise; resnet9_small 6)",
+    )
+    ob.add_argument("--train-seed", default="0", help="training seed (default 0)")
+    ob.add_argument(
+        "--outliers",
+        default=None,
+        help="OpenMix's outlier data set (default mnist for fashion-mnist, dead-leaves for CIFAR-10)",
+    )
+    ob.add_argument("--seeds", default=None, help="number of seeded splits (default 10)")
+    ob.add_argument("--val-fraction", default="0.5", help="tuning fraction (default 0.5)")
+    ob.add_argument(
         "--selection",
         default="tuning",
         choices=["tuning", "fixed"],
-        help="T and λ chosen by cross-validation inside each tuning split (the paper's, default) or fixed T = 1, λ = 0.5",
+        help="T and λ chosen by cross-validation inside each tuning split (the paper's, default; the oracle "
+        "selection is shown beside it) or fixed T = 1, λ = 0.5",
     )
-    st.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples per point (default 1000; 0: none)")
-    st.add_argument(
-        "--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=cli_shared.available_device
+    _common(ob, run=False)
+    ob.add_argument(
+        "--out",
+        metavar="DIR",
+        help="also write table.csv, auroc.csv, paper_reference.csv and result.json here (checked before any work)",
     )
-    st.add_argument("--no-cache", action="store_true", help="recompute even when a cached result exists")
-    st.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    st.add_argument("--out", metavar="DIR", help="also write CSVs, result.json and the figures (HTML + CSV) here")
-    st.set_defaults(handler=handle)
+    ob.set_defaults(handler=handle_objectives)
 
 
 def _numbers(flag: str, text: str | None) -> list[float] | None:
@@ -224,47 +300,86 @@ def write_outputs(result, folder: str | Path, run) -> list[Path]:
 
 
 def handle_objectives(args: argparse.Namespace, bar) -> int:
-    """``study objectives``: train what is missing, evaluate, print the table (or ``--json``)."""
+    """``study objectives``: every option checked and ``--out`` checked before any training; train what is
+    missing, evaluate, write ``--out``, print the answer and the table (or ``--json``)."""
     from relu_core.studies import objectives
 
-    if args.logits is not None or args.weights is not None:
-        raise InputError("study objectives trains its models: give --dataset (and --model), not --logits or --weights")
     dataset = args.dataset or "fashion-mnist"
-    result = objectives.objectives_study(
-        dataset,
-        cli_shared.trainable_model_name(args.model or "cnn", dataset),
-        objectives=objectives.OBJECTIVES
-        if args.objectives is None
-        else [o.strip() for o in args.objectives.split(",") if o.strip()],
-        epochs=objectives.TABLE_EPOCHS
-        if args.epochs is None
-        else validation.parse_int(args.epochs, "--epochs", minimum=1),
-        train_seed=validation.parse_int(args.train_seed, "--train-seed", minimum=0),
-        outliers=args.outliers,
-        seeds=10 if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=1),
-        tune_fraction=validation.parse_fraction(args.val_fraction, "--val-fraction"),
-        selection=args.selection,
-        n_resamples=validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
-        device=args.device,
-        progress=bar,
-    )
+    model = cli_shared.trainable_model_name(args.model or _default_model(dataset), dataset)
+    chosen = None if args.objectives is None else [o.strip() for o in args.objectives.split(",") if o.strip()]
+    options = {
+        "objectives": chosen,
+        "recipe": args.recipe,
+        "epochs": None if args.epochs is None else validation.parse_int(args.epochs, "--epochs", minimum=1),
+        "train_seed": validation.parse_int(args.train_seed, "--train-seed", minimum=0),
+        "outliers": args.outliers,
+        "seeds": 10 if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=1),
+        "tune_fraction": validation.parse_fraction(args.val_fraction, "--val-fraction"),
+        "selection": args.selection,
+        "n_resamples": validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
+        "device": args.device,
+    }
+    out = None if args.out is None else validation.output_folder(args.out)  # before the work
+    result = objectives.objectives_study(dataset, model, **options, progress=bar)
     bar.close()
+    if out is not None:  # the files first: a reader of stdout that stops early must not lose them
+        written = write_objectives(result, out)
+        print(f"wrote {len(written)} files to {args.out}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(
-            f"Training objectives: {result.model} on {result.dataset}, epoch cap {result.epochs}, "
-            f"{len(result.seeds)} seeds, selection {result.selection}; FPR95 mean (std), * the row's best\n"
-            + result.table().to_string(index=False)
-        )
+        return 0
+    print(format_objectives(result))
     return 0
+
+
+def _default_model(dataset: str) -> str:
+    from relu_core import engine, models
+
+    choices = models.trainable_models(dataset, gpu=engine.select_device("auto").type == "cuda")
+    return choices[0] if choices else "cnn"
+
+
+def format_objectives(result) -> str:
+    """The answer in one sentence, the settings, the table (honest beside oracle), AUROC, the paper's rows."""
+    from relu_core.studies import paper_table
+
+    lines = [
+        result.answer(),
+        f"Training objectives: {result.model} on {result.dataset}, {result.recipe} recipe, epoch cap {result.epochs}, "
+        f"{len(result.seeds)} seeds, selection {result.selection}; FPR95 mean (std), * the row's best",
+        *(f"Note: {note}" for note in result.notes),
+        result.table().to_string(index=False),
+        "",
+        result.auroc_table().to_string(index=False),
+    ]
+    reference = result.reference_table()
+    if not reference.empty:
+        lines += ["", f"Beside the {paper_table.LABEL}:", reference.to_string(index=False)]
+    elif paper_table.matches(result.dataset, result.model):
+        lines += ["", paper_table.NOT_RECORDED]
+    return "\n".join(lines)
+
+
+def write_objectives(result, folder: Path) -> list[Path]:
+    """``table.csv``, ``auroc.csv``, ``paper_reference.csv`` (when the paper has rows for it) and ``result.json``
+    under ``folder`` (created if missing), each written atomically (``cache.write_document``)."""
+    from relu_core import cache, csv_text
+
+    folder = validation.output_folder(folder)
+    texts = {
+        "table.csv": csv_text.frame_csv(result.table()),
+        "auroc.csv": csv_text.frame_csv(result.auroc_table()),
+        "result.json": json.dumps(result.to_dict(), indent=1),
+    }
+    reference = result.reference_table()
+    if not reference.empty:
+        texts["paper_reference.csv"] = csv_text.frame_csv(reference)
+    return [cache.write_document(folder / name, text) for name, text in texts.items()]
 
 
 def handle(args: argparse.Namespace, bar) -> int:
     from relu_core import studies
 
-    if args.name == "objectives":
-        return handle_objectives(args, bar)
     study = studies.get(args.name)
     options = options_from_args(study.name, args)
     if args.out is not None:

@@ -5,8 +5,10 @@ several processes.
   weights (the default run): plain cross-entropy on the whole training split for a fixed number of epochs, since
   the detectors downstream study the model's own confidence.
 - :func:`train`: any registered architecture with one of the objectives of
-  :mod:`relu_core.training.objectives` (cross-entropy, LogitNorm, MixUp, RegMixUp, OpenMix), stopping early on a
-  held-out part of the training set, resuming from a per-epoch checkpoint (:mod:`relu_core.training.loop`).
+  :mod:`relu_core.training.objectives` (cross-entropy, LogitNorm, MixUp, RegMixUp, OpenMix), under a named recipe
+  (:mod:`relu_core.training.recipes`: optimiser, schedule, batch, augmentation of
+  :mod:`relu_core.training.augment`), stopping early on a held-out part of the training set within the schedule's
+  final phase, resuming from a per-epoch checkpoint (:mod:`relu_core.training.loop`).
 
 Both run the same loop (:func:`relu_core.training.loop.fit`): seeded, deterministic on the CPU.
 """
@@ -24,11 +26,16 @@ from relu_core import validation
 from relu_core.errors import InputError
 from relu_core.models import build_model, get_spec
 from relu_core.progress import Cancel, Progress
-from relu_core.training import loop
-from relu_core.training.loop import DEFAULT_LR, WEIGHT_DECAY, EpochRecord, Trained
-from relu_core.training.objectives import OBJECTIVES, DropOutlierClass, Objective
+from relu_core.training import augment, loop, recipes
+from relu_core.training.augment import Augmentation
+from relu_core.training.loop import DEFAULT_LR, WEIGHT_DECAY, Diverged, EpochRecord, Trained
+from relu_core.training.objectives import OBJECTIVES, PAPER_OBJECTIVES, DropOutlierClass, Objective
+from relu_core.training.recipes import PRESETS, TrainingRecipe
 
 __all__ = [
+    "PAPER_OBJECTIVES",
+    "PRESETS",
+    "Augmentation",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_LR",
     "DEFAULT_PATIENCE",
@@ -36,11 +43,16 @@ __all__ = [
     "OBJECTIVES",
     "RECIPES",
     "WEIGHT_DECAY",
+    "Diverged",
     "DropOutlierClass",
     "EpochRecord",
     "Objective",
     "Recipe",
     "Trained",
+    "TrainingRecipe",
+    "augment",
+    "batch_size_for",
+    "recipes",
     "train",
     "train_small_cnn",
 ]
@@ -62,6 +74,14 @@ class Recipe:
 
 
 RECIPES: dict[str, Recipe] = {"cnn8": Recipe(30, 64), "cnn28": Recipe(5, 256), "cnn32": Recipe(15, 128)}
+
+
+def batch_size_for(arch: str, recipe: TrainingRecipe) -> int:
+    """The batch size ``arch`` trains with under ``recipe``: the recipe's when it names one, else the small CNN's
+    (:data:`RECIPES`), else :data:`DEFAULT_BATCH_SIZE`."""
+    if recipe.batch_size is not None:
+        return recipe.batch_size
+    return RECIPES[arch].batch_size if arch in RECIPES else DEFAULT_BATCH_SIZE
 
 
 def _check_images(images: object, arch: str, what: str = "images") -> tuple[int, ...]:
@@ -147,27 +167,36 @@ def train(
     outliers: np.ndarray | None = None,
     epochs: int,
     seed: int = 0,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = None,
     lr: float = DEFAULT_LR,
+    recipe: str | TrainingRecipe | None = None,
+    augmentation: Augmentation | None = None,
     holdout_fraction: float = HOLDOUT_FRACTION,
     patience: int | None = DEFAULT_PATIENCE,
     checkpoint: Path | None = None,
     checkpoint_key: str = "",
     device: str | torch.device = "cpu",
+    compile_model: bool | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> Trained:
     """Train a fresh ``arch`` with ``objective`` (default cross-entropy) on the training images, stopping early on a
     held-out part of them; returns the weights of the best held-out epoch with the training curve.
 
-    ``epochs`` is the cap; ``holdout_fraction`` of the images (seeded) is held out and training stops after
-    ``patience`` epochs without a better held-out accuracy (:mod:`relu_core.training.loop`). OpenMix needs
+    ``recipe`` (a preset name of :data:`PRESETS` or a :class:`TrainingRecipe`; None: ``plain`` at learning rate
+    ``lr``) gives the optimiser and its schedule over the ``epochs`` cap; ``batch_size`` None takes
+    :func:`batch_size_for`; ``augmentation`` (default none; :func:`augment.for_dataset` gives a data set's
+    standard one) is applied to every training batch. ``holdout_fraction`` of the images (seeded) is held out and
+    training stops after ``patience`` epochs of the schedule's final phase without a better held-out accuracy
+    (:mod:`relu_core.training.loop`, :mod:`relu_core.training.recipes`). OpenMix needs
     ``outliers`` (uint8 NHWC images of the training images' size and channels) and trains C + 1 outputs; the
     returned model is wrapped in :class:`DropOutlierClass` (its logits' last column removed), so it is a C-class
     classifier like the others. ``checkpoint``/``checkpoint_key``: resume from (and write) a per-epoch
     checkpoint. Bad input raises InputError with one line.
     """
-    objective = objective or Objective()
+    objective = (objective or Objective()).for_classes(num_classes)
+    chosen = recipes.PLAIN.with_lr(lr) if recipe is None else recipes.get(recipe)
+    batch_size = batch_size_for(arch, chosen) if batch_size is None else batch_size
     targets = _validate(images_uint8_nhwc, labels, num_classes, arch, epochs, batch_size)
     if objective.uses_outliers:
         if outliers is None:
@@ -189,12 +218,14 @@ def train(
         epochs=epochs,
         seed=seed,
         batch_size=batch_size,
-        lr=lr,
+        recipe=chosen,
+        augmentation=augmentation,
         holdout_fraction=holdout_fraction,
         patience=patience,
         checkpoint=checkpoint,
         checkpoint_key=checkpoint_key,
         device=device,
+        compile_model=compile_model,
         name=f"{arch} ({objective.name})",
         progress=progress,
         cancel=cancel,

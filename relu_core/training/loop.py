@@ -1,21 +1,27 @@
 """The one training loop: any objective, a held-out part of the training set for early stopping, a checkpoint per
 epoch to resume from, progress and cancel, one process or several under ``torchrun`` (DistributedDataParallel).
 
-Optimiser: AdamW (weight decay 5e-4) with a one-cycle learning-rate schedule over the epoch cap, peaking at
-``lr``. Mini-batches are sliced from one in-memory uint8 tensor in an order drawn from a ``torch.Generator``
-seeded with ``seed``; the mixing draws (λ, partners, outlier images) of epoch ``e`` come from a numpy generator
-seeded with ``(seed, e)``, so a resumed run draws what an uninterrupted one would have drawn.
+Optimiser, learning-rate schedule, weight decay, batch size and augmentation come from a named recipe
+(:mod:`relu_core.training.recipes`: ``plain``, the default run's AdamW one-cycle without augmentation;
+``fast``; ``paper``). Mini-batches are sliced from one in-memory uint8 tensor on the training device in an order
+drawn from a ``torch.Generator`` seeded with ``seed``, random crops and flips are drawn per epoch and applied as
+one gather per batch (:mod:`relu_core.training.augment`); the mixing draws (λ, partners, outlier images) of epoch
+``e`` come from a numpy generator seeded with ``(seed, e)``, so a resumed run draws what an uninterrupted one
+would have drawn.
 
 **Early stopping.** With ``holdout_fraction > 0`` a seeded random part of the *training* images is kept out of
-the gradient steps; after each epoch the model's accuracy on it is measured, and training stops once it has
-not improved (strictly) for ``patience`` epochs, or at the epoch cap. The weights of the best epoch are
-returned. The loop only ever sees the images it is given: the test split never reaches it.
+the gradient steps; after each epoch the model's accuracy on it is measured. Only the epochs of the schedule's
+final phase count (:meth:`relu_core.training.recipes.Schedule.first_stopping_epoch`: never during a warm-up or
+at a high learning rate): training stops once the held-out accuracy has not improved (strictly) for
+``patience`` of them, or at the epoch cap, and the weights of the best final-phase epoch are returned. The loop
+only ever sees the images it is given: the test split never reaches it.
 
 **Checkpoints.** After every epoch the model, the optimiser, the schedule, the random generators and the
-history are written atomically to ``checkpoint`` (rank 0 only). A later call with the same ``checkpoint`` and
-``checkpoint_key`` continues after the last finished epoch, so a cancelled or killed run resumes instead of
-restarting and ends with the weights an uninterrupted run would have (bit-identical on the same machine and
-thread count). A checkpoint of another key, or one that cannot be read, is ignored (training restarts).
+history are written atomically to ``checkpoint`` (rank 0 only) behind their SHA-256
+(:mod:`relu_core.training.resume`). A later call with the same ``checkpoint`` and ``checkpoint_key`` continues
+after the last finished epoch, so a cancelled or killed run resumes instead of restarting and ends with the
+weights an uninterrupted run would have (bit-identical on the same machine and thread count). A checkpoint of
+another key is ignored; a damaged one (or a folder on its path) is moved aside; training then restarts.
 
 **Several processes.** Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in
 ``DistributedDataParallel`` (gloo on the CPU, NCCL on CUDA): every rank draws the same global batch and mixing,
@@ -43,7 +49,7 @@ from relu_core import distributed, threads
 from relu_core.errors import Cancelled, InputError
 from relu_core.models.normalization import Normalization
 from relu_core.progress import Cancel, Progress
-from relu_core.training import resume
+from relu_core.training import augment, recipes, resume
 from relu_core.training.objectives import Objective
 
 DEFAULT_LR = 3e-3
@@ -85,16 +91,22 @@ class Trained:
 
 
 class EarlyStopping:
-    """Stop once the held-out accuracy has not improved (strictly) for ``patience`` epochs (None: never)."""
+    """Stop once the held-out accuracy has not improved (strictly) for ``patience`` epochs (None: never), counting
+    only the epochs from ``counts_from`` on (1-based; :meth:`recipes.Schedule.first_stopping_epoch`, the schedule's
+    final phase): an earlier epoch's accuracy is recorded by the loop but neither counts towards patience nor can
+    be the best epoch, whose weights are returned."""
 
-    def __init__(self, patience: int | None) -> None:
+    def __init__(self, patience: int | None, counts_from: int = 1) -> None:
         self.patience = patience
+        self.counts_from = counts_from
         self.best = -math.inf
         self.best_epoch = 0
         self.stale = 0
 
     def update(self, epoch: int, accuracy: float) -> bool:
-        """Record ``accuracy`` at ``epoch``; True when it is a new best."""
+        """Record ``accuracy`` at ``epoch``; True when it is a new best (never before ``counts_from``)."""
+        if epoch < self.counts_from:
+            return False
         if accuracy > self.best:
             self.best, self.best_epoch, self.stale = accuracy, epoch, 0
             return True
@@ -179,6 +191,43 @@ def _save_checkpoint(path: Path, state: dict) -> None:
     resume.save(path, state)
 
 
+def _optimizer(model: nn.Module, recipe: recipes.TrainingRecipe) -> torch.optim.Optimizer:
+    if recipe.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=recipe.lr,
+        momentum=recipe.momentum,
+        weight_decay=recipe.weight_decay,
+        nesterov=recipe.nesterov,
+    )
+
+
+def _scheduler(optimizer: torch.optim.Optimizer, recipe: recipes.TrainingRecipe, total: int):
+    """torch's ``OneCycleLR`` for a one-cycle schedule (the ``plain`` recipe, bit for bit as before presets),
+    else a ``LambdaLR`` of :meth:`recipes.Schedule.multipliers` (the same formula for every kind, tested against
+    ``OneCycleLR``)."""
+    if recipe.schedule.kind == "one-cycle":
+        return torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=recipe.lr, total_steps=total, pct_start=recipe.schedule.warmup
+        )
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, recipe.schedule.lr_lambda(total))
+
+
+class Diverged(InputError):
+    """The training loss became NaN or infinite: the model is never stored."""
+
+
+#: On CUDA the loss is read back (a synchronisation) every this many steps for the progress message, not every step.
+CUDA_REPORT_EVERY = 20
+#: ``RELU_STUDIO_TRAIN_COMPILE=1`` compiles the training step's model with ``torch.compile`` on CUDA (off by
+#: default: ``bench/bench_training_gpu.py`` measures whether it pays for a given network; never on the CPU).
+COMPILE_ENV = "RELU_STUDIO_TRAIN_COMPILE"
+#: The numpy stream of the augmentation draws of epoch e is ``(seed, e, AUGMENT_STREAM)``; the mixing draws keep
+#: ``(seed, e)``, so turning augmentation on or off leaves the mixing draws alone.
+AUGMENT_STREAM = 1
+
+
 def fit(
     build: Callable[[], nn.Module],
     normalization: Normalization,
@@ -192,26 +241,42 @@ def fit(
     objective: Objective | None = None,
     outliers: np.ndarray | None = None,
     lr: float = DEFAULT_LR,
+    recipe: recipes.TrainingRecipe | None = None,
+    augmentation: augment.Augmentation | None = None,
     holdout_fraction: float = 0.0,
     patience: int | None = None,
     checkpoint: Path | None = None,
     checkpoint_key: str = "",
     device: str | torch.device = "cpu",
+    compile_model: bool | None = None,
     name: str = "model",
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> Trained:
     """Train the model ``build()`` returns (called once, seeded) on uint8 NHWC ``images`` with int64 ``labels``.
 
+    ``recipe`` (default: ``plain`` at learning rate ``lr``) gives the optimiser, its schedule over the ``epochs``
+    cap and the weight decay; ``batch_size`` is the global batch. ``augmentation`` (default none) is applied to
+    every training batch as batched tensor operations (:mod:`relu_core.training.augment`; draws seeded per epoch).
     ``objective`` (default cross-entropy) gives the loss; OpenMix mixes with ``outliers`` (uint8 NHWC, the
-    images' size). Inputs are normalised with ``normalization`` (the engine's arithmetic). ``progress(done,
-    total, message)`` is called after every batch (``training <name>: epoch e/E, loss ...``) and, with a
-    held-out part, once more after each epoch with its loss and held-out accuracy; when ``cancel()`` returns
-    True the training stops with ``Cancelled`` (the last finished epoch stays in the checkpoint). The inputs
-    are assumed valid (:func:`relu_core.training.train` checks them).
+    images' size; not augmented). Inputs are normalised with ``normalization`` (the engine's arithmetic). On CUDA
+    the forward passes run under bf16 autocast, channels-last; ``compile_model`` (None: ``$RELU_STUDIO_TRAIN_COMPILE``
+    is ``1``) compiles the model there. Early stopping (``patience``, None: never) counts only the epochs of the
+    schedule's final phase (:meth:`recipes.Schedule.first_stopping_epoch`), whose best held-out epoch gives the
+    returned weights. ``progress(done, total, message)`` is called after every batch (every
+    :data:`CUDA_REPORT_EVERY` on CUDA; ``training <name>: epoch e/E, loss ...``) and, with a held-out part, once
+    more after each epoch with its loss and held-out accuracy; when ``cancel()`` returns True the training stops
+    with ``Cancelled`` (the last finished epoch stays in the checkpoint). A loss that becomes NaN or infinite
+    raises :class:`Diverged` (one line) at the end of its epoch. The inputs are assumed valid
+    (:func:`relu_core.training.train` checks them).
     """
-    objective = objective or Objective()
+    objective = (objective or Objective()).for_classes(num_classes)
+    recipe = recipes.PLAIN.with_lr(lr) if recipe is None else recipe
+    augmentation = augmentation or augment.NONE
     device = torch.device(device)
+    cuda = device.type == "cuda"
+    if compile_model is None:
+        compile_model = os.environ.get(COMPILE_ENV, "") == "1"
     train_index, holdout_index = holdout_split(len(labels), holdout_fraction, seed)
     whole = holdout_fraction == 0.0  # nothing held out: the images as given (copied only when read-only)
     pixels = torch.from_numpy(np.require(images if whole else images[train_index], requirements=["C", "W"]))
@@ -221,20 +286,27 @@ def fit(
     outlier_pixels = (
         None if outliers is None else torch.from_numpy(np.require(outliers, requirements=["C", "W"])).to(device)
     )
-    pixels, targets = pixels.to(device), targets.to(device)
+    pixels, targets = pixels.to(device), targets.to(device)  # the whole uint8 training set on the device, once
     normalise = normalization.on(device)
     n = len(targets)
     batch_size = min(batch_size, n)
     steps_per_epoch = n // batch_size + (n % batch_size >= 2)  # a last batch of one would break BatchNorm
     total = epochs * steps_per_epoch
     size, rank = distributed.world_size(), distributed.rank()
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if cuda else contextlib.nullcontext
+
+    def to_device(tensor: torch.Tensor) -> torch.Tensor:
+        """Onto the training device; on CUDA from pinned memory without waiting (no synchronisation per step)."""
+        return tensor.pin_memory().to(device, non_blocking=True) if cuda else tensor.to(device)
+
+    report_every = CUDA_REPORT_EVERY if cuda else 1
 
     with seeded(seed, device) as recheck:
         model = build().to(device, memory_format=torch.channels_last).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
-        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=total)
+        optimizer = _optimizer(model, recipe)
+        schedule = _scheduler(optimizer, recipe, total)
         order = torch.Generator().manual_seed(seed)
-        stopper = EarlyStopping(patience)
+        stopper = EarlyStopping(patience, recipe.schedule.first_stopping_epoch(epochs, steps_per_epoch))
         history: list[EpochRecord] = []
         best_state: dict[str, torch.Tensor] | None = None
         start, stopped = 0, False
@@ -245,7 +317,7 @@ def fit(
             schedule.load_state_dict(resumed["schedule"])
             order.set_state(resumed["order"])
             torch.set_rng_state(resumed["rng"])
-            if device.type == "cuda" and "cuda_rng" in resumed:
+            if cuda and "cuda_rng" in resumed:
                 torch.cuda.set_rng_state(resumed["cuda_rng"], device)
             history = [
                 EpochRecord(int(e), loss, None if math.isnan(acc) else acc, s) for e, loss, acc, s in resumed["history"]
@@ -256,55 +328,84 @@ def fit(
         net: nn.Module = model
         if size > 1:
             distributed.init_process_group(device)
-            net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+            net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if cuda else None)
+        if compile_model and cuda:
+            net = torch.compile(net)
         done = start * steps_per_epoch
         for epoch in range(start, epochs):
             if stopped:
                 break
             began = time.perf_counter()
             permutation = torch.randperm(n, generator=order)
+            on_device = to_device(permutation)  # the epoch's order, moved once
             draws = np.random.default_rng((seed, epoch))
+            crops = None
+            if augmentation.active:  # every position of the epoch's order at once, moved once
+                crops = augmentation.draw(n, np.random.default_rng((seed, epoch, AUGMENT_STREAM))).on(to_device)
+            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
             running = 0.0
             for step in range(steps_per_epoch):
                 if cancel is not None and cancel():
                     raise Cancelled(f"training of {name} cancelled at epoch {epoch + 1}/{epochs}")
                 recheck()
-                index = permutation[step * batch_size : (step + 1) * batch_size]
-                lam, other = 1.0, None
+                first = step * batch_size
+                index = permutation[first : first + batch_size]
+                count = len(index)
+                lam, other, positions = 1.0, None, None
                 if objective.mixes:  # drawn for the whole global batch, the same on every rank
                     lam = float(draws.beta(objective.alpha, objective.alpha))
                     if objective.uses_outliers:
-                        other = torch.from_numpy(draws.integers(0, len(outlier_pixels), len(index)))
-                    else:
-                        other = index[torch.from_numpy(draws.permutation(len(index)))]
-                lo, hi = distributed.shard_bounds(len(index), size, rank) if size > 1 else (0, len(index))
-                local = index[lo:hi].to(device)
-                batch = normalise(pixels[local])  # NCHW view of the NHWC batch: channels-last, no copy
+                        other = to_device(torch.from_numpy(draws.integers(0, len(outlier_pixels), count)))
+                    else:  # the partner of batch position i: position positions[i] of the same batch
+                        positions = to_device(torch.from_numpy(draws.permutation(count)))
+                        other = on_device[first : first + count][positions]
+                lo, hi = distributed.shard_bounds(count, size, rank) if size > 1 else (0, count)
+                local = on_device[first + lo : first + hi]
+                batch_pixels = pixels[local]
+                if crops is not None:
+                    batch_pixels = augmentation.apply(batch_pixels, crops[first + lo : first + hi])
+                batch = normalise(batch_pixels)  # NCHW view of the NHWC batch: channels-last, no copy
                 x_other = labels_other = None
                 if other is not None:
-                    partner = other[lo:hi].to(device)
-                    x_other = normalise((outlier_pixels if objective.uses_outliers else pixels)[partner])
+                    partner = other[lo:hi]
+                    source = outlier_pixels if objective.uses_outliers else pixels
+                    partner_pixels = source[partner]
+                    if crops is not None and positions is not None:  # a partner is augmented as in its own place
+                        partner_pixels = augmentation.apply(partner_pixels, crops[first + positions[lo:hi]])
+                    x_other = normalise(partner_pixels)
                     labels_other = None if objective.uses_outliers else targets[partner]
-                loss = objective.loss(
-                    net, batch, targets[local], num_classes, lam=lam, x_other=x_other, labels_other=labels_other
-                )
+                with autocast():
+                    loss = objective.loss(
+                        net, batch, targets[local], num_classes, lam=lam, x_other=x_other, labels_other=labels_other
+                    )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
                 schedule.step()
-                running += (loss.item() - running) / (step + 1)
+                loss_sum += loss.detach()
                 done += 1
-                if progress is not None:
+                if progress is not None and ((step + 1) % report_every == 0 or step + 1 == steps_per_epoch):
+                    running = loss_sum.item() / (step + 1)
                     progress(done, total, f"training {name}: epoch {epoch + 1}/{epochs}, loss {running:.3f}")
+            running = loss_sum.item() / steps_per_epoch
+            if not math.isfinite(running):
+                raise Diverged(
+                    f"training of {name} diverged at epoch {epoch + 1}/{epochs}: the loss is not finite; nothing "
+                    "was stored (try another recipe, a lower learning rate or another seed)"
+                )
             accuracy = None
             if len(held_labels):
-                accuracy = _heldout_accuracy(model, held_pixels, held_labels, normalise, num_classes, device)
+                with autocast():
+                    accuracy = _heldout_accuracy(model, held_pixels, held_labels, normalise, num_classes, device)
                 if stopper.update(epoch + 1, accuracy):
                     best_state = {key: value.detach().clone() for key, value in model.state_dict().items()}
                 stopped = stopper.stop
             history.append(EpochRecord(epoch + 1, running, accuracy, time.perf_counter() - began))
             if accuracy is not None and progress is not None:
-                best = f"best {stopper.best:.2%} at epoch {stopper.best_epoch}"
+                if stopper.best_epoch:
+                    best = f"best {stopper.best:.2%} at epoch {stopper.best_epoch}"
+                else:
+                    best = f"counted from epoch {stopper.counts_from}, the schedule's final phase"
                 ending = ", stopping early" if stopped and epoch + 1 < epochs else ""
                 message = f"training {name}: epoch {epoch + 1}/{epochs}, loss {running:.3f}, held-out accuracy "
                 progress(done, total, f"{message}{accuracy:.2%} ({best}){ending}")
@@ -325,7 +426,7 @@ def fit(
                     "best_state": best_state,
                     "stopper": stopper.state(),
                 }
-                if device.type == "cuda":
+                if cuda:
                     state["cuda_rng"] = torch.cuda.get_rng_state(device)
                 _save_checkpoint(checkpoint, state)
         if best_state is not None:

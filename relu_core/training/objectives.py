@@ -10,8 +10,14 @@ deterministic computation of a loss that a test can redo by hand.
 - LogitNorm (Wei et al., 2022): ``CE(f(x) / (τ‖f(x)‖₂), y)``, τ = 0.04 (the paper's default).
 - MixUp (Zhang et al., 2018): ``x̃ = λxᵢ + (1−λ)xⱼ``, ``ỹ = λe_{yᵢ} + (1−λ)e_{yⱼ}``, loss ``CE(f(x̃), ỹ)``,
   λ ~ Beta(α, α), α = 1, j a random permutation of the batch.
-- RegMixUp (Pinto et al., 2022): ``CE(f(x), y) + γ·CE(f(x̃), ỹ)`` with MixUp's x̃, ỹ, λ ~ Beta(10, 10),
-  γ = 0.5; clean and mixed images go through the model in one batch (as the authors' code: BatchNorm sees both).
+- RegMixUp (Pinto et al., 2022), as the code behind the Rel-U paper's numbers computes it (``regmixup``): the
+  mean cross-entropy over one concatenated batch of the clean and the mixed images, i.e.
+  ``½·CE(f(x), y) + ½·CE(f(x̃), ỹ)`` with MixUp's x̃, ỹ, λ ~ Beta(α, α), α = 20 for data of at most 10 classes and
+  10 otherwise (the Rel-U authors' ``src/RegMixup/train.py``: ``alpha = 20 if dataset_name == "cifar10" else
+  10``, ``mixup_criterion`` over ``torch.cat([inputs, mixup_x])``; the RegMixup authors' code averages the same
+  way). The paper's appendix text instead writes ``CE(f(x), y) + γ·CE(f(x̃), ỹ)``, γ = 0.5, λ ~ Beta(10, 10):
+  selectable as ``regmixup-appendix``. Either way clean and mixed images go through the model in one batch
+  (BatchNorm sees both).
 - OpenMix (Zhu et al., 2023): the model has C + 1 outputs, the last one an "outlier" class; an inlier xᵢ is
   mixed with an image oᵢ of an outlier data set, ``x̃ = λxᵢ + (1−λ)oᵢ``, ``ỹ = λe_{yᵢ} + (1−λ)e_{C+1}``, loss
   ``CE(f(x), y) + γ·CE(f(x̃), ỹ)``, λ ~ Beta(10, 10), γ = 1 (the authors' default ``lambda_o``), clean and
@@ -53,6 +59,11 @@ def logitnorm(logits: torch.Tensor, labels: torch.Tensor, tau: float) -> torch.T
     return F.cross_entropy(logits / (norms * tau), labels)
 
 
+def _target_dtype(logits: torch.Tensor) -> torch.dtype:
+    """The soft targets' dtype: the logits', at least float32 (under bf16 autocast λ keeps its precision)."""
+    return torch.promote_types(logits.dtype, torch.float32)
+
+
 def mixed(x: torch.Tensor, x_other: torch.Tensor, lam: float) -> torch.Tensor:
     """``λx + (1−λ)x'``: the mixed images (normalised inputs; mixing commutes with the affine normalisation)."""
     return lam * x + (1.0 - lam) * x_other
@@ -76,7 +87,7 @@ def mixup(
 ) -> torch.Tensor:
     """MixUp ``CE(f(x̃), ỹ)``, ``x̃ = λx + (1−λ)x'``, ``ỹ = λe_y + (1−λ)e_{y'}`` (``x'``: the partners)."""
     logits = model(mixed(x, x_other, lam))
-    return soft_cross_entropy(logits, mixed_targets(labels, labels_other, lam, num_classes, logits.dtype))
+    return soft_cross_entropy(logits, mixed_targets(labels, labels_other, lam, num_classes, _target_dtype(logits)))
 
 
 def regmixup(
@@ -87,9 +98,24 @@ def regmixup(
     labels_other: torch.Tensor,
     lam: float,
     num_classes: int,
+) -> torch.Tensor:
+    """RegMixUp as the authors' code computes it: the mean cross-entropy over the concatenated batch of the
+    clean and the mixed images, ``½·CE(f(x), y) + ½·CE(f(x̃), ỹ)`` with MixUp's ``x̃``, ``ỹ``; one forward pass."""
+    x_mixed = mixed(x, x_other, lam)
+    return _clean_and_mixed(model, x, labels, x_mixed, labels_other, lam, num_classes, 0.5, clean_weight=0.5)
+
+
+def regmixup_appendix(
+    model: nn.Module,
+    x: torch.Tensor,
+    labels: torch.Tensor,
+    x_other: torch.Tensor,
+    labels_other: torch.Tensor,
+    lam: float,
+    num_classes: int,
     gamma: float,
 ) -> torch.Tensor:
-    """RegMixUp ``CE(f(x), y) + γ·CE(f(x̃), ỹ)`` with MixUp's ``x̃``, ``ỹ``; one forward pass of both halves."""
+    """RegMixUp as the Rel-U paper's appendix writes it: ``CE(f(x), y) + γ·CE(f(x̃), ỹ)``; one forward pass."""
     return _clean_and_mixed(model, x, labels, mixed(x, x_other, lam), labels_other, lam, num_classes, gamma)
 
 
@@ -120,13 +146,16 @@ def _clean_and_mixed(
     lam: float,
     classes: int,
     gamma: float,
+    *,
+    clean_weight: float = 1.0,
 ) -> torch.Tensor:
-    """``CE(f(x), y) + γ·CE(f(x̃), λe_y + (1−λ)e_{y'})`` over ``classes`` outputs, the clean and the mixed images
-    in one forward pass (as the authors' code: BatchNorm sees both): RegMixUp's and OpenMix's loss."""
+    """``a·CE(f(x), y) + γ·CE(f(x̃), λe_y + (1−λ)e_{y'})`` over ``classes`` outputs (``a`` = ``clean_weight``), the
+    clean and the mixed images in one forward pass (as the authors' code: BatchNorm sees both): RegMixUp's and
+    OpenMix's loss."""
     logits = model(torch.cat([x, x_mixed]))
     clean, mix = logits[: len(x)], logits[len(x) :]
-    targets = mixed_targets(labels, labels_other, lam, classes, mix.dtype)
-    return F.cross_entropy(clean, labels) + gamma * soft_cross_entropy(mix, targets)
+    targets = mixed_targets(labels, labels_other, lam, classes, _target_dtype(mix))
+    return clean_weight * F.cross_entropy(clean, labels) + gamma * soft_cross_entropy(mix, targets)
 
 
 class DropOutlierClass(nn.Module):
@@ -146,15 +175,26 @@ class DropOutlierClass(nn.Module):
 
 # ------------------------------------------------------------------------------------------ settings
 
-#: Each objective's parameters and their defaults (what :class:`Objective` accepts for it).
-DEFAULTS: dict[str, dict[str, float]] = {
+#: Each objective's parameters and their defaults (what :class:`Objective` accepts for it); None: it depends on the
+#: number of classes (:meth:`Objective.for_classes`).
+DEFAULTS: dict[str, dict[str, float | None]] = {
     "cross-entropy": {},
     "logitnorm": {"tau": 0.04},
     "mixup": {"alpha": 1.0},
-    "regmixup": {"alpha": 10.0, "gamma": 0.5},
+    "regmixup": {"alpha": None},
+    "regmixup-appendix": {"alpha": 10.0, "gamma": 0.5},
     "openmix": {"alpha": 10.0, "gamma": 1.0},
 }
 OBJECTIVES = tuple(DEFAULTS)
+#: The paper's five objectives (its Table 1), in its order; ``regmixup`` weighted as the authors' code.
+PAPER_OBJECTIVES = ("cross-entropy", "logitnorm", "mixup", "regmixup", "openmix")
+MIXING = frozenset({"mixup", "regmixup", "regmixup-appendix", "openmix"})
+
+
+def regmixup_alpha(num_classes: int) -> float:
+    """RegMixUp's α in the authors' code: 20 for data of at most 10 classes (CIFAR-10), 10 otherwise (CIFAR-100)."""
+    return 20.0 if num_classes <= 10 else 10.0
+
 
 #: What each parameter means, for messages and help texts.
 PARAMETERS = {"tau": "LogitNorm's τ", "alpha": "the Beta(α, α) of λ", "gamma": "the weight γ of the mixed term"}
@@ -198,8 +238,15 @@ class Objective:
 
     @property
     def mixes(self) -> bool:
-        """True when the objective draws λ (MixUp, RegMixUp, OpenMix)."""
-        return self.alpha is not None
+        """True when the objective draws λ (MixUp, both RegMixUps, OpenMix)."""
+        return self.name in MIXING
+
+    def for_classes(self, num_classes: int) -> Objective:
+        """This objective with the parameters that depend on the class count filled in (RegMixUp's α:
+        :func:`regmixup_alpha`); itself when none is missing."""
+        if self.name == "regmixup" and self.alpha is None:
+            return Objective(self.name, alpha=regmixup_alpha(num_classes))
+        return self
 
     @property
     def uses_outliers(self) -> bool:
@@ -217,7 +264,10 @@ class Objective:
 
     def describe(self) -> str:
         """``mixup (alpha=1)`` and the like, for messages and run names."""
-        values = ", ".join(f"{p}={getattr(self, p):g}" for p in DEFAULTS[self.name])
+        values = ", ".join(
+            f"{p}={value:g}" if (value := getattr(self, p)) is not None else f"{p} by class count"
+            for p in DEFAULTS[self.name]
+        )
         return f"{self.name} ({values})" if values else self.name
 
     def loss(
@@ -240,5 +290,7 @@ class Objective:
         if self.name == "mixup":
             return mixup(model, x, labels, x_other, labels_other, lam, num_classes)
         if self.name == "regmixup":
-            return regmixup(model, x, labels, x_other, labels_other, lam, num_classes, self.gamma)
+            return regmixup(model, x, labels, x_other, labels_other, lam, num_classes)
+        if self.name == "regmixup-appendix":
+            return regmixup_appendix(model, x, labels, x_other, labels_other, lam, num_classes, self.gamma)
         return openmix(model, x, labels, x_other, lam, num_classes, self.gamma)
