@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from relu_core import compare, csv_text, detectors, explore, figures, metric_info, protocol, runs
+from relu_core import compare, csv_text, detectors, explore, figures, limits, metric_info, protocol, runs
 from relu_core.progress import count
 from studio import jobbox, page, session
 from studio.runs import run_label, session_runs
@@ -28,6 +28,51 @@ page.page_header(
 )
 
 loaded = [rid for rid in session_runs() if rid in runs.RUNS]
+
+
+def _dropped_runs() -> list[str]:
+    """The runs chosen here that the server's bounded run registry has dropped since (said until loaded again);
+    a run loaded again goes back into the choice."""
+    dropped = st.session_state.setdefault(session.CMP_DROPPED, [])
+    chosen = st.session_state.get(
+        session.CMP_RUNS, st.session_state.get(session.CMP_KEPT, {}).get(session.CMP_RUNS, [])
+    )
+    dropped += [rid for rid in chosen if rid not in runs.RUNS and rid not in dropped]
+    back = [rid for rid in dropped if rid in loaded]
+    if back:
+        kept = st.session_state.setdefault(session.CMP_KEPT, {})
+        kept[session.CMP_RUNS] = [*[r for r in chosen if r in loaded], *back][: compare.MAX_RUNS]
+        st.session_state[session.CMP_RUNS] = kept[session.CMP_RUNS]
+    dropped[:] = [rid for rid in dropped if rid not in runs.RUNS and rid in session_runs()]
+    return dropped
+
+
+def _reload(run_id: str) -> None:
+    """Reopen a dropped run from this machine's record of it (cached logits), as a background job."""
+    jobbox.start_job(
+        f"reopen:{run_id}",
+        f"Loading the run {run_id[:6]} again",
+        lambda progress, cancel: runs.reopen(run_id, progress, cancel),
+        select=False,
+    )
+
+
+for run_id in _dropped_runs():
+    known = runs.describe(run_id)
+    st.warning(
+        plain(
+            f"{known or 'A run'} ({run_id[:6]}) was dropped from the server's memory (it keeps the "
+            f"{limits.MAX_RUNS} most recently used runs of all sessions), so it is no longer compared. "
+            + (
+                "Load it again with the button (from this machine's cache: quick), or in the sidebar."
+                if known
+                else "Load it again in the sidebar: the same data set + model, or the same upload."
+            )
+        )
+    )
+    if known:
+        st.button("Load it again", key=session.item_key(session.CMP_RELOAD, run_id), on_click=_reload, args=(run_id,))
+
 if len(loaded) < compare.MIN_RUNS:
     st.info(
         "Only one run is loaded in this session. Add another run of the same data set in the sidebar "

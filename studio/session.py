@@ -292,6 +292,10 @@ CMP_SEEDS = "cmp_seeds"
 CMP_KEPT = "cmp_kept"
 #: The page's widgets tied to the shared settings (:func:`share`).
 CMP_SHARED = {CMP_TEMPERATURE: "temperature", CMP_LAM: "lam", CMP_TUNE_FRACTION: "tune_fraction", CMP_SEEDS: "seeds"}
+#: Runs of the comparison dropped from the server's run registry, said on the page until loaded again (oldest first).
+CMP_DROPPED = "cmp_dropped"
+#: The prefix (:func:`item_key`) of a dropped run's "Load it again" button (with the run's id).
+CMP_RELOAD = "cmp_reload"
 CMP_ROC = "cmp_roc"
 CMP_RISK_COVERAGE = "cmp_rc"
 #: The prefix (:func:`item_key`) of the page's download buttons (with the file's name).
