@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from relu_core import baselines, corruptions, explore, protocol, robustness, scorecard
+from relu_core import baselines, corruptions, explore, protocol, robustness, runs, scorecard
 from relu_core.studies import objectives
 
 # ---- runs (studio.runs, studio.sidebar)
@@ -94,6 +94,8 @@ def session_id() -> str:
 SHARED = "shared_setting"
 #: Each page widget's value when it last took the shared one (:func:`share` tells a change on the page by it).
 SHARED_SEEN = "_shared_seen"
+#: The sidebar's slot of the shared settings' line (:func:`show_shared`), made by ``studio.frame.draw``.
+SHARED_SLOT = "_shared_slot"
 #: The seed counts every page offers (one range, so that a count set on one page fits every other).
 SEEDS_MAX = 20
 
@@ -123,6 +125,26 @@ def share(keys: Mapping[str, str]) -> None:
         seen[key] = values[name]
         if not fragment_rerun or key not in st.session_state or st.session_state[key] != values[name]:
             st.session_state[key] = values[name]
+    show_shared()  # the sidebar's line says the values now in force (a fragment's share too: Explore's λ)
+
+
+def show_shared() -> None:
+    """The sidebar's line of the shared settings as they stand now, in the slot ``studio.frame.draw`` made: drawn
+    by the frame before the page, then again by every :func:`share` (a value moved on the page, a shared link's λ,
+    Explore's sliders on the panel's own fragment reruns: Streamlit lets a fragment rewrite a slot made outside it
+    when it wrote that slot in the full run too, as Explore's panel does on every run)."""
+    slot = st.session_state.get(SHARED_SLOT)
+    if slot is None:
+        return
+    run = runs.RUNS.get(st.session_state.get(RUN_ID))
+    values = shared()
+    eps_not_applied = values.eps != 0 and run is not None and (run.model is None or run.images is None)
+    slot.caption(
+        f"**Shared settings**: {values.words()}"
+        + (" (ε does not apply to this run: it is scored at ε = 0)" if eps_not_applied else "")
+        + ". Every page uses them by default: changing one on any page changes it on all; a result computed "
+        "otherwise says so beside it."
+    )
 
 
 # ---- defaults: seeded before a page draws its widgets

@@ -79,6 +79,14 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         timeout=30_000,
     )
     assert "lam=0.4" in page.url
+    # the sidebar's line of the shared settings follows, though only the panel's fragment reran (issue 34)
+    shared_line = page.locator('[data-testid="stSidebar"]').get_by_text("Shared settings", exact=False)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stCaptionContainer"]')]
+                 .some(c => c.innerText.includes('Shared settings') && c.innerText.includes('λ = 0.4 ·'))""",
+        timeout=30_000,
+    )
+    assert shared_line.count() == 1  # rewritten in place, never a second line
     # each chart keeps its height through consecutive updates (plotly measured an element without one: every
     # second update drew it 0 px tall, the page below sliding over it)
     for lam in ("0.39", "0.38"):

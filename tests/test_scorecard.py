@@ -168,3 +168,29 @@ def test_a_shared_setting_changed_on_one_page_is_read_on_the_others(pages, digit
     assert any(words in m.value for m in at.markdown)  # above the scorecard
     assert any(words in c.value for c in at.sidebar.caption)  # the one place every page shows them
     assert at.info[0].value.startswith("Rel-U vs Doctor at the default settings (T = 1, λ = 0.3, 20% tuning split")
+
+
+@pytest.mark.slow
+def test_the_sidebar_says_the_shared_values_in_force_on_the_page_that_moved_them(pages, digits_run) -> None:
+    """Issue 34: the sidebar's line kept λ = 0.5 after λ moved on Explore or came from a shared link; the frame drew
+    it before the page tied its widgets to the shared values."""
+    from apptest_pages import EXPLORE, app
+
+    from relu_core import runs
+
+    def line(at) -> str:
+        (caption,) = [c.value for c in at.sidebar.caption if c.value.startswith("**Shared settings**")]
+        return caption
+
+    at = pages.open("Explore.py", digits_run)
+    assert "λ = 0.5 ·" in line(at)
+    at.slider(key="ex_lam").set_value(0.3).run()
+    pages.no_exceptions(at)
+    assert "λ = 0.3 ·" in line(at)
+    runs.register_run(digits_run)
+    linked = app(EXPLORE, 120)
+    linked.session_state["run_id"] = digits_run.run_id
+    linked.query_params.update({"lam": "0.7", "tune": "0.2"})
+    linked.run()
+    pages.no_exceptions(linked)
+    assert "tuning split 20% · 3 seeds · T = 1 · λ = 0.7 ·" in line(linked)
