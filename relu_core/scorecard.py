@@ -115,13 +115,25 @@ def _in_distribution(run, shared: Shared):
     return work
 
 
-def _mismatch(run, shared: Shared, other: str):
+def mismatch_options(run, shared: Shared) -> dict:
+    """The arguments of the scorecard's mismatch study of ``run`` (a run it supports): the first other data set on
+    the machine, the shared tuning fraction and seeds, the bootstrap's default resamples, written as the Studies page
+    writes them, so that the page can show this study's result (:func:`finished`) without a run of its own."""
+    return {
+        "seeds": shared.seeds,
+        "n_resamples": stats.DEFAULT_RESAMPLES,
+        "fractions": [shared.tune_fraction],
+        "other": other_datasets(run)[0],
+    }
+
+
+def _mismatch(run, shared: Shared):
+    options = mismatch_options(run, shared)
+
     def work(progress, cancel):
         from relu_core.studies import mismatch
 
-        return mismatch.run_study(
-            run, other=other, fractions=[shared.tune_fraction], seeds=shared.seeds, progress=progress, cancel=cancel
-        )
+        return mismatch.run_study(run, **options, progress=progress, cancel=cancel)
 
     return work
 
@@ -184,8 +196,7 @@ def start(run, shared: Shared) -> None:
     kept: its row shows it; a cancelled one starts again). The training objectives are never started here."""
     work = {"in_distribution": lambda: _in_distribution(run, shared), "corruptions": lambda: _corruptions(run, shared)}
     if _supported(run, "mismatch") is None:
-        other = other_datasets(run)[0]
-        work["mismatch"] = lambda: _mismatch(run, shared, other)
+        work["mismatch"] = lambda: _mismatch(run, shared)
     for key, title, _ in SETTINGS:
         job = jobs.MANAGER.get(job_key(run, key, shared))
         if key in work and _supported(run, key) is None and (job is None or job.state == jobs.CANCELLED):

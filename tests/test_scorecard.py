@@ -144,6 +144,8 @@ def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
     assert ready.intervals in [c.value for c in at.caption]
     links = [link.proto.label for link in at.get("page_link")]
     assert links == ["Open Explore", "Open Studies", "Open Corruptions", "Open Training objectives"]
+    # the mismatch row's link opens that study on Studies (its AppTest: test_studies_page.py)
+    assert [link.proto.query_string for link in at.get("page_link")] == ["", "study=mismatch", "", ""]
 
 
 @pytest.mark.slow
