@@ -183,6 +183,15 @@ def _supported(run, key: str) -> str | None:
             robustness.check_run(run)
         except InputError as exc:
             return str(exc)
+    if key == "objectives":
+        from relu_core.studies import objectives
+
+        dataset = registered_dataset(run)
+        if dataset not in objectives.trainable_datasets():
+            trains = "the Training objectives page trains its own models on a registered data set's training split"
+            if run.model is None or run.images is None:
+                return f"{trains}; this run has logits only, of no such data set"
+            return f"{trains}, and {dataset or 'this run’s data set'} is not one it can train on this machine"
     return None
 
 

@@ -49,6 +49,14 @@ def test_every_public_name_has_a_numpydoc_example_that_runs(name):
     assert runner.summarize(verbose=False).failed == 0, f"{name}'s example fails (output above)"
 
 
+def test_readme_names_every_public_name():
+    """README's paragraph of public names lists each name of ``__all__`` (it left ``Detector`` out)."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("The public names are `rc.__all__`")
+    paragraph = readme[start : readme.index("\n\n", start)]
+    assert [name for name in PUBLIC if f"`{name}`" not in paragraph] == []
+
+
 def test_all_lists_each_public_name_once_and_dir_shows_them():
     assert len(set(relu_core.__all__)) == len(relu_core.__all__)
     assert {"RelU", "Doctor", "MSP", "ODIN", "fpr_at_tpr", "auroc", "aurc", "evaluate", "paired_bootstrap"} <= set(

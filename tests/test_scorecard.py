@@ -64,7 +64,11 @@ def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
         assert [r.title for r in rows] == TITLES
         assert rows[0].state == scorecard.COMPUTING and rows[0].fraction == 0.25 and "seed 1/4" in rows[0].verdict
         # a run of logits only: no model to run on other images or on corruptions; no objectives table yet
-        assert [r.state for r in rows[1:]] == [scorecard.UNSUPPORTED, scorecard.UNSUPPORTED, scorecard.NOT_RUN]
+        # a logits-only run: every setting it cannot have is worded alike (the objectives row said "Not computed
+        # yet" though no table could ever be of its data set)
+        assert [r.state for r in rows[1:]] == [scorecard.UNSUPPORTED] * 3
+        assert all(r.verdict.startswith("Not available for this run (") for r in rows[1:])
+        assert "this run has logits only" in rows[3].verdict
     finally:
         release.set()
     jobs.MANAGER.get(key).wait(60)
