@@ -53,6 +53,10 @@ UPLOAD_COMPUTE = "upload_compute"
 PENDING_JOBS = "pending_jobs"
 #: This session's failure and cancellation messages for the sidebar: (kind, text), each shown once.
 JOB_MESSAGES = "job_messages"
+#: Where a job's failure or cancellation is said, for the jobs started by a form of the sidebar (job key -> the
+#: form's name: ``jobbox.start_job(place=)``), and those messages waiting to be drawn there (form name -> (kind, text)).
+JOB_PLACES = "job_places"
+PLACED_MESSAGES = "placed_messages"
 #: Jobs cancelled from their own progress box, their cancellation still to be said there (``jobbox.wait_for``).
 CANCELLED_HERE = "cancelled_here"
 #: A random id of this session (groups its ε passes so that a new one cancels the previous ones).

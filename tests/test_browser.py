@@ -324,9 +324,13 @@ def test_failed_upload_keeps_its_expander_open(app_url, chromium, tmp_path):
     sidebar.get_by_text("Upload logits").click()
     sidebar.locator('input[type="file"]').first.set_input_files(str(bad))
     sidebar.get_by_role("button", name="Load logits").click()
-    alert = sidebar.locator('[data-testid="stAlert"]').filter(has_text="Loading bad.csv failed")
+    form = sidebar.locator('[data-testid="stExpander"]').filter(has_text="Upload logits")
+    # the error is said in the form, under the button pressed (issue 34: at the top of the sidebar, out of view)
+    alert = form.locator('[data-testid="stAlert"]').filter(has_text="Loading bad.csv failed")
     alert.wait_for(timeout=60_000)
     assert "must hold numbers" in alert.inner_text()
-    expander = sidebar.locator('[data-testid="stExpander"]').filter(has_text="Upload logits").locator("details")
-    assert expander.get_attribute("open") is not None
-    assert sidebar.get_by_role("button", name="Load logits").is_visible()
+    assert form.locator("details").get_attribute("open") is not None
+    button = sidebar.get_by_role("button", name="Load logits")
+    assert button.is_visible()
+    below = alert.bounding_box()["y"] - button.bounding_box()["y"]
+    assert 0 < below < 300, below  # right under the button, both in one view
