@@ -91,7 +91,8 @@ with st.container(border=True):
         max_selections=compare.MAX_RUNS,
         key=session.CMP_RUNS,
     )
-    c_det, c_t, c_lam, c_split, c_seeds = st.columns([5, 2, 2, 2, 1])
+    # the detectors' chips need half the width at 1280 x 720 (in a third, the last one was cut)
+    c_det, c_t, c_lam, c_split, c_seeds = st.columns([6, 2, 2, 2, 1.2])
     c_det.multiselect("detectors", list(compare.DEFAULT_KEYS), format_func=detectors.label, key=session.CMP_DETECTORS)
     c_t.select_slider(
         "T (Rel-U, Doctor)", options=explore.TEMPERATURES, format_func=lambda t: f"{t:g}", key=session.CMP_TEMPERATURE
@@ -128,15 +129,25 @@ st.caption(
 )
 
 # ------------------------------------------------------------------------------------------- tables
+# the runs by number and colour: the table and the charts' legends name a run by its number (its name, often
+# longer than a column, was cut there)
+st.markdown(
+    "  \n".join(
+        f"**{label.split('.', 1)[0]}.** {plain(label.split('. ', 1)[1])}"
+        f" · {figures.RUN_COLOR_NAMES[i % len(figures.RUN_COLOR_NAMES)]} in the charts"
+        for i, label in enumerate(result.run_labels)
+    )
+)
 st.subheader("Each run's detectors (mean ± std over seeds)")
-shown = pd.DataFrame({"run": result.table["run"], "detector": result.table["detector"]})
+number = {label: label.split(".", 1)[0] for label in result.run_labels}
+shown = pd.DataFrame({"run": result.table["run"].map(number), "detector": result.table["detector"]})
 shown["accuracy"] = [f"{a:.2%}" for a in result.table["accuracy"]]
 for m in metric_info.PAIRED_KEYS:
     metric = metric_info.BY_KEY[m]
     shown[metric.header] = [
         metric.mean_std(mean, std) for mean, std in zip(result.table[m], result.table[f"{m}_std"], strict=True)
     ]
-st.dataframe(shown, hide_index=True)
+st.dataframe(shown, hide_index=True, column_config={"run": st.column_config.TextColumn("run", width="small")})
 
 # the verdicts are sentences: static tables wrap them (an interactive grid cut them at its edge)
 words = ["run", "metric", "verdict"]
@@ -162,7 +173,10 @@ with left:
     page.chart(st, roc, "runs_roc", key=session.CMP_ROC)
 with right:
     page.chart(st, rc, "runs_risk_coverage", key=session.CMP_RISK_COVERAGE)
-st.caption("Curves on the first seed's evaluation split; colour: run, dash: detector.")
+st.caption(
+    "Curves on the first seed's evaluation split; colour: run (numbered as above), dash: detector (Rel-U solid, "
+    "Doctor dashed, MSP dotted, ODIN dash-dot). Hover a curve for its run's name."
+)
 
 row = st.columns(3)
 for column, (name, label, frame) in zip(

@@ -191,9 +191,13 @@ def test_overlay_gives_each_run_a_colour_and_each_detector_a_dash():
     curves = {(run, det): (x, x, 0.5) for run in ("1. a", "2. b", "3. c") for det in ("Rel-U", "Doctor")}
     fig = figures.runs_curves_figure(curves, "roc")
     by_name = {t.name.split(" (")[0]: t.line for t in fig.data}
-    assert by_name["1. a · Rel-U"].color == by_name["1. a · Doctor"].color != by_name["2. b · Rel-U"].color
-    assert by_name["1. a · Rel-U"].dash == by_name["3. c · Rel-U"].dash != by_name["3. c · Doctor"].dash
-    assert "AUROC 0.5000" in fig.data[0].name
+    assert by_name["1 · Rel-U"].color == by_name["1 · Doctor"].color != by_name["2 · Rel-U"].color
+    assert by_name["1 · Rel-U"].dash == by_name["3 · Rel-U"].dash != by_name["3 · Doctor"].dash
+    # the legend names runs by number (a name was cut at a half-width chart's edge); the hover names them in full
+    assert fig.data[0].name == "1 · Rel-U (0.5000)" and fig.layout.legend.title.text == "run · detector (AUROC)"
+    assert fig.data[0].hovertemplate.startswith("1. a · Rel-U<br>")
+    rows = -(-len(fig.data) // 2) + 1  # two entries a row, and the legend's title
+    assert fig.layout.margin.b >= rows * figures.RUNS_LEGEND_ROW and fig.layout.legend.entrywidth == 0.5
     assert figures.runs_curves_figure(curves, "risk_coverage").layout.title.text == "Risk-coverage by run"
     with pytest.raises(ValueError):
         figures.runs_curves_figure(curves, "other")
