@@ -84,7 +84,7 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     page.wait_for_function(
         """() => [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stCaptionContainer"]')]
                  .some(c => c.innerText.includes('Shared settings') && c.innerText.includes('λ = 0.4 ·'))""",
-        timeout=30_000,
+        timeout=60_000,  # the server's answer to the last press (the charts may follow λ before it)
     )
     assert shared_line.count() == 1  # rewritten in place, never a second line
     # each chart keeps its height through consecutive updates (plotly measured an element without one: every
