@@ -13,6 +13,7 @@ import streamlit as st
 from relu_core import baselines, comparison, csv_text, detectors, figures, metric_info, protocol
 from relu_core.progress import count
 from studio import jobbox, page, session
+from studio.text import plain
 
 run = page.page_header(
     "More baselines",
@@ -83,23 +84,25 @@ st.caption(
 # ------------------------------------------------------------------------------------------- table
 st.subheader("Mean ± std over seeds")
 table = result.table
+# short headers ("AUGRC ↓") and the notes under the table: at 1280 x 720 the headers "AUGRC (lower is better)" and
+# a note column pushed the last metrics out of the table's width
 st.dataframe(
     {
         "detector": table["detector"],
         "learned": table["learned"],
         **{
-            m.title: [m.mean_std(mean, std) for mean, std in zip(table[f"{m.key}_mean"], table[f"{m.key}_std"])]
+            m.header: [m.mean_std(mean, std) for mean, std in zip(table[f"{m.key}_mean"], table[f"{m.key}_std"])]
             for m in map(metric_info.get, metric_info.PAIRED_KEYS)
         },
-        "note": table["note"],
     },
     hide_index=True,
-    column_config={"note": st.column_config.TextColumn(width="large", help="how the detector was run")},
 )
+notes = [f"{detector}: {note}" for detector, note in zip(table["detector"], table["note"]) if note]
 st.caption(
     "Each row: one detector judged on the evaluation splits, mean ± std over the seeds (population std, "
-    'ddof = 0). "learned" detectors were fitted on the tuning split only. Only Rel-U − Doctor is tested '
-    "(below): the other rows are not compared with each other, so close means are not a ranking."
+    'ddof = 0); ↓ lower is better, ↑ higher is better. "learned" detectors were fitted on the tuning split only. '
+    "Only Rel-U − Doctor is tested (below): the other rows are not compared with each other, so close means are "
+    "not a ranking." + plain(f" How they ran: {'; '.join(notes)}." if notes else "")
 )
 if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from relu_core import compare, csv_text, detectors, explore, figures, metric_info, protocol, runs
+from relu_core import compare, csv_text, detectors, explore, figures, limits, metric_info, protocol, runs
 from relu_core.progress import count
 from studio import jobbox, page, session
 from studio.runs import run_label, session_runs
@@ -28,6 +28,51 @@ page.page_header(
 )
 
 loaded = [rid for rid in session_runs() if rid in runs.RUNS]
+
+
+def _dropped_runs() -> list[str]:
+    """The runs chosen here that the server's bounded run registry has dropped since (said until loaded again);
+    a run loaded again goes back into the choice."""
+    dropped = st.session_state.setdefault(session.CMP_DROPPED, [])
+    chosen = st.session_state.get(
+        session.CMP_RUNS, st.session_state.get(session.CMP_KEPT, {}).get(session.CMP_RUNS, [])
+    )
+    dropped += [rid for rid in chosen if rid not in runs.RUNS and rid not in dropped]
+    back = [rid for rid in dropped if rid in loaded]
+    if back:
+        kept = st.session_state.setdefault(session.CMP_KEPT, {})
+        kept[session.CMP_RUNS] = [*[r for r in chosen if r in loaded], *back][: compare.MAX_RUNS]
+        st.session_state[session.CMP_RUNS] = kept[session.CMP_RUNS]
+    dropped[:] = [rid for rid in dropped if rid not in runs.RUNS and rid in session_runs()]
+    return dropped
+
+
+def _reload(run_id: str) -> None:
+    """Reopen a dropped run from this machine's record of it (cached logits), as a background job."""
+    jobbox.start_job(
+        f"reopen:{run_id}",
+        f"Loading the run {run_id[:6]} again",
+        lambda progress, cancel: runs.reopen(run_id, progress, cancel),
+        select=False,
+    )
+
+
+for run_id in _dropped_runs():
+    known = runs.describe(run_id)
+    st.warning(
+        plain(
+            f"{known or 'A run'} ({run_id[:6]}) was dropped from the server's memory (it keeps the "
+            f"{limits.MAX_RUNS} most recently used runs of all sessions), so it is no longer compared. "
+            + (
+                "Load it again with the button (from this machine's cache: quick), or in the sidebar."
+                if known
+                else "Load it again in the sidebar: the same data set + model, or the same upload."
+            )
+        )
+    )
+    if known:
+        st.button("Load it again", key=session.item_key(session.CMP_RELOAD, run_id), on_click=_reload, args=(run_id,))
+
 if len(loaded) < compare.MIN_RUNS:
     st.info(
         "Only one run is loaded in this session. Add another run of the same data set in the sidebar "
@@ -46,7 +91,8 @@ with st.container(border=True):
         max_selections=compare.MAX_RUNS,
         key=session.CMP_RUNS,
     )
-    c_det, c_t, c_lam, c_split, c_seeds = st.columns([5, 2, 2, 2, 1])
+    # the detectors' chips need half the width at 1280 x 720 (in a third, the last one was cut)
+    c_det, c_t, c_lam, c_split, c_seeds = st.columns([6, 2, 2, 2, 1.2])
     c_det.multiselect("detectors", list(compare.DEFAULT_KEYS), format_func=detectors.label, key=session.CMP_DETECTORS)
     c_t.select_slider(
         "T (Rel-U, Doctor)", options=explore.TEMPERATURES, format_func=lambda t: f"{t:g}", key=session.CMP_TEMPERATURE
@@ -83,15 +129,25 @@ st.caption(
 )
 
 # ------------------------------------------------------------------------------------------- tables
+# the runs by number and colour: the table and the charts' legends name a run by its number (its name, often
+# longer than a column, was cut there)
+st.markdown(
+    "  \n".join(
+        f"**{label.split('.', 1)[0]}.** {plain(label.split('. ', 1)[1])}"
+        f" · {figures.RUN_COLOR_NAMES[i % len(figures.RUN_COLOR_NAMES)]} in the charts"
+        for i, label in enumerate(result.run_labels)
+    )
+)
 st.subheader("Each run's detectors (mean ± std over seeds)")
-shown = pd.DataFrame({"run": result.table["run"], "detector": result.table["detector"]})
+number = {label: label.split(".", 1)[0] for label in result.run_labels}
+shown = pd.DataFrame({"run": result.table["run"].map(number), "detector": result.table["detector"]})
 shown["accuracy"] = [f"{a:.2%}" for a in result.table["accuracy"]]
 for m in metric_info.PAIRED_KEYS:
     metric = metric_info.BY_KEY[m]
     shown[metric.header] = [
         metric.mean_std(mean, std) for mean, std in zip(result.table[m], result.table[f"{m}_std"], strict=True)
     ]
-st.dataframe(shown, hide_index=True)
+st.dataframe(shown, hide_index=True, column_config={"run": st.column_config.TextColumn("run", width="small")})
 
 # the verdicts are sentences: static tables wrap them (an interactive grid cut them at its edge)
 words = ["run", "metric", "verdict"]
@@ -117,7 +173,10 @@ with left:
     page.chart(st, roc, "runs_roc", key=session.CMP_ROC)
 with right:
     page.chart(st, rc, "runs_risk_coverage", key=session.CMP_RISK_COVERAGE)
-st.caption("Curves on the first seed's evaluation split; colour: run, dash: detector.")
+st.caption(
+    "Curves on the first seed's evaluation split; colour: run (numbered as above), dash: detector (Rel-U solid, "
+    "Doctor dashed, MSP dotted, ODIN dash-dot). Hover a curve for its run's name."
+)
 
 row = st.columns(3)
 for column, (name, label, frame) in zip(

@@ -96,7 +96,9 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
                 verdict.progress(row.fraction)
             if row.intervals:
                 verdict.caption(row.intervals, help="  \n".join([*row.details, row.note]))
-            link.page_link(pages[row.page], label=f"Open {pages[row.page].title}")
+            # the mismatch row opens Studies on that study, at the settings this row's result was computed with
+            asked = {"study": "mismatch"} if row.key == "mismatch" else None
+            link.page_link(pages[row.page], label=f"Open {pages[row.page].title}", query_params=asked)
 
 
 st.markdown(f"**Rel-U vs Doctor on this run, in each setting** (shared settings: {shared.words()})")

@@ -14,7 +14,7 @@ from relu_core import figures, onnx_model, protocol, scorecard
 from relu_core.progress import count
 from relu_core.studies import STUDIES, ablation
 from relu_core.studies import figures as study_figures
-from studio import jobbox, page, session
+from studio import jobbox, page, query, session
 from studio.text import plain
 
 run = page.page_header(
@@ -28,6 +28,22 @@ has_model = run.model is not None and run.images is not None
 defaults = session.study_defaults()
 session.share(session.STUDY_SHARED)  # the tuning fraction and the seeds every page shares
 session.restore(defaults, session.STUDY_KEPT)  # the options survive another study's or another page's run
+asked = query.take_study_param()  # the Start scorecard's link: open its study at its settings
+if asked in STUDIES:
+    st.session_state[session.STUDY_NAME] = asked
+if asked == "mismatch" and has_model and scorecard.other_datasets(run):
+    scorecard_options = scorecard.mismatch_options(run, session.shared())
+    fraction = scorecard_options["fractions"][0]
+    preset = fraction in protocol.TUNE_FRACTION_PRESETS
+    st.session_state.update(
+        {
+            session.STUDY_FRACTIONS: [fraction] if preset else [],
+            session.STUDY_EXTRA_FRACTIONS: "" if preset else f"{fraction:g}",
+            session.STUDY_OTHER: scorecard_options["other"],
+            session.STUDY_BOOTSTRAP: scorecard_options["n_resamples"],
+            session.STUDY_EXCLUDE: "",
+        }
+    )
 AXIS_LABELS = {"lambda": "λ (0..1)", "temperature": "T (0.1..1000, log)", "eps": "ε (paper's grid; needs a model)"}
 
 name = st.radio(
@@ -62,13 +78,15 @@ def _controls() -> dict:
         if name in ("ablation", "calibration"):
             options["tune_fraction"] = page.fraction_slider(c3, "tuning fraction", key=session.STUDY_FRACTION)
         if name in ("tuning-split", "mismatch"):
-            chosen = c3.multiselect(
+            # a row of their own: in a third of the width the four presets' chips were hidden at 1280 x 720
+            f1, f2 = st.columns(2)
+            chosen = f1.multiselect(
                 "tuning fractions",
                 list(protocol.TUNE_FRACTION_PRESETS),
                 key=session.STUDY_FRACTIONS,
                 format_func=lambda f: f"{f:.0%}",
             )
-            extra = st.text_input(
+            extra = f2.text_input(
                 "more tuning fractions (comma-separated, e.g. 0.05, 0.7)", key=session.STUDY_EXTRA_FRACTIONS
             )
             options["fractions"] = [*chosen, *(float(p) for p in extra.split(",") if p.strip())]
@@ -135,12 +153,19 @@ if name == "mismatch" and options["other"] is None:
     )
     st.stop()
 
+shared = session.shared()
 result = jobbox.study_run(
     session.STUDIES_PAGE,
     (run.run_id, name),
     repr(sorted(options.items())),
     f"{study.title.split(':')[0]} study",
     lambda progress, cancel: study.run(run, progress=progress, cancel=cancel, **options),
+    # the Start page's scorecard runs this very mismatch study at its settings: its result needs no press here
+    found=(
+        (lambda: scorecard.finished(run, "mismatch", shared))
+        if name == "mismatch" and options == scorecard.mismatch_options(run, shared)
+        else None
+    ),
 )
 if result is None:
     st.stop()

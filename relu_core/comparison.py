@@ -32,7 +32,7 @@ def paired_rows(paired: Mapping[str, stats.PairedDifference]) -> pd.DataFrame:
                 "metric": metric_info.get(m).label,
                 "Rel-U − Doctor": metric_info.signed(d.estimate),
                 f"{100 * d.confidence:g} % CI (paired bootstrap)": _interval(d.low, d.high)
-                + (f" ({stats.CONDITIONAL_LABEL})" if d.conditional else ""),
+                + (f" ({d.condition})" if d.conditional else ""),
                 "verdict": d.outcome(),
             }
             for m, d in paired.items()

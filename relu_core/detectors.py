@@ -483,6 +483,51 @@ def _clipped_off_diagonal(matrix: np.ndarray) -> np.ndarray:
     return matrix
 
 
+def weighted_relu_matrices(probs: np.ndarray, correct: np.ndarray, weights: np.ndarray, lam: float | str) -> np.ndarray:
+    """D* fitted once per row of ``weights``: :func:`relu_matrix` of the fitting rows ``probs`` (N, C) and ``correct``
+    (N,) with row n counted ``weights[r, n]`` times (R x N non-negative: a bootstrap resample's draw counts), all R
+    fits in one batched product (R x N x C² multiply-adds, no loop over R). ``lam="auto"`` resolves per fit from its
+    weighted counts; a fit with no weight on one side, or whose matrix is all zero, is the Hamming fallback, as
+    :func:`relu_matrix` does. Returns (R, C, C) float64, each of unit Frobenius norm."""
+    lam = check_lambda(lam)
+    probs = np.asarray(probs, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    weights = np.asarray(weights, dtype=np.float64)
+    n_classes = probs.shape[1]
+    if weights.ndim != 2 or weights.shape[1] != probs.shape[0] or correct.shape != (probs.shape[0],):
+        raise InputError(f"weights must be (fits, {probs.shape[0]}) and correct ({probs.shape[0]},)")
+    with limited(float(weights.shape[0]) * probs.shape[0] * n_classes**2):
+        side = {}
+        for name, rows in (("pos", correct), ("neg", ~correct)):
+            w = weights[:, rows]
+            total = w.sum(axis=1)
+            moment = np.matmul((w[:, :, None] * probs[rows][None]).transpose(0, 2, 1), probs[rows])
+            side[name] = (moment / np.where(total > 0, total, 1.0)[:, None, None], total)
+    (pos, n_pos), (neg, n_neg) = side["pos"], side["neg"]
+    if lam == "auto":
+        lams = (n_pos / np.maximum(n_pos + n_neg, np.finfo(float).tiny))[:, None, None]
+    else:
+        lams = float(lam)
+    matrices = lams * neg - (1.0 - lams) * pos
+    matrices = (matrices + matrices.transpose(0, 2, 1)) / 2.0
+    np.maximum(matrices, 0.0, out=matrices)
+    matrices[:, np.arange(n_classes), np.arange(n_classes)] = 0.0
+    norms = np.linalg.norm(matrices, axis=(1, 2))
+    fallback = (norms == 0.0) | (n_pos == 0) | (n_neg == 0)
+    matrices /= np.where(fallback, 1.0, norms)[:, None, None]
+    matrices[fallback] = hamming_matrix(n_classes)
+    return matrices
+
+
+def quadratic_scores(probs: np.ndarray, matrices: np.ndarray) -> np.ndarray:
+    """``p^T D_r p`` of every row of ``probs`` (N, C) for each matrix of ``matrices`` (R, C, C): (R, N) float64, in
+    one batched product (the scores of :func:`weighted_relu_matrices`' fits)."""
+    probs = np.asarray(probs, dtype=np.float64)
+    matrices = np.asarray(matrices, dtype=np.float64)
+    with limited(float(matrices.shape[0]) * probs.shape[0] * probs.shape[1] ** 2):
+        return np.einsum("rnc,nc->rn", np.matmul(probs[None], matrices), probs)
+
+
 def quadratic_score(probs: Array, matrix: Array, rows: np.ndarray | None = None) -> Array:
     """``p^T D p`` per row, i.e. ``((P @ D) * P).sum(1)`` (never the N x N ``P D P^T``).
 

@@ -526,6 +526,10 @@ def risk_coverage_figure(
 
 #: One colour per run when runs are overlaid (``runs_curves_figure``); detectors are told apart by the dash.
 RUN_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+#: Each run colour's name, for the words that say which run a colour is.
+RUN_COLOR_NAMES = ("blue", "red", "green", "purple")
+#: A comparison's legend: two entries per row, each about this tall in pixels (11 px text); its title's row too.
+RUNS_LEGEND_ROW = 19
 _DETECTOR_DASHES = {"Rel-U": "solid", "Doctor": "dash", "MSP": "dot", "ODIN": "dashdot"}
 
 
@@ -536,26 +540,31 @@ def runs_curves_figure(
     max_points: int | None = None,
 ) -> go.Figure:
     """Several runs' curves in one figure, ``(run, detector) -> (x, y, area)``: one colour per run (in order of
-    first appearance), one dash per detector; ``kind`` "roc" (x FPR, y TPR, AUROC in the legend) or
-    "risk_coverage" (x coverage, y risk, AURC)."""
+    first appearance, :data:`RUN_COLORS`), one dash per detector; ``kind`` "roc" (x FPR, y TPR, AUROC in the legend)
+    or "risk_coverage" (x coverage, y risk, AURC).
+
+    The legend names a run by its number (its place in order of appearance: "2 · Doctor (0.9536)", two entries a
+    row under the plot), never by its name, which a half-width chart cut until 8 lines could not be told apart;
+    the page lists the runs by number and colour, and a curve's hover gives its run's full name. The title sits
+    under the modebar, which covered the end of a half-width chart's title."""
     if kind not in ("roc", "risk_coverage"):
         raise ValueError(f"unknown kind {kind!r}")
     roc = kind == "roc"
     metric = metric_info.AUROC if roc else metric_info.AURC
     x_name, y_name = ("FPR", "TPR") if roc else ("coverage", "risk")
-    colors = {run: RUN_COLORS[i % len(RUN_COLORS)] for i, run in enumerate(dict.fromkeys(r for r, _ in curves))}
+    numbers = {run: i + 1 for i, run in enumerate(dict.fromkeys(r for r, _ in curves))}
     traces = []
     for (run, detector), (x, y, area) in curves.items():
         keep = _thin(len(x), max_points)
+        color = RUN_COLORS[(numbers[run] - 1) % len(RUN_COLORS)]
         traces.append(
             {
                 "type": "scatter",
                 "x": np.asarray(x, dtype=np.float64)[keep],
                 "y": np.asarray(y, dtype=np.float64)[keep],
                 "mode": "lines",
-                "name": f"{run} · {detector} ({metric.label} {area:{metric.format}})",
-                "legendgroup": run,
-                "line": {"color": colors[run], "width": 2, "dash": _DETECTOR_DASHES.get(detector, "longdash")},
+                "name": f"{numbers[run]} · {detector} ({area:{metric.format}})",
+                "line": {"color": color, "width": 2, "dash": _DETECTOR_DASHES.get(detector, "longdash")},
                 "hovertemplate": f"{run} · {detector}<br>{x_name} %{{x:.4f}}<br>{y_name} %{{y:.4f}}<extra></extra>",
             }
         )
@@ -570,13 +579,32 @@ def runs_curves_figure(
             "yaxis": {"title": {"text": "risk (error rate among accepted)"}, "rangemode": "tozero"},
         }
     )
+    legend_height = RUNS_LEGEND_ROW * (1 + -(-len(traces) // 2))  # its title's row, then two entries a row
+    top = 36  # the modebar's row (26 px), above the title
     layout = {
-        "title": {"text": "ROC by run (positives = correct predictions)" if roc else "Risk-coverage by run"},
+        "title": {
+            "text": "ROC by run (positives = correct predictions)" if roc else "Risk-coverage by run",
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": top},
+        },
         **axes,
-        # below the plot: up to 4 runs x 4 detectors do not fit inside it
-        "legend": {"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top", "font": {"size": 11}},
-        "margin": {**CURVE_MARGIN, "b": 60},
-        "height": 620,
+        # under the plot, in rows of two: up to 4 runs x 4 detectors do not fit inside it
+        "legend": {
+            "orientation": "h",
+            "title": {"text": f"run · detector ({metric.label})", "side": "top"},
+            "entrywidth": 0.5,
+            "entrywidthmode": "fraction",
+            "x": 0,
+            "xanchor": "left",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "font": {"size": 11},
+        },
+        "margin": {**CURVE_MARGIN, "t": CURVE_MARGIN["t"] + top, "b": CURVE_MARGIN["b"] + legend_height + 10},
+        "height": 420 + top + legend_height,
     }
     return _unvalidated_figure(traces, layout)
 

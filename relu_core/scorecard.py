@@ -130,13 +130,25 @@ def _in_distribution(run, shared: Shared):
     return work
 
 
-def _mismatch(run, shared: Shared, other: str):
+def mismatch_options(run, shared: Shared) -> dict:
+    """The arguments of the scorecard's mismatch study of ``run`` (a run it supports): the first other data set on
+    the machine, the shared tuning fraction and seeds, the bootstrap's default resamples, written as the Studies page
+    writes them, so that the page can show this study's result (:func:`finished`) without a run of its own."""
+    return {
+        "seeds": shared.seeds,
+        "n_resamples": stats.DEFAULT_RESAMPLES,
+        "fractions": [shared.tune_fraction],
+        "other": other_datasets(run)[0],
+    }
+
+
+def _mismatch(run, shared: Shared):
+    options = mismatch_options(run, shared)
+
     def work(progress, cancel):
         from relu_core.studies import mismatch
 
-        return mismatch.run_study(
-            run, other=other, fractions=[shared.tune_fraction], seeds=shared.seeds, progress=progress, cancel=cancel
-        )
+        return mismatch.run_study(run, **options, progress=progress, cancel=cancel)
 
     return work
 
@@ -216,6 +228,15 @@ def _supported(run, key: str) -> str | None:
             robustness.check_run(run)
         except InputError as exc:
             return str(exc)
+    if key == "objectives":
+        from relu_core.studies import objectives
+
+        dataset = registered_dataset(run)
+        if dataset not in objectives.trainable_datasets():
+            trains = "the Training objectives page trains its own models on a registered data set's training split"
+            if run.model is None or run.images is None:
+                return f"{trains}; this run has logits only, of no such data set"
+            return f"{trains}, and {dataset or 'this run’s data set'} is not one it can train on this machine"
     return None
 
 
@@ -233,8 +254,7 @@ def start(run, shared: Shared) -> None:
         "guaranteed_risk": lambda: _guaranteed(run, shared),
     }
     if _supported(run, "mismatch") is None:
-        other = other_datasets(run)[0]
-        work["mismatch"] = lambda: _mismatch(run, shared, other)
+        work["mismatch"] = lambda: _mismatch(run, shared)
     for key, title, _ in SETTINGS:
         job = jobs.MANAGER.get(job_key(run, key, shared))
         if key in work and _supported(run, key) is None and (job is None or job.state == jobs.CANCELLED):

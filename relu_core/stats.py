@@ -19,7 +19,7 @@ Nothing loops over samples or resamples in Python beyond blocks of :data:`BLOCK`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,11 @@ DEFAULT_RESAMPLES = 1000
 #: settings only; the selection's own variability is not resampled, so as an answer to "does Rel-U with its
 #: selection beat Doctor with its selection" the interval is too narrow (README, "Rel-U vs Doctor, with statistics").
 CONDITIONAL_LABEL = "conditional on the selected settings"
+#: How an interval is labelled when a detector fitted on the tuning part (Rel-U's D*) was kept fixed while the
+#: evaluation samples were resampled: it leaves out how much the fit itself varies, so it is too narrow as an answer
+#: about the detector fitted anew on other samples (``relu_core.compare`` refits D* in each resample where that is
+#: affordable, and says this where it is not).
+FITTED_LABEL = "conditional on the fitted D*"
 #: Resamples processed together (arrays of BLOCK x N stay in the CPU cache up to N of about 10^4).
 BLOCK = 16
 
@@ -56,6 +61,8 @@ class PairedDifference:
     n_resamples: int
     confidence: float = 0.95
     conditional: bool = False
+    #: What the interval is conditional on when ``conditional`` (:data:`CONDITIONAL_LABEL` or :data:`FITTED_LABEL`).
+    condition: str = CONDITIONAL_LABEL
 
     @property
     def significant(self) -> bool:
@@ -73,7 +80,7 @@ class PairedDifference:
         )
 
     def _condition(self) -> str:
-        return f", {CONDITIONAL_LABEL}" if self.conditional else ""
+        return f", {self.condition}" if self.conditional else ""
 
     def outcome(self, a: str = "Rel-U", b: str = "Doctor") -> str:
         """The verdict without its numbers: "no significant difference" or "A better" / "B better"."""
@@ -295,6 +302,25 @@ def bootstrap_differences(
     return out
 
 
+def _harmonic_tables(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``H_0 .. H_size`` (harmonic numbers) and ``S_m = H_0 + ... + H_(m-1)``, m = 0 .. size: what AURC reads."""
+    harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, size + 1))))
+    return harmonic, np.concatenate(([0.0], np.cumsum(harmonic[:-1])))
+
+
+def count_blocks(population: int, n_resamples: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """The bootstrap's draws, block by block: ``(first, counts)`` where ``counts[i, r]`` (population x rows, int32)
+    is how often resample ``first + r`` drew member i. Resample r draws ``population`` members uniformly with
+    replacement; blocks of :data:`BLOCK` resamples come from one ``default_rng(seed)`` stream, so the draws depend
+    on nothing but the seed, the population and the count (samples run down the rows, see :class:`_SortedDetector`)."""
+    rng = np.random.default_rng(seed)
+    for first in range(0, n_resamples, BLOCK):
+        rows = min(BLOCK, n_resamples - first)
+        draws = rng.integers(0, population, size=(rows, population))
+        flat = (draws * rows + np.arange(rows)[:, None]).ravel()
+        yield first, np.bincount(flat, minlength=population * rows).astype(np.int32).reshape(population, rows)
+
+
 def _draw(
     pairs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     positions: Sequence[np.ndarray],
@@ -310,17 +336,11 @@ def _draw(
     Resample r draws ``population`` indices uniformly with replacement (blocks of :data:`BLOCK` resamples from
     one ``default_rng(seed)`` stream); pair s's samples are the population members ``positions[s]``, each
     counted as often as it was drawn, so a pair's resample size varies unless it is the whole population."""
-    harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, population + 1))))  # H_0 .. H_N
-    tail = np.concatenate(([0.0], np.cumsum(harmonic[:-1])))  # S_m = H_0 + ... + H_(m-1), m = 0 .. N
+    harmonic, tail = _harmonic_tables(population)
     detectors = [(_SortedDetector(a, flags_a), _SortedDetector(b, flags_b)) for a, flags_a, b, flags_b in pairs]
-    rng = np.random.default_rng(seed)
     out = [{k: np.empty(n_resamples) for k in keys} for _ in pairs]
-    for first in range(0, n_resamples, BLOCK):
-        rows = min(BLOCK, n_resamples - first)
-        draws = rng.integers(0, population, size=(rows, population))
-        # counts[i, r]: how often resample r drew member i (samples down the rows, see _SortedDetector).
-        flat = (draws * rows + np.arange(rows)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=population * rows).astype(np.int32).reshape(population, rows)
+    for first, counts in count_blocks(population, n_resamples, seed):
+        rows = counts.shape[1]
         for (detector_a, detector_b), where, values in zip(detectors, positions, out, strict=True):
             drawn = counts[where]
             values_a = detector_a.metrics(drawn, keys, harmonic, tail, fpr_positive)
@@ -479,23 +499,139 @@ def pooled_bootstrap(
         point_a, point_b = _metrics.summary(a, flags_a, fpr_positive), _metrics.summary(b, flags_b, fpr_positive)
         for k in keys:
             estimates[k] += point_a[k] - point_b[k]
+    return {
+        k: percentile_difference(k, estimates[k] / len(pairs), sums[k] / len(pairs), confidence=confidence)
+        for k in keys
+    }
+
+
+def percentile_difference(
+    metric: str, estimate: float, resampled, *, confidence: float = 0.95, **labels
+) -> PairedDifference:
+    """The :class:`PairedDifference` of ``metric`` with the difference ``estimate`` on the samples and the
+    percentile interval of the ``resampled`` differences (one per resample; NaN ones, where the metric is undefined,
+    skipped); ``labels``: ``conditional``, ``condition``."""
+    resampled = np.asarray(resampled, dtype=np.float64)
+    valid = resampled[np.isfinite(resampled)]
+    if valid.size == 0:
+        raise InputError("no bootstrap resample held both correct and misclassified samples")
     tail = (1.0 - float(confidence)) / 2.0
-    out = {}
-    for k in keys:
-        means = sums[k] / len(pairs)
-        valid = means[np.isfinite(means)]
-        if valid.size == 0:
-            raise InputError("no bootstrap resample held both correct and misclassified samples")
-        low, high = np.quantile(valid, [tail, 1.0 - tail])
-        out[k] = PairedDifference(
-            k,
-            float(estimates[k] / len(pairs)),
-            float(low),
-            float(high),
-            metric_info.BY_KEY[k].higher_is_better,
-            int(valid.size),
-            float(confidence),
-        )
+    low, high = np.quantile(valid, [tail, 1.0 - tail])
+    return PairedDifference(
+        metric,
+        float(estimate),
+        float(low),
+        float(high),
+        metric_info.BY_KEY[metric].higher_is_better,
+        int(valid.size),
+        float(confidence),
+        **labels,
+    )
+
+
+def resampled_metrics(
+    uncertainty,
+    correct,
+    counts: np.ndarray,
+    *,
+    metrics: Sequence[str] = metric_info.PAIRED_KEYS,
+    fpr_positive: str = "correct",
+) -> dict[str, np.ndarray]:
+    """Each metric of one detector's ``uncertainty`` (N,) on every resample of ``counts`` (N x rows int draw counts,
+    :func:`count_blocks`' layout restricted to these samples): the metrics of the resampled samples, a sample drawn
+    d times counting as d tied copies (NaN where a resample holds no correct or no wrong sample)."""
+    _check_positive(fpr_positive)
+    keys = _check_options(metrics, 1, 0.95)
+    scores, flags = _metrics._validate_scores(uncertainty, correct)
+    counts = _checked_counts(counts, scores.shape[0])
+    harmonic, tail = _harmonic_tables(int(counts.sum(axis=0).max(initial=0)))
+    return _SortedDetector(scores, flags).metrics(counts, keys, harmonic, tail, fpr_positive)
+
+
+def _checked_counts(counts, n: int) -> np.ndarray:
+    counts = np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[0] != n or counts.dtype.kind not in "iu" or (counts < 0).any():
+        raise InputError(f"counts must be non-negative integer draw counts of shape ({n}, resamples)")
+    return counts.astype(np.int32, copy=False)
+
+
+def rescored_metrics(
+    uncertainty: np.ndarray,
+    correct,
+    counts: np.ndarray,
+    *,
+    metrics: Sequence[str] = metric_info.PAIRED_KEYS,
+    fpr_positive: str = "correct",
+) -> dict[str, np.ndarray]:
+    """:func:`resampled_metrics` when the scores change with the resample: ``uncertainty`` (rows x N) holds resample
+    r's score of every sample in row r (a detector refitted on that resample's tuning samples), ``counts`` (N x rows)
+    its draws. Each row is sorted on its own; tied scores (equal within a row, copies of one sample included) are one
+    group, as :mod:`relu_core.metrics` treats ties. Vectorised over the rows: one sort per row, then cumulative sums.
+    """
+    _check_positive(fpr_positive)
+    keys = _check_options(metrics, 1, 0.95)
+    scores = np.asarray(uncertainty, dtype=np.float64)
+    flags = np.asarray(correct, dtype=bool)
+    if scores.ndim != 2 or flags.shape != (scores.shape[1],) or not np.isfinite(scores).all():
+        raise InputError("uncertainty must be finite scores of shape (resamples, N), correct (N,)")
+    counts = _checked_counts(counts, flags.size)
+    if counts.shape[1] != scores.shape[0]:
+        raise InputError("counts needs one column per row of uncertainty")
+    rows, n = scores.shape
+    order = np.argsort(scores, axis=1)  # not stable: tied scores are one group, their order inside it never counts
+    ranked = np.take_along_axis(scores, order, axis=1)
+    drawn = np.take_along_axis(counts.T, order, axis=1).astype(np.int64)
+    correct_drawn = drawn * flags[order]
+    errors_drawn = drawn - correct_drawn
+    n_correct, n_errors = np.cumsum(correct_drawn, axis=1), np.cumsum(errors_drawn, axis=1)
+    total_correct = n_correct[:, -1].astype(np.float64)
+    total_errors = n_errors[:, -1].astype(np.float64)
+    size = n_correct[:, -1] + n_errors[:, -1]
+    # tie groups: a group starts where the sorted score changes and ends before the next start; every group-level
+    # quantity is read at its last position (``ends``), the cumulative counts before it at the position before its start
+    changes = ranked[:, 1:] != ranked[:, :-1]
+    edge = np.ones((rows, 1), dtype=bool)
+    starts, ends = np.hstack([edge, changes]), np.hstack([changes, edge])
+    start_at = np.maximum.accumulate(np.where(starts, np.arange(n), 0), axis=1)
+
+    def before(cumulative: np.ndarray) -> np.ndarray:
+        """The cumulative count just before each position's group (0 for the first group)."""
+        picked = np.take_along_axis(cumulative, np.maximum(start_at - 1, 0), axis=1)
+        picked[start_at == 0] = 0
+        return picked
+
+    correct_before, errors_before = before(n_correct), before(n_errors)
+    group_correct, group_errors = n_correct - correct_before, n_errors - errors_before  # valid at ``ends``
+    group_drawn = group_correct + group_errors
+    columns = np.arange(rows)
+    out: dict[str, np.ndarray] = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if "auroc" in keys:
+            # Mann-Whitney over groups: e_g (2 C_before + c_g) = e_g (C_end + C_before)
+            doubled = np.where(ends, group_errors * (n_correct + correct_before), 0).sum(axis=1, dtype=np.float64)
+            out["auroc"] = doubled / (2.0 * total_correct * total_errors)
+        if "fpr95" in keys and fpr_positive == "correct":
+            reached = ends & (n_correct >= 0.95 * total_correct[:, None])
+            out["fpr95"] = n_errors[columns, np.argmax(reached, axis=1)] / total_errors
+        elif "fpr95" in keys:
+            # errors as positives, flagged when u >= t: the last group still flagging 95 % of the errors
+            flagging = ends & (total_errors[:, None] - errors_before >= 0.95 * total_errors[:, None])
+            last = n - 1 - np.argmax(flagging[:, ::-1], axis=1)
+            out["fpr95"] = (total_correct - correct_before[columns, last]) / total_correct
+        if "aurc" in keys or "augrc" in keys:
+            harmonic, _ = _harmonic_tables(int(size.max(initial=0)))
+        if "aurc" in keys:
+            # as _SortedDetector.metrics: E linear inside a group at positions (a, b]
+            end = n_correct + n_errors
+            start = end - group_drawn
+            span = harmonic[end] - harmonic[start]
+            slope = group_errors / np.maximum(group_drawn, 1)
+            total = np.where(ends, errors_before * span + slope * (group_drawn - start * span), 0.0).sum(axis=1)
+            out["aurc"] = total / size
+        if "augrc" in keys:
+            doubled = np.where(ends, group_drawn * (2 * n_errors - group_errors), 0).sum(axis=1, dtype=np.float64)
+            out["augrc"] = doubled / (2.0 * size * size)
+    _undefined_roc(out, total_correct, total_errors)
     return out
 
 
@@ -537,7 +673,9 @@ def paired_rows(
                 "per_seed": [float(v) for v in values],
                 "confidence": np.nan if diff is None else diff.confidence,
                 "n_resamples": 0 if diff is None else diff.n_resamples,
-                "conditional_on_selection": diff is not None and diff.conditional,
+                "conditional_on_selection": diff is not None
+                and diff.conditional
+                and diff.condition == CONDITIONAL_LABEL,
             }
         )
     return rows

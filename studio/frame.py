@@ -50,15 +50,9 @@ def draw(page, pages: Mapping[str, object]) -> None:
     sidebar.sidebar_run_picker()
     run = current_run()
     query.write_run_param(run)  # a link copied from any page names the run it shows
-    shared = session.shared()
-    eps_not_applied = shared.eps != 0 and (run.model is None or run.images is None)  # logits only, or ONNX
     with st.sidebar:
-        st.caption(
-            f"**Shared settings**: {shared.words()}"
-            + (" (ε does not apply to this run: it is scored at ε = 0)" if eps_not_applied else "")
-            + ". Every page uses them by default: changing one on any page changes it on all; a result computed "
-            "otherwise says so beside it."
-        )
+        st.session_state[session.SHARED_SLOT] = st.empty()
+    session.show_shared()  # written again whenever a page ties its widgets to them (session.share)
     query.query_run_notice()
     cache_notice()
     name = next((n for n, p in pages.items() if p == page), START)

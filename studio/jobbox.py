@@ -82,12 +82,22 @@ def _say_cancelled(job: jobs.Job) -> None:
 
 
 def start_job(
-    key: str, label: str, work: Callable[[Callable, Callable], object], *, select: bool = True, group: str = ""
+    key: str,
+    label: str,
+    work: Callable[[Callable, Callable], object],
+    *,
+    select: bool = True,
+    group: str = "",
+    place: str = "",
 ) -> jobs.Job:
     """Start (or join: same ``key``, same job) a background job; a run it returns joins this session's run list
-    (and becomes current with ``select``) when it is done, whatever page the session is on then."""
+    (and becomes current with ``select``) when it is done, whatever page the session is on then. With ``place``
+    (a sidebar form's name: an upload) its failure or cancellation is said there, beside what the user pressed
+    (:func:`placed_messages`), not at the top of the sidebar."""
     job = jobs.MANAGER.submit(key, label, work, group=group, on_done=runs.register_if_run)
     st.session_state.setdefault(session.PENDING_JOBS, {})[key] = select
+    if place:
+        st.session_state.setdefault(session.JOB_PLACES, {})[key] = place
     return job
 
 
@@ -95,14 +105,20 @@ def adopt_finished_jobs() -> None:
     """Runs of this session's finished jobs join its run list; each job's end (done, failed, cancelled) is
     reported once."""
     pending: dict[str, bool] = st.session_state.setdefault(session.PENDING_JOBS, {})
-    messages = st.session_state.setdefault(session.JOB_MESSAGES, [])
+    places: dict[str, str] = st.session_state.setdefault(session.JOB_PLACES, {})
     for key, select in list(pending.items()):
         job = jobs.MANAGER.get(key)
         if job is not None and job.running:
             continue
         del pending[key]
+        place = places.pop(key, "")
         if job is None:
             continue
+        messages = (
+            st.session_state.setdefault(session.PLACED_MESSAGES, {}).setdefault(place, [])
+            if place and job.state != jobs.DONE
+            else st.session_state.setdefault(session.JOB_MESSAGES, [])
+        )
         if job.state == jobs.DONE and hasattr(job.result, "run_id"):
             register_run(job.result)
             if select:
@@ -197,6 +213,13 @@ def jobs_panel() -> None:
     for kind, text in messages:
         {"error": st.error, "warning": st.warning, "success": st.success}[kind](plain(text))
     messages.clear()
+
+
+def placed_messages(place: str) -> None:
+    """The failures and cancellations of the jobs started with ``place`` (:func:`start_job`), each said once, here:
+    in the sidebar form whose button started them."""
+    for kind, text in st.session_state.get(session.PLACED_MESSAGES, {}).pop(place, []):
+        {"error": st.error, "warning": st.warning}[kind](plain(text))
 
 
 def run_job(label: str, job: Callable[[Callable, Callable], object], *, key: str, select: bool = True):

@@ -154,6 +154,15 @@ def write_run_param(run) -> None:
         st.query_params.update(wanted)
 
 
+def take_study_param() -> str | None:
+    """The study a link asks the Studies page to open (``study=``: the Start scorecard's link of its mismatch row),
+    once: taken out of the URL, so that the page's own choices are not reset on its next run."""
+    wanted = st.query_params.get("study")
+    if wanted is not None:
+        del st.query_params["study"]
+    return wanted
+
+
 def write_query_params(setting, run=None) -> None:
     """Keep the view's ``setting`` (an ``explore.Setting``) in the URL so it can be shared and, with ``run``, its
     id and name."""

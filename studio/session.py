@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from relu_core import baselines, corruptions, explore, protocol, robustness, scorecard
+from relu_core import baselines, corruptions, explore, protocol, robustness, runs, scorecard
 
 # ---- runs (studio.runs, studio.sidebar)
 #: The current run's id.
@@ -52,6 +52,10 @@ UPLOAD_COMPUTE = "upload_compute"
 PENDING_JOBS = "pending_jobs"
 #: This session's failure and cancellation messages for the sidebar: (kind, text), each shown once.
 JOB_MESSAGES = "job_messages"
+#: Where a job's failure or cancellation is said, for the jobs started by a form of the sidebar (job key -> the
+#: form's name: ``jobbox.start_job(place=)``), and those messages waiting to be drawn there (form name -> (kind, text)).
+JOB_PLACES = "job_places"
+PLACED_MESSAGES = "placed_messages"
 #: Jobs cancelled from their own progress box, their cancellation still to be said there (``jobbox.wait_for``).
 CANCELLED_HERE = "cancelled_here"
 #: A random id of this session (groups its ε passes so that a new one cancels the previous ones).
@@ -93,6 +97,8 @@ def session_id() -> str:
 SHARED = "shared_setting"
 #: Each page widget's value when it last took the shared one (:func:`share` tells a change on the page by it).
 SHARED_SEEN = "_shared_seen"
+#: The sidebar's slot of the shared settings' line (:func:`show_shared`), made by ``studio.frame.draw``.
+SHARED_SLOT = "_shared_slot"
 #: The seed counts every page offers (one range, so that a count set on one page fits every other).
 SEEDS_MAX = 20
 
@@ -122,6 +128,26 @@ def share(keys: Mapping[str, str]) -> None:
         seen[key] = values[name]
         if not fragment_rerun or key not in st.session_state or st.session_state[key] != values[name]:
             st.session_state[key] = values[name]
+    show_shared()  # the sidebar's line says the values now in force (a fragment's share too: Explore's λ)
+
+
+def show_shared() -> None:
+    """The sidebar's line of the shared settings as they stand now, in the slot ``studio.frame.draw`` made: drawn
+    by the frame before the page, then again by every :func:`share` (a value moved on the page, a shared link's λ,
+    Explore's sliders on the panel's own fragment reruns: Streamlit lets a fragment rewrite a slot made outside it
+    when it wrote that slot in the full run too, as Explore's panel does on every run)."""
+    slot = st.session_state.get(SHARED_SLOT)
+    if slot is None:
+        return
+    run = runs.RUNS.get(st.session_state.get(RUN_ID))
+    values = shared()
+    eps_not_applied = values.eps != 0 and run is not None and (run.model is None or run.images is None)
+    slot.caption(
+        f"**Shared settings**: {values.words()}"
+        + (" (ε does not apply to this run: it is scored at ε = 0)" if eps_not_applied else "")
+        + ". Every page uses them by default: changing one on any page changes it on all; a result computed "
+        "otherwise says so beside it."
+    )
 
 
 # ---- defaults: seeded before a page draws its widgets
@@ -298,6 +324,10 @@ CMP_SEEDS = "cmp_seeds"
 CMP_KEPT = "cmp_kept"
 #: The page's widgets tied to the shared settings (:func:`share`).
 CMP_SHARED = {CMP_TEMPERATURE: "temperature", CMP_LAM: "lam", CMP_TUNE_FRACTION: "tune_fraction", CMP_SEEDS: "seeds"}
+#: Runs of the comparison dropped from the server's run registry, said on the page until loaded again (oldest first).
+CMP_DROPPED = "cmp_dropped"
+#: The prefix (:func:`item_key`) of a dropped run's "Load it again" button (with the run's id).
+CMP_RELOAD = "cmp_reload"
 CMP_ROC = "cmp_roc"
 CMP_RISK_COVERAGE = "cmp_rc"
 #: The prefix (:func:`item_key`) of the page's download buttons (with the file's name).

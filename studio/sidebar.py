@@ -14,7 +14,7 @@ import streamlit as st
 from relu_core import cache, jobs, limits, models, onnx_model, protocol, runs
 from relu_core.errors import InputError
 from studio import session
-from studio.jobbox import jobs_panel, show_error, start_job, wait_for
+from studio.jobbox import jobs_panel, placed_messages, show_error, start_job, wait_for
 from studio.runs import register_if_run, run_label, select_run, session_runs
 
 
@@ -182,6 +182,10 @@ def sidebar_run_picker():
     return runs.RUNS.get(st.session_state.get(session.RUN_ID), run)
 
 
+#: The sidebar's forms, where the failures of the jobs they start are said (``jobbox.start_job(place=)``).
+REGISTERED, UPLOAD_LOGITS, UPLOAD_MODEL = "registered", "upload_logits", "upload_model"
+
+
 def _dataset_infos():
     try:
         from relu_core import datasets
@@ -243,6 +247,7 @@ def _sidebar_registered(run) -> None:
                     f"logits:{model_name}:{name}",
                     f"Logits of {model_name} on {name}",
                     compute_registered(name, model_name),
+                    place=REGISTERED,
                 )
                 st.rerun()
         else:
@@ -252,8 +257,10 @@ def _sidebar_registered(run) -> None:
                     f"logits:{model_name}:{name}:download",
                     f"Downloading {name}, logits of {model_name}",
                     compute_registered(name, model_name, download=True),
+                    place=REGISTERED,
                 )
                 st.rerun()
+        placed_messages(REGISTERED)  # a failure is said here, beside the button that started it
 
 
 def _sidebar_upload_logits() -> None:
@@ -269,8 +276,10 @@ def _sidebar_upload_logits() -> None:
                 f"upload-logits:{cache.bytes_digest(data)[:16]}:{name}",
                 f"Loading {name}",
                 lambda progress, cancel: load_upload("logits", data, name),
+                place=UPLOAD_LOGITS,
             )
             st.rerun()
+        placed_messages(UPLOAD_LOGITS)  # a failure is said here, under the file the user loaded
 
 
 def _guess_architecture(model_file) -> list[str]:
@@ -330,5 +339,8 @@ def _sidebar_upload_model() -> None:
                 )
 
             digest = cache.bytes_digest(model_file.getvalue(), data_file.getvalue() if data_file else b"")
-            start_job(f"upload:{digest[:16]}:{arch}:{registered}", f"Logits of {model_file.name}", job)
+            start_job(
+                f"upload:{digest[:16]}:{arch}:{registered}", f"Logits of {model_file.name}", job, place=UPLOAD_MODEL
+            )
             st.rerun()
+        placed_messages(UPLOAD_MODEL)  # a failure is said here, under the files the user uploaded

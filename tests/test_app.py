@@ -467,6 +467,10 @@ def test_bad_logits_upload_shows_an_error_and_keeps_the_run(start, name, content
     assert not any(box.error for box in start.status)  # under the collapsed status box, not hidden inside it
     text = start.error[0].value
     assert "\n" not in text and "Traceback" not in text and message in text.lower()
+    # said in the form the user loaded the file from, beside its button (issue 34: it came at the top of the
+    # sidebar, out of view of the upload)
+    (form,) = [e for e in start.sidebar.expander if e.label == "Upload logits"]
+    assert [e.value for e in form.error] == [text]
     assert start.session_state["run_id"] == before
     start.switch_page(EXPLORE).run()  # still usable
     _no_exceptions(start)

@@ -28,7 +28,11 @@ def test_study_table_paired_interval_figures_and_downloads(pages, digits_run) ->
         "Conformal (APS)",
         "Conformal (RAPS)",
     ]
-    assert all("±" in v for v in table["AUROC (higher is better)"])
+    assert all("±" in v for v in table["AUROC ↑"])  # short headers: the table fits 1280 x 720 (browser test)
+    assert list(table.columns) == ["detector", "learned", "FPR95 ↓", "AUROC ↑", "AURC ↓", "AUGRC ↓"]
+    assert any(
+        c.value.startswith("Each row: one detector") and "How they ran: MC-Dropout: " in c.value for c in at.caption
+    )
     paired = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
     assert list(paired["metric"]) == ["FPR95", "AUROC", "AURC", "AUGRC"]
     ci_column = next(c for c in paired.columns if c.endswith("CI (paired bootstrap)"))  # e.g. "95 % CI ..."

@@ -114,6 +114,14 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         timeout=30_000,
     )
     assert f"lam={lams[0]:g}" in page.url
+    # the sidebar's line of the shared settings follows, though only the panel's fragment reran (issue 34)
+    shared_line = page.locator('[data-testid="stSidebar"]').get_by_text("Shared settings", exact=False)
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stCaptionContainer"]')]
+                 .some(c => c.innerText.includes('Shared settings') && c.innerText.includes('λ = {lams[0]:g} ·'))""",
+        timeout=60_000,  # the server's answer to the last press (the charts may follow λ before it)
+    )
+    assert shared_line.count() == 1  # rewritten in place, never a second line
     # each chart keeps its height through consecutive updates (plotly measured an element without one: every
     # second update drew it 0 px tall, the page below sliding over it)
     for lam in (f"{value:g}" for value in lams[1:]):
@@ -374,9 +382,13 @@ def test_failed_upload_keeps_its_expander_open(app_url, chromium, tmp_path):
     sidebar.get_by_text("Upload logits").click()
     sidebar.locator('input[type="file"]').first.set_input_files(str(bad))
     sidebar.get_by_role("button", name="Load logits").click(timeout=120_000)  # a rerun: slow on a busy machine
-    alert = sidebar.locator('[data-testid="stAlert"]').filter(has_text="Loading bad.csv failed")
+    form = sidebar.locator('[data-testid="stExpander"]').filter(has_text="Upload logits")
+    # the error is said in the form, under the button pressed (issue 34: at the top of the sidebar, out of view)
+    alert = form.locator('[data-testid="stAlert"]').filter(has_text="Loading bad.csv failed")
     alert.wait_for(timeout=60_000)
     assert "must hold numbers" in alert.inner_text()
-    expander = sidebar.locator('[data-testid="stExpander"]').filter(has_text="Upload logits").locator("details")
-    assert expander.get_attribute("open") is not None
-    assert sidebar.get_by_role("button", name="Load logits").is_visible()
+    assert form.locator("details").get_attribute("open") is not None
+    button = sidebar.get_by_role("button", name="Load logits")
+    assert button.is_visible()
+    below = alert.bounding_box()["y"] - button.bounding_box()["y"]
+    assert 0 < below < 300, below  # right under the button, both in one view

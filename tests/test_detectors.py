@@ -379,3 +379,24 @@ def test_validation_accepts_good_input() -> None:
     # the accepted input is scored: uniform probabilities over 3 classes have Gini 1 - 3 * (1/3)^2 = 2/3
     np.testing.assert_allclose(Doctor().score(np.zeros((2, 3), dtype=np.float32)), [2 / 3, 2 / 3], rtol=1e-6)
     np.testing.assert_allclose(Doctor().score(torch.zeros(2, 3)).numpy(), [2 / 3, 2 / 3], rtol=1e-6)
+
+
+@pytest.mark.parametrize("lam", [0.5, "auto", 0.0])
+def test_weighted_refits_are_the_fits_of_the_repeated_rows(lam) -> None:
+    """One D* per row of draw counts, in one batched product: each equals RelU fitted on the fitting rows repeated
+    as often as drawn (the fallback included: a resample with no error, λ = 0), and so do its scores."""
+    rng = np.random.default_rng(1)
+    n, classes, fits = 80, 4, 12
+    logits = rng.normal(size=(n, classes))
+    labels = rng.integers(0, classes, n)
+    probs, correct = detectors.softmax(logits), logits.argmax(1) == labels
+    weights = rng.multinomial(n, np.full(n, 1 / n), size=fits)
+    weights[0] = np.where(correct, 1, 0)  # no error drawn: the Hamming fallback
+    matrices = detectors.weighted_relu_matrices(probs, correct, weights, lam)
+    scores = detectors.quadratic_scores(probs, matrices)
+    for r in range(fits):
+        drawn = np.repeat(np.arange(n), weights[r])
+        fitted = detectors.RelU(lam=lam).fit_probs(probs[drawn], correct[drawn])
+        np.testing.assert_allclose(matrices[r], fitted.matrix_, atol=1e-12)
+        np.testing.assert_allclose(scores[r], fitted.score_probs(probs), atol=1e-12)
+    assert detectors.is_fallback(matrices[0])

@@ -131,3 +131,39 @@ def test_every_page_at_1280x720_and_100_classes(app_url, chromium, tmp_path):
             assert title[0] >= 0 and title[1] >= 0 and title[2] <= found["width"], (link, found["title"])
             assert not _overlaps(found["x"]) and not _overlaps(found["y"]), link
         assert not page.get_by_test_id("stException").count(), link
+
+
+#: Every multiselect's chips that its box hides (the part of a chip past the box's right edge, under its clear
+#: button): one line per hidden chip, "" when all show.
+HIDDEN_CHIPS = """() => [...document.querySelectorAll('[data-testid="stMultiSelect"]')].flatMap(m => {
+    const box = [...m.querySelectorAll('div')].find(d => getComputedStyle(d).overflow.includes('hidden')
+                                                         && d.querySelector('svg'));
+    if (!box) return [];
+    const edge = box.getBoundingClientRect().right;
+    return [...box.querySelectorAll('svg')].filter(s => s.getBoundingClientRect().right > edge + 0.5)
+        .map(s => `${m.innerText.split('\\n')[0]}: ${s.parentElement.parentElement.innerText}`); })"""
+#: Every interactive table wider than its box (its columns scroll out of view): [header text, scroll, box] each.
+CLIPPED_TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].map(d => {
+    const s = d.querySelector('.dvn-scroller');
+    return s && s.scrollWidth > s.clientWidth + 1 ? [s.scrollWidth, s.clientWidth] : null; }).filter(x => x)"""
+
+
+def test_tables_and_chips_fit_at_1280x720(app_url, chromium):
+    """Issue 34: Baselines' header "AUGRC (lower is bette" (its table wider than the page) and the mismatch /
+    tuning-split study's tuning-fraction chips hidden, at 1280 x 720."""
+    page = chromium.new_context(viewport=VIEWPORT).new_page()
+    page.goto(f"{app_url}/Studies")
+    page.get_by_text("Tuning-split size").first.wait_for(timeout=150_000)
+    page.locator('[data-testid="stRadio"] label').filter(has_text="Tuning-split").first.click()
+    page.get_by_text("more tuning fractions").wait_for(timeout=60_000)
+    page.wait_for_function(_IDLE, timeout=60_000)
+    assert page.evaluate(HIDDEN_CHIPS) == []
+    page.get_by_role("link", name="Baselines").first.click()
+    page.wait_for_url("**/Baselines**", timeout=60_000)
+    page.get_by_role("button", name="Run the study").click()
+    page.get_by_text("Mean ± std over seeds").wait_for(timeout=300_000)
+    page.wait_for_function(_IDLE, timeout=300_000)
+    page.wait_for_timeout(500)
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 1
+    assert page.evaluate(CLIPPED_TABLES) == []
+    assert page.evaluate(HIDDEN_CHIPS) == []

@@ -5,11 +5,13 @@ fresh venv (the quickstart and one CLI command run from it), and the quickstart 
 from __future__ import annotations
 
 import ast
+import base64
 import doctest
 import importlib.metadata
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -47,6 +49,14 @@ def test_every_public_name_has_a_numpydoc_example_that_runs(name):
     for test in tests:
         runner.run(test)
     assert runner.summarize(verbose=False).failed == 0, f"{name}'s example fails (output above)"
+
+
+def test_readme_names_every_public_name():
+    """README's paragraph of public names lists each name of ``__all__`` (it left ``Detector`` out)."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("The public names are `rc.__all__`")
+    paragraph = readme[start : readme.index("\n\n", start)]
+    assert [name for name in PUBLIC if f"`{name}`" not in paragraph] == []
 
 
 def test_all_lists_each_public_name_once_and_dir_shows_them():
@@ -217,6 +227,23 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart_and_the_cl
 
 
 # ---------------------------------------------------------------------------------------- the notebook
+
+
+def test_the_stored_quickstart_shows_each_figure_as_an_image_too():
+    """Issue 34: where the notebook is only read (GitHub draws no plotly), its figures showed nothing. Each stored
+    plotly output holds a PNG of itself (examples/store_quickstart_outputs.py), and no megabytes of plotly.js."""
+    cells = [cell for cell in json.loads(NOTEBOOK.read_text())["cells"] if cell["cell_type"] == "code"]
+    outputs = [out for cell in cells for out in cell.get("outputs", [])]
+    figures = [out["data"] for out in outputs if "application/vnd.plotly.v1+json" in out.get("data", {})]
+    assert len(figures) >= 2, "the stored notebook has no figure outputs: run examples/store_quickstart_outputs.py"
+    for data in figures:
+        png = base64.b64decode(data["image/png"])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = struct.unpack(">II", png[16:24])  # IHDR
+        assert width >= 800 and height >= 800 * 0.6, (width, height)
+        assert "text/html" not in data
+    assert any("Rel-U" in "".join(out.get("text", "")) for out in outputs)  # the printed results are stored too
+    assert NOTEBOOK.stat().st_size < 1_000_000
 
 
 @pytest.mark.slow

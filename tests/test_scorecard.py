@@ -64,7 +64,11 @@ def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
         assert [r.title for r in rows] == TITLES
         assert rows[0].state == scorecard.COMPUTING and rows[0].fraction == 0.25 and "seed 1/4" in rows[0].verdict
         # a run of logits only: no model to run on other images or on corruptions; no objectives table yet
-        assert [r.state for r in rows[1:4]] == [scorecard.UNSUPPORTED, scorecard.UNSUPPORTED, scorecard.NOT_RUN]
+        # a logits-only run: every setting it cannot have is worded alike (the objectives row said "Not computed
+        # yet" though no table could ever be of its data set)
+        assert [r.state for r in rows[1:4]] == [scorecard.UNSUPPORTED] * 3
+        assert all(r.verdict.startswith("Not available for this run (") for r in rows[1:4])
+        assert "this run has logits only" in rows[3].verdict
     finally:
         release.set()
     jobs.MANAGER.get(key).wait(60)
@@ -173,6 +177,8 @@ def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
     assert ready.intervals in [c.value for c in at.caption]
     links = [link.proto.label for link in at.get("page_link")]
     assert links == ["Open Explore", "Open Studies", "Open Corruptions", "Open Training objectives", "Open Explore"]
+    # the mismatch row's link opens that study on Studies (its AppTest: test_studies_page.py)
+    assert [link.proto.query_string for link in at.get("page_link")] == ["", "study=mismatch", "", "", ""]
 
 
 @pytest.mark.slow
@@ -197,3 +203,29 @@ def test_a_shared_setting_changed_on_one_page_is_read_on_the_others(pages, digit
     assert any(words in m.value for m in at.markdown)  # above the scorecard
     assert any(words in c.value for c in at.sidebar.caption)  # the one place every page shows them
     assert at.info[0].value.startswith("Rel-U vs Doctor at the default settings (T = 1, λ = 0.3, 20% tuning split")
+
+
+@pytest.mark.slow
+def test_the_sidebar_says_the_shared_values_in_force_on_the_page_that_moved_them(pages, digits_run) -> None:
+    """Issue 34: the sidebar's line kept λ = 0.5 after λ moved on Explore or came from a shared link; the frame drew
+    it before the page tied its widgets to the shared values."""
+    from apptest_pages import EXPLORE, app
+
+    from relu_core import runs
+
+    def line(at) -> str:
+        (caption,) = [c.value for c in at.sidebar.caption if c.value.startswith("**Shared settings**")]
+        return caption
+
+    at = pages.open("Explore.py", digits_run)
+    assert "λ = 0.5 ·" in line(at)
+    at.slider(key="ex_lam").set_value(0.3).run()
+    pages.no_exceptions(at)
+    assert "λ = 0.3 ·" in line(at)
+    runs.register_run(digits_run)
+    linked = app(EXPLORE, 120)
+    linked.session_state["run_id"] = digits_run.run_id
+    linked.query_params.update({"lam": "0.7", "tune": "0.2"})
+    linked.run()
+    pages.no_exceptions(linked)
+    assert "tuning split 20% · 3 seeds · T = 1 · λ = 0.7 ·" in line(linked)

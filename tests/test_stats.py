@@ -216,3 +216,40 @@ def test_two_classifiers_on_the_same_samples_each_use_their_own_correctness(tied
     assert result["auroc"].estimate == pytest.approx(sa["auroc"] - sb["auroc"], abs=1e-15)
     with pytest.raises(InputError, match="same samples"):
         stats.paired_bootstrap(a, b[:-1], (correct_a, correct_b[:-1]))
+
+
+@pytest.mark.parametrize("positive", ["correct", "error"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_rescored_metrics_equal_the_metrics_of_each_materialised_resample(tied, positive):
+    """Scores that change with the resample (a detector refitted in each): every row sorted on its own, ties within
+    a row (copies of one sample, equal scores of others) one group, as metrics.summary of the materialised resample."""
+    rng = np.random.default_rng(7)
+    n, rows = 70, stats.BLOCK + 5
+    correct = rng.random(n) < 0.7
+    correct[:2] = (True, False)
+    scores = rng.normal(size=(rows, n)) - correct
+    if tied:
+        scores = np.round(2 * scores) / 2
+    counts = rng.multinomial(n, np.full(n, 1 / n), size=rows).T
+    got = stats.rescored_metrics(scores, correct, counts, fpr_positive=positive)
+    for r in range(rows):
+        drawn = np.repeat(np.arange(n), counts[:, r])
+        expected = metrics.summary(scores[r, drawn], correct[drawn], positive)
+        for key, values in got.items():
+            assert values[r] == pytest.approx(expected[key], abs=1e-12), (key, r)
+    # one score vector for every row: the fixed-order path gives the same
+    fixed = stats.resampled_metrics(scores[0], correct, counts, fpr_positive=positive)
+    again = stats.rescored_metrics(np.tile(scores[0], (rows, 1)), correct, counts, fpr_positive=positive)
+    for key in fixed:
+        np.testing.assert_allclose(again[key], fixed[key], atol=1e-12)
+
+
+def test_rescored_metrics_leave_undefined_resamples_nan_and_refuse_bad_shapes():
+    correct = np.array([True, True, False, False])
+    counts = np.array([[2, 1], [2, 1], [0, 1], [0, 1]])  # resample 0 draws no error
+    got = stats.rescored_metrics(np.tile([0.1, 0.2, 0.3, 0.4], (2, 1)), correct, counts)
+    assert np.isnan(got["auroc"][0]) and np.isnan(got["fpr95"][0]) and got["auroc"][1] == 1.0
+    with pytest.raises(InputError, match="one column per row"):
+        stats.rescored_metrics(np.zeros((3, 4)), correct, counts)
+    with pytest.raises(InputError, match="draw counts"):
+        stats.rescored_metrics(np.zeros((2, 4)), correct, -counts)

@@ -174,3 +174,32 @@ def test_a_study_finished_elsewhere_is_picked_up_without_running_it_again(pages,
     again = _page(pages, run, study_name="tuning-split")  # a fresh session: no results of its own, no click
     pages.ok(again)
     assert _titles(again) == shown
+
+
+def test_the_scorecards_mismatch_link_opens_its_result(pages, digits_run, monkeypatch) -> None:
+    """Issue 34: the Start scorecard's "Open Studies" on the label-domain mismatch row opened the ablation study
+    asking for a press; its link (``study=mismatch``) now opens the mismatch study at the scorecard's settings, its
+    finished result shown at once."""
+    from apptest_pages import STUDIES, app
+
+    from relu_core import jobs, runs, scorecard
+    from relu_core.studies import mismatch
+
+    monkeypatch.setattr(scorecard, "other_datasets", lambda run: ["digits"])  # a set the 8x8 model can take
+    shared = scorecard.Shared()
+    result = mismatch.run_study(digits_run, **scorecard.mismatch_options(digits_run, shared))
+    key = scorecard.job_key(digits_run, "mismatch", shared)
+    jobs.MANAGER.submit(key, "scorecard mismatch", lambda progress, cancel: result).wait(30)
+    try:
+        runs.register_run(digits_run)
+        at = app(STUDIES, 120)
+        at.session_state["run_id"] = digits_run.run_id
+        at.query_params["study"] = "mismatch"
+        at.run()
+        pages.ok(at)
+        assert at.radio(key="study_name").value == "mismatch"
+        assert not [i.value for i in at.info if "Press" in i.value]  # no press asked: the scorecard's result
+        assert _titles(at)[0] == "FPR at 95 % TPR (lower is better) against tuning fraction"
+        assert at.multiselect(key="study_fractions").value == [0.5] and "study" not in at.query_params
+    finally:
+        jobs.MANAGER.forget(key)
