@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from relu_core import baselines, comparison, csv_text, detectors, figures, metric_info, protocol
+from relu_core import baselines, csv_text, detector_comparison, detectors, figures, metric_info, protocol
 from relu_core.progress import count
 from studio import jobbox, page, session
 from studio.text import plain
@@ -100,13 +100,13 @@ st.dataframe(
 notes = [f"{detector}: {note}" for detector, note in zip(table["detector"], table["note"]) if note]
 st.caption(
     "Each row: one detector judged on the evaluation splits, mean ± std over the seeds (population std, "
-    'ddof = 0); ↓ lower is better, ↑ higher is better. "learned" detectors were fitted on the tuning split only. '
+    'ddof = 0); the arrow in each header points the way that is better. "learned" detectors were fitted on the tuning split only. '
     "Only Rel-U − Doctor is tested (below): the other rows are not compared with each other, so close means are "
     "not a ranking." + plain(f" How they ran: {'; '.join(notes)}." if notes else "")
 )
 if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
-    st.dataframe(comparison.paired_rows(result.paired), hide_index=True)
+    st.dataframe(detector_comparison.paired_rows(result.paired), hide_index=True)
     st.caption(
         f"{100 * next(iter(result.paired.values())).confidence:g} % paired bootstrap interval of the mean over "
         f"{count(len(result.seeds), 'seed')}; a verdict of "

@@ -1,7 +1,7 @@
 """Runs compared side by side: two to four runs of one data set (e.g. one architecture trained with several
 objectives, or two architectures), every detector's metrics per run on the same seeded splits, ROC and
 risk-coverage overlays (one colour per run) and the paired difference of each run from the first. A thin page:
-the widgets, one call to ``relu_core.compare.compare_runs`` through the shared job box (progress, Cancel), the
+the widgets, one call to ``relu_core.run_comparison.compare_runs`` through the shared job box (progress, Cancel), the
 figures of ``relu_core.figures``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from relu_core import compare, csv_text, detectors, explore, figures, limits, metric_info, protocol, runs
+from relu_core import csv_text, detectors, explore, figures, limits, metric_info, protocol, run_comparison, runs
 from relu_core.progress import count
 from studio import jobbox, page, session
 from studio.runs import run_label, session_runs
@@ -41,7 +41,7 @@ def _dropped_runs() -> list[str]:
     back = [rid for rid in dropped if rid in loaded]
     if back:
         kept = st.session_state.setdefault(session.CMP_KEPT, {})
-        kept[session.CMP_RUNS] = [*[r for r in chosen if r in loaded], *back][: compare.MAX_RUNS]
+        kept[session.CMP_RUNS] = [*[r for r in chosen if r in loaded], *back][: run_comparison.MAX_RUNS]
         st.session_state[session.CMP_RUNS] = kept[session.CMP_RUNS]
     dropped[:] = [rid for rid in dropped if rid not in runs.RUNS and rid in session_runs()]
     return dropped
@@ -73,7 +73,7 @@ for run_id in _dropped_runs():
     if known:
         st.button("Load it again", key=session.item_key(session.CMP_RELOAD, run_id), on_click=_reload, args=(run_id,))
 
-if len(loaded) < compare.MIN_RUNS:
+if len(loaded) < run_comparison.MIN_RUNS:
     st.info(
         "Only one run is loaded in this session. Add another run of the same data set in the sidebar "
         "(**Data set + model**, **Upload logits** or **Upload model + data set**): it appears here."
@@ -85,15 +85,17 @@ session.restore(session.cmp_defaults(loaded), session.CMP_KEPT)
 st.session_state[session.CMP_RUNS] = [rid for rid in st.session_state[session.CMP_RUNS] if rid in loaded]
 with st.container(border=True):
     st.multiselect(
-        f"runs ({compare.MIN_RUNS} to {compare.MAX_RUNS}; the first is the reference)",
+        f"runs ({run_comparison.MIN_RUNS} to {run_comparison.MAX_RUNS}; the first is the reference)",
         loaded,
         format_func=lambda rid: run_label(runs.RUNS[rid]),
-        max_selections=compare.MAX_RUNS,
+        max_selections=run_comparison.MAX_RUNS,
         key=session.CMP_RUNS,
     )
     # the detectors' chips need half the width at 1280 x 720 (in a third, the last one was cut)
     c_det, c_t, c_lam, c_split, c_seeds = st.columns([6, 2, 2, 2, 1.2])
-    c_det.multiselect("detectors", list(compare.DEFAULT_KEYS), format_func=detectors.label, key=session.CMP_DETECTORS)
+    c_det.multiselect(
+        "detectors", list(run_comparison.DEFAULT_KEYS), format_func=detectors.label, key=session.CMP_DETECTORS
+    )
     c_t.select_slider(
         "T (Rel-U, Doctor)", options=explore.TEMPERATURES, format_func=lambda t: f"{t:g}", key=session.CMP_TEMPERATURE
     )
@@ -103,22 +105,24 @@ with st.container(border=True):
 session.keep([session.CMP_RUNS, session.CMP_DETECTORS], session.CMP_KEPT)
 
 chosen = [runs.RUNS[rid] for rid in st.session_state[session.CMP_RUNS]]
-options = {  # the arguments of compare.compare_runs, and the settings its result is kept for
+options = {  # the arguments of run_comparison.compare_runs, and the settings its result is kept for
     "keys": tuple(st.session_state[session.CMP_DETECTORS]),
     "temperature": float(st.session_state[session.CMP_TEMPERATURE]),
     "lam": round(float(st.session_state[session.CMP_LAM]), 2),
     "tune_fraction": float(st.session_state[session.CMP_TUNE_FRACTION]),
     "seeds": tuple(range(int(st.session_state[session.CMP_SEEDS]))),
 }
-ready = compare.MIN_RUNS <= len(chosen) and bool(options["keys"])
+ready = run_comparison.MIN_RUNS <= len(chosen) and bool(options["keys"])
 result = jobbox.study_run(
     session.COMPARE_PAGE,
     tuple(run.run_id for run in chosen),
     tuple(options.items()),
     f"Comparing {count(len(chosen), 'run')}",
-    lambda progress, cancel: compare.compare_runs(chosen, **options, progress=progress, cancel=cancel),
+    lambda progress, cancel: run_comparison.compare_runs(chosen, **options, progress=progress, cancel=cancel),
     ready=ready,
-    hint="" if ready else f"Choose {compare.MIN_RUNS} to {compare.MAX_RUNS} runs and at least one detector.",
+    hint=""
+    if ready
+    else f"Choose {run_comparison.MIN_RUNS} to {run_comparison.MAX_RUNS} runs and at least one detector.",
 )
 if result is None:
     st.stop()

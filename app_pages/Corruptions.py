@@ -12,9 +12,9 @@ import numpy as np
 import streamlit as st
 
 from relu_core import (
-    comparison,
     corruptions,
     csv_text,
+    detector_comparison,
     detectors,
     explore,
     figures,
@@ -151,7 +151,7 @@ if result is not None:
         if result.paired.empty:
             return {}
         rows = result.paired[(result.paired["metric"] == metric) & (result.paired["corruption"] != robustness.CLEAN)]
-        outcomes = zip(rows["corruption"], comparison.outcome_column(rows), strict=True)
+        outcomes = zip(rows["corruption"], detector_comparison.outcome_column(rows), strict=True)
         return {
             corruption: outcome.removesuffix(" better")
             for corruption, outcome in outcomes
@@ -184,14 +184,16 @@ if result is not None:
         corrupted_rows = result.paired[result.paired["corruption"] != robustness.CLEAN]
         for metric in ("auroc", "fpr95"):
             rows = corrupted_rows[corrupted_rows["metric"] == metric]
-            outcomes = comparison.outcome_column(rows)
+            outcomes = detector_comparison.outcome_column(rows)
             wins, losses = outcomes.count("Rel-U better"), outcomes.count("Doctor better")
             st.markdown(
                 f"**{metric_info.get(metric).label}**: Rel-U significantly better on {wins}, significantly worse on "
                 f"{losses}, no significant difference on {len(rows) - wins - losses} of {len(rows)} corruptions "
                 f"(95 % paired bootstrap interval of the mean over {count(n_seeds, 'seed')})."
             )
-        st.dataframe(comparison.paired_table(result.paired, corruption=result.paired["corruption"]), hide_index=True)
+        st.dataframe(
+            detector_comparison.paired_table(result.paired, corruption=result.paired["corruption"]), hide_index=True
+        )
         st.caption(
             "Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "
             "over seeds (population std, ddof = 0), and whether the 95 % interval excludes 0 (the images are "

@@ -7,7 +7,7 @@ from html import escape as html_escape
 import numpy as np
 import streamlit as st
 
-from relu_core import comparison, detectors, explore, figures, onnx_model, protocol
+from relu_core import detector_comparison, detectors, explore, figures, onnx_model, protocol
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import count
 from relu_core.runs import get_run
@@ -199,7 +199,7 @@ def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
     the metrics are computed on (the ε pass's subsample of the evaluation split when it has one)."""
     marked = view.marked(s)
     points = marked.points
-    only_relu, only_doctor = comparison.caught_by_one(
+    only_relu, only_doctor = detector_comparison.caught_by_one(
         marked.eval_idx, marked.correct_eval, points["relu"].accepted, points["doctor"].accepted
     )
     subset = view.perturbed.subset if view.perturbed is not None else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from relu_core import comparison, explore, figures, metric_info, metrics, scorecard
+from relu_core import detector_comparison, explore, figures, metric_info, metrics, scorecard
 from relu_core.errors import InputError
 from relu_core.progress import count
 from relu_core.runs import get_run
@@ -52,7 +52,7 @@ def _examples() -> None:
     """One error each detector flags and the other accepts (at 95 % of the right predictions accepted), from
     this run's evaluation split: the same two pictures whoever catches more."""
     points = view.marked(setting).points
-    only_relu, only_doctor = comparison.caught_by_one(
+    only_relu, only_doctor = detector_comparison.caught_by_one(
         view.eval_idx, view.correct_eval, points["relu"].accepted, points["doctor"].accepted
     )
     names = view.class_names
@@ -106,8 +106,8 @@ scorecard.start(run, shared)
 _scorecard(run.run_id, shared)
 st.caption(
     f"Numbers: Rel-U − Doctor ({metric_info.FPR95.label}: {metric_info.FPR95.better}; {metric_info.AUROC.label}: "
-    f"{metric_info.AUROC.better}; coverage at a guaranteed risk, the share of predictions you may act on: higher "
-    "is better) [its 95 % paired bootstrap interval, "
+    f"{metric_info.AUROC.better}; coverage at a guaranteed risk, the share of predictions you may act on: the "
+    "more, the better) [its 95 % paired bootstrap interval, "
     'pooled over the split seeds: "no clear difference" when it covers 0], or on how many items each detector is '
     "significantly better; the help icon beside them says how they were computed. The rows come in the same "
     "order and words whoever wins."

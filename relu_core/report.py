@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from relu_core import comparison, figures, paths, protocol, stats
+from relu_core import detector_comparison, figures, paths, protocol, stats
 
 if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
     import pandas as pd
@@ -148,11 +148,13 @@ def render_html(
     operating_note: str = "",
 ) -> str:
     """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline.
-    ``operating_table`` (``comparison.operating_table``, with ``operating_note`` under it), when given, is the
+    ``operating_table`` (``detector_comparison.operating_table``, with ``operating_note`` under it), when given, is the
     view's operating point."""
     import pandas as pd
 
-    classes = comparison.difference_classes(metrics_table, paired, comparison.difference_label("Rel-U", "Doctor"))
+    classes = detector_comparison.difference_classes(
+        metrics_table, paired, detector_comparison.difference_label("Rel-U", "Doctor")
+    )
     charts = [
         fig.to_html(
             full_html=False,
@@ -174,7 +176,7 @@ def render_html(
 <h2>Metrics on the evaluation split</h2>{table_html(metrics_table, classes=classes)}
 <p class="note">{html.escape(protocol.FPR_CONVENTION)}. The difference row is coloured only where its paired
 interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
-<h2>Is Rel-U better than Doctor here?</h2>{table_html(comparison.paired_rows(paired).set_index("metric"))}
+<h2>Is Rel-U better than Doctor here?</h2>{table_html(detector_comparison.paired_rows(paired).set_index("metric"))}
 <p class="note">{100 * confidence:g} % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
 (the same resample scores both detectors).</p>
 {_operating_html(operating_table, operating_note)}<h2>Settings</h2>{table_html(settings_frame)}
@@ -190,7 +192,7 @@ Misclassification Detection, ICLR 2024.</p>"""
 def _operating_html(table: pd.DataFrame | None, note: str) -> str:
     if table is None:
         return ""
-    formats = {"threshold": comparison.threshold_format(table["threshold"])}  # detectors' scales differ
+    formats = {"threshold": detector_comparison.threshold_format(table["threshold"])}  # detectors' scales differ
     return f'<h2>Operating point</h2>{table_html(table, formats=formats)}<p class="note">{html.escape(note)}</p>\n'
 
 

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from relu_core import (
-    comparison,
     corruptions,
     datasets,
+    detector_comparison,
     jobs,
     metric_info,
     protocol,
@@ -290,7 +290,7 @@ def _from_differences(differences: dict[str, stats.PairedDifference]) -> tuple[s
 def _from_frame(paired: pd.DataFrame) -> tuple[str, str, tuple[str, ...]]:
     """A paired frame with one row per metric (``stats.PAIRED_ROW_COLUMNS``)."""
     by_metric = paired.set_index("metric")
-    outcomes = dict(zip(paired["metric"], comparison.outcome_column(paired), strict=True))
+    outcomes = dict(zip(paired["metric"], detector_comparison.outcome_column(paired), strict=True))
     numbers = " · ".join(
         _interval(m, *(float(by_metric.loc[m, c]) for c in ("estimate", "ci_low", "ci_high"))) for m in METRICS
     )
@@ -317,7 +317,7 @@ def _counted(paired: pd.DataFrame, noun: str) -> tuple[str, str, tuple[str, ...]
     """Significant wins and losses over the rows of ``paired`` (one per item and metric)."""
     lines, wins, losses, n = [], 0, 0, 0
     for metric in METRICS:
-        outcomes = comparison.outcome_column(paired[paired["metric"] == metric])
+        outcomes = detector_comparison.outcome_column(paired[paired["metric"] == metric])
         lines.append(count_outcomes(outcomes, metric))
         wins += outcomes.count("Rel-U better")
         losses += outcomes.count("Doctor better")

@@ -36,7 +36,7 @@ DEFAULT_RESAMPLES = 1000
 CONDITIONAL_LABEL = "conditional on the selected settings"
 #: How an interval is labelled when a detector fitted on the tuning part (Rel-U's D*) was kept fixed while the
 #: evaluation samples were resampled: it leaves out how much the fit itself varies, so it is too narrow as an answer
-#: about the detector fitted anew on other samples (``relu_core.compare`` refits D* in each resample where that is
+#: about the detector fitted anew on other samples (``relu_core.run_comparison`` refits D* in each resample where that is
 #: affordable, and says this where it is not).
 FITTED_LABEL = "conditional on the fitted D*"
 #: Resamples processed together (arrays of BLOCK x N stay in the CPU cache up to N of about 10^4).
@@ -360,7 +360,7 @@ def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[s
         Uncertainties of detector A (e.g. Rel-U) and B (e.g. Doctor); higher = more likely misclassified.
     correct : (N,) bool, or a pair ``(correct_a, correct_b)`` of them
         Whether each prediction was right (the positives). Both kinds must be present. A pair when A and B
-        judge two classifiers' predictions on the same samples (two runs of one data set: ``relu_core.compare``);
+        judge two classifiers' predictions on the same samples (two runs of one data set: ``relu_core.run_comparison``);
         each detector's metrics then use its own classifier's correctness.
     metrics : subset of ``("fpr95", "auroc", "aurc", "augrc")``, keyword
         All four by default.

@@ -272,14 +272,14 @@ def _open_tab(at, label: str) -> None:
 def test_detail_tabs_draw_only_the_open_one(pages):
     """The operating table opens first; the galleries are neither computed nor drawn until their tab opens. On a
     seeded run whose Rel-U and Doctor disagree on some errors (a trained model's errors need not include one)."""
-    from relu_core import comparison
+    from relu_core import detector_comparison
     from relu_core import explore as views
 
     run = _big_cell_run()
     setting = views.Setting()
     view = views.view(run, setting)
     points = view.marked(setting).points
-    caught = comparison.caught_by_one(
+    caught = detector_comparison.caught_by_one(
         view.eval_idx, view.correct_eval, points["relu"].accepted, points["doctor"].accepted
     )
     assert any(part.size for part in caught)  # the property the galleries below need

@@ -311,12 +311,12 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
 def _has_an_example() -> bool:
     """Whether the Start page's default run has an error one detector flags and the other accepts (the page then
     shows its picture): a trained model's errors need not include one."""
-    from relu_core import comparison, explore, runs
+    from relu_core import detector_comparison, explore, runs
 
     setting = explore.Setting()
     view = explore.view(runs.default_run(), setting)
     points = view.marked(setting).points
-    caught = comparison.caught_by_one(
+    caught = detector_comparison.caught_by_one(
         view.eval_idx, view.correct_eval, points["relu"].accepted, points["doctor"].accepted
     )
     return any(part.size for part in caught)

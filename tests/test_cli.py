@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relu_core import cli, cli_shared, protocol
+from relu_core import cli, protocol
+from relu_core.cli import shared as cli_shared
 from relu_core.detectors import LAMBDA_GRID, protocol_keys
 from relu_core.errors import InputError
 

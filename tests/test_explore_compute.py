@@ -72,7 +72,7 @@ def test_view_files_zip_holds_the_exact_dstar_every_chart_the_metrics_and_the_se
 
     import pandas as pd
 
-    from relu_core import comparison, figures, metrics, report
+    from relu_core import detector_comparison, figures, metrics, report
 
     run = _run(5)
     setting = explore.Setting()
@@ -89,7 +89,7 @@ def test_view_files_zip_holds_the_exact_dstar_every_chart_the_metrics_and_the_se
     table = pd.DataFrame({"AUROC": [0.8, 0.7]}, index=["Rel-U", "Doctor"])
     settings = {"λ": "0.5", "split seed": 0}
     paired = views.paired_for(view)
-    operating = comparison.operating_table({view.detectors[k].name: points[k] for k in points}, correct)
+    operating = detector_comparison.operating_table({view.detectors[k].name: points[k] for k in points}, correct)
     provenance = report.provenance(run)
     files = export.view_files(
         view, figs, table, settings, run.class_names, paired=paired, operating=operating, provenance=provenance

@@ -1,5 +1,5 @@
 """The library's layering: no import cycle anywhere in ``relu_core``; the engine turns images into logits and
-knows nothing of runs, data sets or training; the command line's modules share ``cli_shared`` and import no
+knows nothing of runs, data sets or training; the command line's modules share ``cli.shared`` and import no
 other command module.
 
 An AST scan reads every import of ``relu_core`` (module level and inside functions, so a lazy import counts
@@ -154,9 +154,9 @@ def test_no_import_cycle_through(name: str) -> None:
 
 
 def test_the_scan_sees_lazy_imports() -> None:
-    """The scan can fail: runs imports the engine, and ``cli_shared`` imports ``runs`` only inside functions."""
+    """The scan can fail: runs imports the engine, and ``cli.shared`` imports ``runs`` only inside functions."""
     assert "relu_core.engine" in reachable("relu_core.runs")
-    assert "relu_core.runs" in direct_imports("relu_core.cli_shared")
+    assert "relu_core.runs" in direct_imports("relu_core.cli.shared")
     assert "relu_core.runs" in reachable("relu_core.preprocessing")
 
 
@@ -166,7 +166,8 @@ def test_the_scan_resolves_every_kind_of_import() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "from . import base\n"
-        "from relu_core import cli_shared, validation\n"
+        "from relu_core.cli import shared\n"
+        "from relu_core import validation\n"
         "if TYPE_CHECKING:\n"
         "    from relu_core.runs import Run\n"
         "def f():\n"
@@ -175,9 +176,10 @@ def test_the_scan_resolves_every_kind_of_import() -> None:
         "    from ..datasets.formats import read_idx\n"
         "    return importlib.import_module('relu_core.metrics')\n"
     )
-    assert set(direct_imports("relu_core.studies.cli", source)) == {
+    assert set(direct_imports("relu_core.studies.ablation", source)) == {
         "relu_core.studies.base",
-        "relu_core.cli_shared",
+        "relu_core.cli",
+        "relu_core.cli.shared",
         "relu_core.validation",
         "relu_core.runs",
         "relu_core.engine",
@@ -213,19 +215,19 @@ def test_relu_core_has_no_import_cycle() -> None:
 
 
 CLI_COMMANDS = {
-    "relu_core.evaluate_cli",
-    "relu_core.logits_cli",
-    "relu_core.report_cli",
-    "relu_core.baselines_cli",
-    "relu_core.studies.cli",
-    "relu_core.train_cli",
-    "relu_core.export_cli",
+    "relu_core.cli.evaluate",
+    "relu_core.cli.logits",
+    "relu_core.cli.report",
+    "relu_core.cli.baselines",
+    "relu_core.cli.study",
+    "relu_core.cli.train",
+    "relu_core.cli.export",
 }
 
 
 @pytest.mark.parametrize("name", sorted(CLI_COMMANDS))
 def test_a_command_module_shares_cli_shared_and_imports_no_other_command(name: str) -> None:
-    assert "relu_core.cli_shared" in direct_imports(name)
+    assert "relu_core.cli.shared" in direct_imports(name)
     reached = reachable(name)
     assert not reached & (CLI_COMMANDS | {"relu_core.cli"}) - {name}, sorted(reached & CLI_COMMANDS)
 
@@ -233,8 +235,7 @@ def test_a_command_module_shares_cli_shared_and_imports_no_other_command(name: s
 def test_cli_only_dispatches() -> None:
     """``cli`` builds the top-level parser from the command modules and turns failures into exit codes."""
     assert set(direct_imports("relu_core.cli")) == CLI_COMMANDS | {
-        "relu_core.studies",  # the package of studies.cli
-        "relu_core.cli_shared",  # the progress bar it hands to every command
+        "relu_core.cli.shared",  # the progress bar it hands to every command
         "relu_core.errors",
     }
 

@@ -12,7 +12,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relu_core import baselines, cli, comparison, evaluate_cli, metric_info, metrics, protocol, robustness, stats
+from relu_core import (
+    baselines,
+    cli,
+    detector_comparison,
+    metric_info,
+    metrics,
+    protocol,
+    robustness,
+    stats,
+)
+from relu_core.cli import evaluate as evaluate_cli
 from relu_core.errors import InputError
 from relu_core.studies import base
 from relu_core.studies import figures as study_figures
@@ -54,7 +64,7 @@ def test_the_declaration_is_what_the_formulas_compute(scored):
 
 def test_every_table_takes_its_columns_from_the_declaration(scored, logits_labels, tmp_path, capsys):
     correct, relu, _ = scored
-    table = comparison.metrics_table({"Rel-U": metrics.summary(relu, correct)}, 0.75)
+    table = detector_comparison.metrics_table({"Rel-U": metrics.summary(relu, correct)}, 0.75)
     assert list(table.columns) == [*(m.header for m in metric_info.METRICS), "accuracy"]
     assert baselines.TABLE_COLUMNS[4:-1] == tuple(f"{k}_{s}" for k in PAIRED_KEYS for s in ("mean", "std"))
     assert robustness.METRIC_NAMES == (*PAIRED_KEYS, "accuracy")
@@ -206,7 +216,7 @@ def test_the_baselines_and_corruption_rows_are_the_builders(scored):
         higher = metric == "auroc"  # the page's own rule before
         wins = int((rows["significant"] & ((rows["estimate"] > 0) == higher)).sum())
         losses = int((rows["significant"] & ((rows["estimate"] > 0) != higher)).sum())
-        outcomes = comparison.outcome_column(rows)
+        outcomes = detector_comparison.outcome_column(rows)
         assert (outcomes.count("Rel-U better"), outcomes.count("Doctor better")) == (wins, losses)
 
 
@@ -237,7 +247,7 @@ def test_the_rows_in_words_are_the_former_tables():
     )
     result = base.StudyResult("s", "t", pd.DataFrame(), frame, pd.DataFrame(), {})
     pd.testing.assert_frame_equal(study_figures.paired_table(result), old)
-    by_corruption = comparison.paired_table(frame.iloc[:1], corruption=["fog"])
+    by_corruption = detector_comparison.paired_table(frame.iloc[:1], corruption=["fog"])
     pd.testing.assert_frame_equal(by_corruption, old.iloc[:1].drop(columns=["series", "point"]).assign(
         corruption=["fog"])[["corruption", *old.columns[2:]]])  # fmt: skip
 
@@ -251,8 +261,8 @@ def test_a_difference_that_rounds_to_zero_has_no_sign() -> None:
         "-0.001",
         "+0.000",
     )
-    from relu_core import comparison, stats
+    from relu_core import detector_comparison, stats
 
     tiny = stats.PairedDifference("augrc", -2e-6, -3e-5, 1e-5, False, 1000)
-    row = comparison.paired_rows({"augrc": tiny}).iloc[0]
+    row = detector_comparison.paired_rows({"augrc": tiny}).iloc[0]
     assert row["Rel-U − Doctor"] == "+0.0000" and "-0.0000" not in " ".join(map(str, row))

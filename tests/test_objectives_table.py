@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from relu_core import protocol, runs, stats
-from relu_core.studies import cli as studies_cli
+from relu_core.cli import study as studies_cli
 from relu_core.studies import objectives, paper_table
 
 

@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from relu_core import cli, cli_shared, datasets, detectors, metric_info, metrics, protocol, runs, stats
+from relu_core import cli, datasets, detectors, metric_info, metrics, protocol, runs, stats
+from relu_core.cli import shared as cli_shared
+from relu_core.cli import study as studies_cli
 from relu_core.errors import Cancelled, InputError
 from relu_core.registry import by_name
 from relu_core.studies import STUDIES, ablation, base, calibration, mismatch, tuning_split
-from relu_core.studies import cli as studies_cli
 from relu_core.studies import figures as study_figures
 
 RTOL = 1e-6

@@ -412,7 +412,7 @@ def test_the_train_command_refuses_user_data(capsys) -> None:
 
 
 def test_the_train_command_offers_every_objective_and_recipe() -> None:
-    from relu_core import train_cli
+    from relu_core.cli import train as train_cli
 
     assert train_cli.OBJECTIVE_CHOICES == training.OBJECTIVES
     assert train_cli.RECIPE_CHOICES == tuple(training.PRESETS)

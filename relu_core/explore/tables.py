@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from relu_core import comparison, detectors, protocol, report, stats
+from relu_core import detector_comparison, detectors, protocol, report, stats
 from relu_core.explore.setting import Setting
 from relu_core.explore.views import View
 
@@ -29,7 +29,7 @@ def _paired_names() -> tuple[str, str]:
 
 def metrics_table(view: View) -> pd.DataFrame:
     """The shown detectors' metrics on the evaluation split, with the Rel-U − Doctor row."""
-    return comparison.metrics_table(
+    return detector_comparison.metrics_table(
         {view.detectors[k].name: view.detectors[k].summary for k in view.setting.detectors},
         view.accuracy_eval,
         difference=_paired_names(),
@@ -39,7 +39,9 @@ def metrics_table(view: View) -> pd.DataFrame:
 def metrics_html(view: View) -> str:
     """:func:`metrics_table` as HTML, the Rel-U − Doctor cells coloured where the paired interval excludes 0."""
     table = metrics_table(view)
-    classes = comparison.difference_classes(table, view.paired, comparison.difference_label(*_paired_names()))
+    classes = detector_comparison.difference_classes(
+        table, view.paired, detector_comparison.difference_label(*_paired_names())
+    )
     return report.table_html(table, classes=classes)
 
 
@@ -47,7 +49,7 @@ def paired_html(view: View, pending: bool) -> str:
     """Rel-U − Doctor with its paired intervals; ``pending``: its bootstrap is still running (else, without an
     interval, nothing)."""
     if view.paired:
-        return report.table_html(comparison.paired_rows(view.paired), index=False)
+        return report.table_html(detector_comparison.paired_rows(view.paired), index=False)
     return PAIRED_PENDING_HTML if pending else ""
 
 
@@ -55,14 +57,14 @@ def operating_table(view: View, setting: Setting) -> pd.DataFrame:
     """The shown detectors at ``setting``'s operating point (at a guaranteed risk: on the evaluation half, the
     thresholds certified on the calibration half)."""
     marked = view.marked(setting)
-    return comparison.operating_table(
+    return detector_comparison.operating_table(
         {view.detectors[k].name: marked.points[k] for k in view.setting.detectors}, marked.correct_eval
     )
 
 
 def operating_html(view: View, setting: Setting) -> str:
     table = operating_table(view, setting)
-    return report.table_html(table, formats={"threshold": comparison.threshold_format(table["threshold"])})
+    return report.table_html(table, formats={"threshold": detector_comparison.threshold_format(table["threshold"])})
 
 
 def operating_note(view: View, setting: Setting) -> str:
@@ -89,7 +91,7 @@ def guarantee_html(view: View, setting: Setting, pending: bool = False) -> str:
     bootstrap is still running)."""
     certified = view.marked(setting).guarantee
     table = certified.table(view.setting.detectors)
-    html = report.table_html(table, formats={"threshold": comparison.threshold_format(table["threshold"])})
+    html = report.table_html(table, formats={"threshold": detector_comparison.threshold_format(table["threshold"])})
     paired = certified.paired
     if paired is None and pending:
         html += GUARANTEE_PENDING_HTML

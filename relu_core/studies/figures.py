@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from relu_core import comparison, metric_info
+from relu_core import detector_comparison, metric_info
 from relu_core import figures as core_figures
 from relu_core.studies import base
 
@@ -239,9 +239,9 @@ def figures_for(result: base.StudyResult) -> list[tuple[str, go.Figure, str]]:
 
 
 def paired_table(result: base.StudyResult) -> pd.DataFrame:
-    """Rel-U − Doctor per series, point and metric in words (:func:`relu_core.comparison.paired_table`)."""
+    """Rel-U − Doctor per series, point and metric in words (:func:`relu_core.detector_comparison.paired_table`)."""
     p = result.paired
-    return comparison.paired_table(p, series=p["series"], point=[f"{x:g}" for x in p["x"]])
+    return detector_comparison.paired_table(p, series=p["series"], point=[f"{x:g}" for x in p["x"]])
 
 
 def figure_html(fig: go.Figure, sentence: str = "") -> str:

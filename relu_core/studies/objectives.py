@@ -157,7 +157,11 @@ class ObjectivesResult:
 
     def fpr_table(self) -> pd.DataFrame:
         """Per objective and detector, FPR95 "mean (std)" over the seeds, ``*`` on the row's lowest mean."""
-        columns = [c for c in self.table().columns if c == "objective" or (c.endswith("FPR95") and "−" not in c)]
+        columns = [
+            c
+            for c in self.table().columns
+            if c == "objective" or (c.endswith(metric_info.FPR95.label) and "−" not in c)
+        ]
         return self.table()[columns]
 
     def verdicts(self) -> list[str]:

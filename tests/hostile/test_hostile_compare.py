@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from apptest_pages import COMPARE, app
 
-from relu_core import compare, limits, protocol, runs
+from relu_core import limits, protocol, run_comparison, runs
 from relu_core.runs import Run
 
 N, C = 200, 4
@@ -34,7 +34,7 @@ def test_a_joint_pattern_of_one_sample_is_compared_not_refused():
     pair = _pair_with_one_odd_sample()
     correct = np.stack([protocol.correctness(r.logits, r.labels) for r in pair])
     assert np.sum(~correct[0] & correct[1]) == 1
-    result = compare.compare_runs(pair, keys=("doctor", "relu"), seeds=3, n_resamples=50)
+    result = run_comparison.compare_runs(pair, keys=("doctor", "relu"), seeds=3, n_resamples=50)
     assert result.n_tune + result.n_eval == N and len(result.differences) == 2 * 4
 
 
@@ -48,7 +48,7 @@ def test_runs_with_two_errors_each_in_lone_patterns_are_split_in_both_parts():
     first[:20] = np.roll(first[:20], 1, axis=1)  # run 1 wrong on samples 0..19
     second[[0, 50]] = np.roll(second[[0, 50]], 1, axis=1)  # run 2 wrong on 0 (run 1 wrong too) and 50 (run 1 right)
     pair = [Run.from_logits(x, labels, tuple("abcd"), source=f"run {i}") for i, x in enumerate((first, second))]
-    result = compare.compare_runs(pair, keys=("doctor",), seeds=5, n_resamples=0)
+    result = run_comparison.compare_runs(pair, keys=("doctor",), seeds=5, n_resamples=0)
     assert result.n_eval > 0
 
 
@@ -59,7 +59,7 @@ def test_joint_strata_keep_two_samples_each_and_every_run_in_both_parts():
         correct = rng.random((n_runs, n)) < rng.uniform(0.5, 0.995, size=(n_runs, 1))
         if any(c.sum() < 2 or (~c).sum() < 2 for c in correct):
             continue
-        strata = compare.joint_strata(correct)
+        strata = run_comparison.joint_strata(correct)
         assert np.unique(strata, return_counts=True)[1].min() >= 2
         tune, evaluation = protocol.split_indices(n, 0.5, 0, stratify=strata)
         for flags in correct:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relu_core import cli, comparison, explore, metric_info, metrics, protocol, stats
+from relu_core import cli, detector_comparison, explore, metric_info, metrics, protocol, stats
 from relu_core.explore import export, views
 from relu_core.runs import Run
 
@@ -135,11 +135,11 @@ def test_a_selected_result_states_its_interval_is_conditional_in_every_form(sele
         rows = stats.paired_rows({m: result.difference_per_seed(m) for m in result.paired}, result.paired)
         assert all(row["conditional_on_selection"] is is_selected for row in rows)
         # the app's tables: the one-split rows and the rows over seeds
-        one_split = comparison.paired_rows(result.paired)
+        one_split = detector_comparison.paired_rows(result.paired)
         ci_column = next(c for c in one_split.columns if "CI" in c)
         assert bool(one_split[ci_column].str.contains(stats.CONDITIONAL_LABEL, regex=False).all()) is is_selected
         frame = pd.DataFrame([{k: row[k] for k in stats.PAIRED_ROW_COLUMNS} for row in rows])
-        over_seeds = comparison.paired_table(frame)
+        over_seeds = detector_comparison.paired_table(frame)
         assert any(stats.CONDITIONAL_LABEL in column for column in over_seeds.columns) is is_selected
         for diff in result.paired.values():
             assert (stats.CONDITIONAL_LABEL in diff.verdict()) is is_selected

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from relu_core import cli_shared, validation
+from relu_core import validation
+from relu_core.cli import shared
 from relu_core.errors import InputError
 
 
@@ -24,9 +25,9 @@ def cmd_report(args) -> int:
         raise InputError(f"--temperature must be one positive number, got {args.temperature!r}")
     fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
     seed = validation.parse_int(args.seed, "--seed", minimum=0)
-    lam = cli_shared.parse_lambda(args.lam)
+    lam = shared.parse_lambda(args.lam)
     validation.output_file(args.out)
-    run = cli_shared.load_logits_file(args.logits)
+    run = shared.load_logits_file(args.logits)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     setting = explore.Setting(
         temperature=temperature, lam=lam, tune_fraction=fraction, seed=seed, detectors=(*protocol.PAIRED, *methods)

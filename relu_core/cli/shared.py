@@ -1,8 +1,8 @@
 """What the command line's commands share: the flags naming a run and the engine, the parsing of T and λ,
 the run those flags name, and the progress bar every handler draws on stderr.
 
-Every command module (``evaluate_cli``, ``logits_cli``, ``report_cli``, ``baselines_cli``, ``studies/cli``)
-imports this one and no other command module; ``relu_core.cli`` registers them and turns a failure into its
+Every command module of :mod:`relu_core.cli` (``evaluate``, ``logits``, ``report``, ``baselines``, ``study``,
+``train``, ``export``) imports this one and no other command module; the package's ``__init__`` registers them and turns a failure into its
 exit code. Heavy modules (runs, detectors, protocol) load inside the functions that need them, so that
 ``--help`` stays fast.
 """

@@ -16,14 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from relu_core import cli_shared, csv_text, validation
+from relu_core import csv_text, validation
+from relu_core.cli import shared
 from relu_core.errors import InputError
 
 
 def add_parser(sub) -> None:
     """Register the ``baselines`` subcommand on ``relu_core.cli``'s subparsers."""
     p = sub.add_parser("baselines", help="MLP, MC-Dropout, Deep Ensembles and conformal beside Rel-U and Doctor")
-    cli_shared.add_run_arguments(p, "logits file (.npz/.csv/.parquet): no model, so no MC-Dropout", required=False)
+    shared.add_run_arguments(p, "logits file (.npz/.csv/.parquet): no model, so no MC-Dropout", required=False)
     p.add_argument(
         "--methods", default=None, help="comma-separated detector keys (default: every one this run supports)"
     )
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
     p.add_argument("--val-fraction", default="0.2", help="tuning fraction (default 0.2)")
     p.add_argument("--seeds", default="10", help="number of seeded splits (default 10)")
     p.add_argument("--bootstrap", default="1000", help="paired bootstrap resamples (default 1000; 0: none)")
-    cli_shared.add_engine_arguments(p)
+    shared.add_engine_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", metavar="DIR", help="write the table, per-seed values and the figures (HTML, CSV) here")
     p.set_defaults(handler=run_command)
@@ -46,7 +47,7 @@ def add_parser(sub) -> None:
 def _members(text: str, run) -> np.ndarray:
     stack = []
     for name in [t.strip() for t in text.split(",") if t.strip()]:
-        member = cli_shared.load_logits_file(name)
+        member = shared.load_logits_file(name)
         if member.logits.shape != run.logits.shape or not np.array_equal(member.labels, run.labels):
             raise InputError(
                 f"ensemble member {name} does not hold the run's samples: logits "
@@ -137,9 +138,9 @@ def run_command(args: argparse.Namespace, bar) -> int:
     batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
     keys = None if args.methods is None else [k.strip() for k in args.methods.split(",") if k.strip()]
     out = None if args.out is None else validation.output_folder(args.out)  # before the work
-    if args.logits is None and args.model is None and not cli_shared.onnx_weights(args):  # (both: argparse refuses)
+    if args.logits is None and args.model is None and not shared.onnx_weights(args):  # (both: argparse refuses)
         raise InputError("give either --logits FILE, or --model NAME (or --weights FILE.onnx) with --dataset")
-    run, title = cli_shared.run_from_args(args, bar, batch_size)
+    run, title = shared.run_from_args(args, bar, batch_size)
     members = None if args.ensemble is None else _members(args.ensemble, run)
     result = baselines.baselines_study(
         run,

@@ -16,7 +16,8 @@ import re
 import sys
 from pathlib import Path
 
-from relu_core import cli_shared, validation
+from relu_core import validation
+from relu_core.cli import shared
 from relu_core.errors import InputError
 from relu_core.studies import STUDIES
 
@@ -40,7 +41,7 @@ def _unknown_study(parser: argparse.ArgumentParser):
 def _common(parser: argparse.ArgumentParser, *, run: bool) -> None:
     """The options every study takes (``run``: the flags naming the run a study of one run reads)."""
     if run:
-        cli_shared.add_run_arguments(
+        shared.add_run_arguments(
             parser,
             "logits file (.npz/.csv/.parquet); default: the default run (Fashion-MNIST when here, else digits)",
             required=False,
@@ -54,7 +55,7 @@ def _common(parser: argparse.ArgumentParser, *, run: bool) -> None:
         "--bootstrap", default="1000", help="paired bootstrap resamples per point (default 1000; 0: none)"
     )
     parser.add_argument(
-        "--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=cli_shared.available_device
+        "--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=shared.available_device
     )
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -184,9 +185,9 @@ def _load_run(args, bar):
     if args.logits is not None:
         if args.weights or args.dataset:
             raise InputError("--weights and --dataset go with --model, not with --logits")
-        return cli_shared.load_logits_file(args.logits)
-    if cli_shared.onnx_weights(args):  # an ONNX classifier carries its architecture: no --model
-        return cli_shared.model_run(args, None, bar)
+        return shared.load_logits_file(args.logits)
+    if shared.onnx_weights(args):  # an ONNX classifier carries its architecture: no --model
+        return shared.model_run(args, None, bar)
     if args.model is not None:
         if args.dataset is None:
             raise InputError("--model needs --dataset")
@@ -305,7 +306,7 @@ def handle_objectives(args: argparse.Namespace, bar) -> int:
     from relu_core.studies import objectives
 
     dataset = args.dataset or "fashion-mnist"
-    model = cli_shared.trainable_model_name(args.model or _default_model(dataset), dataset)
+    model = shared.trainable_model_name(args.model or _default_model(dataset), dataset)
     chosen = None if args.objectives is None else [o.strip() for o in args.objectives.split(",") if o.strip()]
     options = {
         "objectives": chosen,

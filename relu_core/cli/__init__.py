@@ -1,9 +1,10 @@
 """Headless command line:
 ``python -m relu_core {evaluate,demo,logits,models,datasets,report,study,baselines,train,export}``.
 
-This module only builds the top-level parser, registers each command module's subcommands (``evaluate_cli``,
-``logits_cli``, ``report_cli``, ``baselines_cli``, ``studies.cli``, ``train_cli``, ``export_cli``: each imports
-``cli_shared`` and no other command module) and dispatches. Every bad input (missing or malformed file, NaN logits,
+The package holds one module per family of commands (``evaluate``: evaluate, demo; ``logits``: logits, models,
+datasets; ``report``, ``baselines``, ``study``, ``train``, ``export``), each importing ``shared`` (what the commands
+share) and no other command module; this ``__init__`` only builds the top-level parser, registers each command
+module's subcommands and dispatches. Every bad input (missing or malformed file, NaN logits,
 wrong shapes, labels out of range, an unknown method, model or data set, a fraction outside (0, 1), a one-class split) ends with
 exit code 2 and one line ``error: ...`` on stderr, never a traceback; a cancelled run (Ctrl-C) ends with exit
 code 130. Long work draws a text progress bar on stderr; results go to stdout.
@@ -18,10 +19,9 @@ import warnings
 import zipfile
 from collections.abc import Sequence
 
-from relu_core import baselines_cli, evaluate_cli, export_cli, logits_cli, report_cli, train_cli
-from relu_core.cli_shared import ProgressBar
+from relu_core.cli import baselines, evaluate, export, logits, report, study, train
+from relu_core.cli.shared import ProgressBar
 from relu_core.errors import Cancelled, printable
-from relu_core.studies import cli as studies_cli
 
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
@@ -43,7 +43,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m relu_core", description="Rel-U Studio, headless.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    for commands in (evaluate_cli, logits_cli, report_cli, baselines_cli, studies_cli, train_cli, export_cli):
+    for commands in (evaluate, logits, report, baselines, study, train, export):
         commands.add_parser(sub)
     return parser
 

@@ -9,7 +9,8 @@ import argparse
 
 import numpy as np
 
-from relu_core import cli_shared, validation
+from relu_core import validation
+from relu_core.cli import shared
 from relu_core.validation import parse_int
 
 
@@ -17,10 +18,10 @@ def add_parser(sub) -> None:
     """Register ``logits``, ``models`` and ``datasets`` on the CLI's subparsers."""
     lg = sub.add_parser("logits", help="compute a model's logits on a data set and write them to an npz")
     lg.add_argument("--model", metavar="NAME", help="a registered model (see `models`); not with an ONNX --weights")
-    lg.add_argument("--weights", metavar="FILE", help=cli_shared.WEIGHTS_HELP)
+    lg.add_argument("--weights", metavar="FILE", help=shared.WEIGHTS_HELP)
     lg.add_argument("--dataset", required=True, metavar="SPEC")
     lg.add_argument("--out", required=True, metavar="FILE.npz")
-    cli_shared.add_engine_arguments(lg)
+    shared.add_engine_arguments(lg)
     lg.set_defaults(handler=_cmd_logits)
 
     sub.add_parser("models", help="list the model names the CLI accepts").set_defaults(handler=_cmd_models)
@@ -29,23 +30,23 @@ def add_parser(sub) -> None:
     )
 
 
-def _cmd_logits(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
+def _cmd_logits(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     from relu_core import distributed
 
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     main_process = distributed.is_main_process()
     out = validation.output_file(args.out) if main_process else None  # before the model runs; rank 0 writes
-    run = cli_shared.model_run(args, batch_size, bar if main_process else None)
+    run = shared.model_run(args, batch_size, bar if main_process else None)
     bar.close()
     if not main_process:  # under torchrun every rank holds the gathered logits; rank 0 writes them
         return 0
-    cli_shared.write_logits_npz(out, run.logits, run.labels, run.class_names)
+    shared.write_logits_npz(out, run.logits, run.labels, run.class_names)
     accuracy = float(np.mean(np.argmax(run.logits, axis=1) == run.labels))
     print(f"wrote {out}: logits {run.logits.shape[0]} x {run.logits.shape[1]}, accuracy {accuracy:.4f} ({run.source})")
     return 0
 
 
-def _cmd_models(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
+def _cmd_models(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     from relu_core import models
 
     for name, spec in models.MODELS.items():
@@ -56,7 +57,7 @@ def _cmd_models(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     return 0
 
 
-def _cmd_datasets(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
+def _cmd_datasets(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     from relu_core import datasets
 
     for info in datasets.list_datasets():

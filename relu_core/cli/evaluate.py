@@ -11,7 +11,8 @@ import sys
 
 import numpy as np
 
-from relu_core import cli_shared, metric_info, progress
+from relu_core import metric_info, progress
+from relu_core.cli import shared
 from relu_core.errors import InputError
 from relu_core.validation import parse_fraction, parse_int
 
@@ -28,7 +29,7 @@ def add_parser(sub) -> None:
         "evaluation part, mean and std over seeds. FPR at 95% TPR takes correctly classified samples as "
         "positives.",
     )
-    cli_shared.add_run_arguments(
+    shared.add_run_arguments(
         ev,
         "npz with logits (N, C), labels (N,) [, class_names]; or a .csv/.parquet with one column per class and "
         "a label column",
@@ -75,7 +76,7 @@ def add_parser(sub) -> None:
         help="input pre-processing magnitude (needs --model; not for ONNX models: it needs gradients); D* is "
         "fitted on clean tuning logits",
     )
-    cli_shared.add_engine_arguments(ev)
+    shared.add_engine_arguments(ev)
     ev.add_argument(
         "--fpr-positive",
         choices=["correct", "error"],
@@ -279,12 +280,12 @@ def _guarantee_options(args: argparse.Namespace) -> tuple[float, float] | None:
     return risk_control.check_risk(risk, "--risk"), risk_control.check_delta(delta, "--delta")
 
 
-def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
+def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     from relu_core import protocol
 
     methods = protocol.resolve_methods(args.methods)
-    temperature = None if args.temperature is None else cli_shared.parse_temperature(args.temperature)
-    lam = cli_shared.parse_lambda(args.lam)
+    temperature = None if args.temperature is None else shared.parse_temperature(args.temperature)
+    lam = shared.parse_lambda(args.lam)
     fraction = parse_fraction(args.val_fraction, "--val-fraction")
     seeds = parse_int(args.seeds, "--seeds", minimum=1)
     folds = parse_int(args.folds, "--folds", minimum=2)
@@ -293,7 +294,7 @@ def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
     guarantee = _guarantee_options(args)
-    if args.eps > 0 and cli_shared.onnx_weights(args):
+    if args.eps > 0 and shared.onnx_weights(args):
         from relu_core.onnx_model import NO_EPS
 
         raise InputError(NO_EPS)
@@ -308,7 +309,7 @@ def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     perturbed_scorer = None
     if args.logits is not None and args.eps > 0:
         raise InputError("--eps perturbs the inputs, so it needs --model and --dataset instead of --logits")
-    run, title = cli_shared.run_from_args(args, bar, batch_size)
+    run, title = shared.run_from_args(args, bar, batch_size)
     logits, labels = run.logits, run.labels
     if args.logits is None:
         from relu_core import distributed
@@ -371,7 +372,7 @@ def _cmd_evaluate(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
+def _cmd_demo(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     from relu_core import paths, protocol, runs
 
     seeds = parse_int(args.seeds, "--seeds", minimum=1)

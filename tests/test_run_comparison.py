@@ -1,4 +1,4 @@
-"""Runs compared side by side (relu_core.compare, app_pages/Compare.py): the table against a direct computation
+"""Runs compared side by side (relu_core.run_comparison, app_pages/Compare.py): the table against a direct computation
 (scikit-learn for AUROC), the differences between runs and Rel-U − Doctor against the paired bootstrap called
 directly, the refusals, the overlay figure and the page under AppTest."""
 
@@ -10,7 +10,7 @@ from apptest_charts import charts
 from apptest_pages import COMPARE, app
 from sklearn.metrics import roc_auc_score
 
-from relu_core import compare, detectors, figures, metric_info, metrics, protocol, stats
+from relu_core import detectors, figures, metric_info, metrics, protocol, run_comparison, stats
 from relu_core.errors import Cancelled, InputError
 from relu_core.runs import Run
 
@@ -30,7 +30,7 @@ def two_runs() -> list[Run]:
 
 
 def test_table_is_each_runs_detectors_on_the_shared_split(two_runs):
-    result = compare.compare_runs(two_runs, keys=("doctor", "relu"), seeds=2, n_resamples=0)
+    result = run_comparison.compare_runs(two_runs, keys=("doctor", "relu"), seeds=2, n_resamples=0)
     labels = two_runs[0].labels
     correct = [r.logits.argmax(1) == labels for r in two_runs]
     strata = correct[0].astype(int) + 2 * correct[1].astype(int)  # every pattern of right and wrong
@@ -58,7 +58,7 @@ def test_table_is_each_runs_detectors_on_the_shared_split(two_runs):
 def test_differences_and_relu_minus_doctor_are_the_paired_bootstrap(two_runs):
     """Doctor's rows are the paired bootstrap of the evaluation samples; Rel-U's estimate is the difference of the
     fitted detectors' metrics (its interval, D* refitted in each resample, is checked in the next test)."""
-    result = compare.compare_runs(two_runs, keys=("doctor", "relu"), seeds=1, n_resamples=300)
+    result = run_comparison.compare_runs(two_runs, keys=("doctor", "relu"), seeds=1, n_resamples=300)
     labels = two_runs[0].labels
     correct = [r.logits.argmax(1) == labels for r in two_runs]
     tune, evaluation = protocol.split_indices(N, 0.5, 0, stratify=correct[0] + 2 * correct[1])
@@ -117,7 +117,7 @@ def test_relu_intervals_refit_d_star_in_every_resample(two_runs):
     """Rel-U's intervals (run 2 − run 1, and Rel-U − Doctor) are the percentiles of the metrics with D* refitted on
     each resample's tuning samples, against a plain loop over materialised resamples."""
     n_resamples = 40
-    result = compare.compare_runs(two_runs, keys=("doctor", "relu"), seeds=1, n_resamples=n_resamples)
+    result = run_comparison.compare_runs(two_runs, keys=("doctor", "relu"), seeds=1, n_resamples=n_resamples)
     labels = two_runs[0].labels
     correct = [r.logits.argmax(1) == labels for r in two_runs]
     tune, evaluation = protocol.split_indices(N, 0.5, 0, stratify=correct[0] + 2 * correct[1])
@@ -133,8 +133,8 @@ def test_relu_intervals_refit_d_star_in_every_resample(two_runs):
 
 
 def test_relu_intervals_over_the_refit_budget_say_they_are_conditional(two_runs, monkeypatch):
-    monkeypatch.setattr(compare, "REFIT_MAX_WORK", 0)
-    result = compare.compare_runs(two_runs, keys=("doctor", "relu"), seeds=1, n_resamples=50)
+    monkeypatch.setattr(run_comparison, "REFIT_MAX_WORK", 0)
+    result = run_comparison.compare_runs(two_runs, keys=("doctor", "relu"), seeds=1, n_resamples=50)
     relu = result.differences[result.differences["detector"] == "Rel-U"]
     assert relu["verdict"].str.contains(stats.FITTED_LABEL, regex=False).all()
     assert result.relu_minus_doctor["verdict"].str.contains(stats.FITTED_LABEL, regex=False).all()
@@ -162,7 +162,7 @@ def test_relu_auroc_intervals_cover_a_null_difference():
         rng = np.random.default_rng(rep)
         labels = rng.integers(0, 10, 1500)
         runs_ = [_null_run(rng, labels, 10), _null_run(rng, labels, 10)]
-        result = compare.compare_runs(runs_, keys=("relu",), seeds=1, n_resamples=100)
+        result = run_comparison.compare_runs(runs_, keys=("relu",), seeds=1, n_resamples=100)
         row = result.differences.set_index("metric").loc["auroc"]
         covered.append(row["ci_low"] <= 0.0 <= row["ci_high"])
     assert np.mean(covered) >= 0.93, np.mean(covered)
@@ -171,19 +171,19 @@ def test_relu_auroc_intervals_cover_a_null_difference():
 def test_refusals(two_runs):
     labels = two_runs[0].labels
     with pytest.raises(InputError, match="choose 2 to 4 runs"):
-        compare.compare_runs(two_runs[:1])
+        run_comparison.compare_runs(two_runs[:1])
     with pytest.raises(InputError, match="choose 2 to 4 runs"):
-        compare.compare_runs([_run(2.0, s, labels, f"run {s}") for s in range(5)])
+        run_comparison.compare_runs([_run(2.0, s, labels, f"run {s}") for s in range(5)])
     with pytest.raises(InputError, match="chosen twice"):
-        compare.compare_runs([two_runs[0], two_runs[0]])
+        run_comparison.compare_runs([two_runs[0], two_runs[0]])
     other = _run(2.0, 3, np.roll(labels, 1), "another data set")
     with pytest.raises(InputError, match="do not hold the same samples"):
-        compare.compare_runs([two_runs[0], other])
+        run_comparison.compare_runs([two_runs[0], other])
     with pytest.raises(InputError, match="at least one detector"):
-        compare.compare_runs(two_runs, keys=())
+        run_comparison.compare_runs(two_runs, keys=())
     perfect = Run.from_logits(np.eye(C, dtype=np.float32)[labels] * 9, labels, tuple("abcde"), source="perfect")
     with pytest.raises(InputError, match="perfect"):
-        compare.compare_runs([two_runs[0], perfect], n_resamples=0)
+        run_comparison.compare_runs([two_runs[0], perfect], n_resamples=0)
 
 
 def test_overlay_gives_each_run_a_colour_and_each_detector_a_dash():
@@ -233,7 +233,7 @@ def test_page_compares_the_runs_loaded_in_the_session(two_runs):
 
 def test_progress_and_cancel(two_runs):
     seen = []
-    compare.compare_runs(two_runs, keys=("doctor",), seeds=2, n_resamples=0, progress=lambda *a: seen.append(a))
+    run_comparison.compare_runs(two_runs, keys=("doctor",), seeds=2, n_resamples=0, progress=lambda *a: seen.append(a))
     assert [(done, total) for done, total, _ in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
     with pytest.raises(Cancelled):
-        compare.compare_runs(two_runs, cancel=lambda: True)
+        run_comparison.compare_runs(two_runs, cancel=lambda: True)

@@ -11,7 +11,8 @@ import json
 
 import numpy as np
 
-from relu_core import cli_shared, validation
+from relu_core import validation
+from relu_core.cli import shared
 from relu_core.errors import InputError
 
 #: The objectives and recipes the command offers (kept here so building the parser imports no torch; a test
@@ -37,7 +38,7 @@ def cmd_train(args, bar) -> int:
         raise InputError(
             f"train needs a registered data set with a training split; choose one of: {', '.join(datasets.DATASETS)}"
         )
-    model_name = cli_shared.trainable_model_name(args.model, args.dataset)
+    model_name = shared.trainable_model_name(args.model, args.dataset)
     objective = training.Objective(
         args.objective,
         tau=_number(args.tau, "--tau"),
@@ -73,7 +74,7 @@ def cmd_train(args, bar) -> int:
         return 0
     runs.remember(run)
     if out is not None:
-        cli_shared.write_logits_npz(out, run.logits, run.labels, run.class_names)
+        shared.write_logits_npz(out, run.logits, run.labels, run.class_names)
     accuracy = float(np.mean(np.argmax(run.logits, axis=1) == run.labels))
     meta = trained.metadata
     if args.json:
@@ -134,9 +135,7 @@ def add_parser(sub) -> None:
         "and openmix 10)",
     )
     tp.add_argument("--gamma", help="weight of the mixed term (default: regmixup-appendix 0.5, openmix 1)")
-    tp.add_argument(
-        "--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=cli_shared.available_device
-    )
+    tp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], type=shared.available_device)
     tp.add_argument("--download", action="store_true", help="download a registered data set if missing")
     tp.add_argument("--out", metavar="FILE.npz", help="also write the test-split logits to this file")
     tp.add_argument("--json", action="store_true", help="print the settings, metadata and curve as JSON")

@@ -11,7 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
-from relu_core import cli_shared, risk_control, validation
+from relu_core import validation
+from relu_core.cli import shared
 from relu_core.errors import InputError, printable
 
 
@@ -29,7 +30,7 @@ def add_parser(sub) -> None:
         "uint8 images (N, H, W, C) through the run's model) and returns (prediction, uncertainty, accept).",
     )
     ex.add_argument("--run", metavar="ID", help="a run this machine has computed or loaded (its id, as in a URL)")
-    cli_shared.add_run_arguments(ex, "logits file (.npz/.csv/.parquet)", required=False)
+    shared.add_run_arguments(ex, "logits file (.npz/.csv/.parquet)", required=False)
     ex.add_argument("--detector", default="relu", help="relu, doctor or msp (default relu)")
     ex.add_argument("--lambda", dest="lam", default="0.5", help="Rel-U's λ in [0, 1], or auto")
     ex.add_argument("--temperature", default="1", help="softmax temperature T (MSP: 1)")
@@ -53,7 +54,7 @@ def add_parser(sub) -> None:
         metavar="FILE.pt2|FILE.onnx|FILE.pt",
         help="the detector file (.pt: legacy TorchScript); its card goes beside it as FILE.pt2.json",
     )
-    cli_shared.add_engine_arguments(ex)
+    shared.add_engine_arguments(ex)
     ex.set_defaults(handler=_cmd_export)
 
 
@@ -64,13 +65,13 @@ def _number(text: str, flag: str) -> float:
         raise InputError(f"{flag} must be a number, got {text!r}") from None
 
 
-def _run(args: argparse.Namespace, bar: cli_shared.ProgressBar, batch_size: int | None):
-    """The run that ``--run ID``, or the flags of :func:`cli_shared.add_run_arguments`, name."""
-    named = [args.run is not None, args.logits is not None, args.model is not None or cli_shared.onnx_weights(args)]
+def _run(args: argparse.Namespace, bar: shared.ProgressBar, batch_size: int | None):
+    """The run that ``--run ID``, or the flags of :func:`shared.add_run_arguments`, name."""
+    named = [args.run is not None, args.logits is not None, args.model is not None or shared.onnx_weights(args)]
     if sum(named) != 1:
         raise InputError("name one run: --run ID, --logits FILE, or --model NAME (or --weights FILE.onnx) --dataset")
     if args.run is None:
-        return cli_shared.run_from_args(args, bar, batch_size)[0]
+        return shared.run_from_args(args, bar, batch_size)[0]
     from relu_core import runs
 
     if args.weights is not None or args.dataset is not None:
@@ -101,6 +102,8 @@ def card_path(out: Path) -> Path:
 
 def _operating_point(args: argparse.Namespace) -> tuple[str, float, float]:
     """(kind, target, δ) from --target-tpr, --target-coverage or --risk/--delta."""
+    from relu_core import risk_control  # it loads torch: not at import, so that --help stays fast
+
     if args.delta is not None and args.risk is None:
         raise InputError("--delta goes with --risk (the confidence of a guaranteed risk)")
     if args.risk is not None:
@@ -120,7 +123,7 @@ def _rate(rate) -> str:
     return f"{rate.estimate:.4f} [{rate.low:.4f}, {rate.high:.4f}]"
 
 
-def _cmd_export(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
+def _cmd_export(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     from relu_core import cache, detector_export, explore, extras, protocol
 
     out = validation.output_file(args.out)
@@ -131,7 +134,7 @@ def _cmd_export(args: argparse.Namespace, bar: cli_shared.ProgressBar) -> int:
         extras.require("onnx", detector_export.ONNX_PURPOSE)
     card_file = card_path(out)
     temperature = _number(args.temperature, "--temperature")
-    lam = cli_shared.parse_lambda(args.lam)
+    lam = shared.parse_lambda(args.lam)
     fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
     seed = validation.parse_int(args.seed, "--seed", minimum=0)
     n_resamples = validation.parse_int(args.bootstrap, "--bootstrap", minimum=1)
