@@ -35,7 +35,7 @@ run = frame.current_run()
 shared = session.shared()
 
 # the plain words and the whole scorecard in the first viewport at 1280 x 720: less of Streamlit's top padding
-st.html('<style>[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }</style>')
+st.html('<style>[data-testid="stMainBlockContainer"] { padding-top: 1.5rem; }</style>')
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
 # Start shows clean scores (ε = 0) at the shared T, λ and tuning fraction, on the split Explore opens on
 setting = explore.Setting(temperature=shared.temperature, lam=shared.lam, tune_fraction=shared.tune_fraction)
@@ -73,7 +73,7 @@ def _examples() -> None:
         )
 
 
-words, picture = st.columns([3, 2], vertical_alignment="top")
+words, picture = st.columns([3.4, 1.6], vertical_alignment="top")
 words.markdown(PLAIN_WORDS)
 with picture:
     if run.images is not None:
@@ -89,13 +89,13 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
     pages = st.session_state[session.PAGES]
     with st.container(border=True):
         for row in scorecard.rows(get_run(run_id), shared_):
-            title, verdict, link = st.columns([1.7, 5.6, 2.3], vertical_alignment="center")
+            title, verdict, link = st.columns([2.1, 5.3, 2.3], vertical_alignment="center")
             title.markdown(f"**{row.title}**")
             verdict.markdown(row.verdict)
             if row.state == scorecard.COMPUTING:
                 verdict.progress(row.fraction)
-            if row.intervals:
-                verdict.caption(row.intervals, help="  \n".join([*row.details, row.note]))
+            if row.intervals or row.details:  # a row without an interval (nothing certified) still says why
+                verdict.caption(row.intervals or "why: see ⓘ", help="  \n".join([*row.details, row.note]))
             # the mismatch row opens Studies on that study, at the settings this row's result was computed with
             asked = {"study": "mismatch"} if row.key == "mismatch" else None
             link.page_link(pages[row.page], label=f"Open {pages[row.page].title}", query_params=asked)

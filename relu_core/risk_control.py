@@ -745,12 +745,14 @@ def _temperatures(methods: Sequence[str], temperature) -> dict[str, float]:
 
 def sentence(risk: float, delta: float, coverage: Mapping[str, float | str], note: str = "") -> str:
     """The guarantee in plain words with each detector's coverage (a share, or the one-line reason it cannot give
-    the guarantee): "At most 2 % errors among accepted, with 90 % confidence: Rel-U lets you act on 71 % of
+    the guarantee, "" to leave the reason out): "At most 2 % errors among accepted, with 90 % confidence: Rel-U lets you act on 71 % of
     predictions, Doctor on 68 %."; ``note`` goes in brackets before the full stop."""
     parts = []
-    for n, (name, value) in enumerate(coverage.items()):
+    if len(coverage) == 2 and all(value == "" for value in coverage.values()):  # both refused, reasons elsewhere
+        parts.append("neither {} nor {} can guarantee it here".format(*coverage))
+    for n, (name, value) in enumerate(coverage.items() if not parts else ()):
         if isinstance(value, str):
-            parts.append(f"{name} cannot guarantee it here ({value})")
+            parts.append(f"{name} cannot guarantee it here" + (f" ({value})" if value else ""))
         elif n == 0 or isinstance(list(coverage.values())[n - 1], str):
             parts.append(f"{name} lets you act on {percent(value)} of predictions")
         else:

@@ -402,17 +402,18 @@ def _ready_guarantee(result, shared: Shared) -> tuple[str, str, tuple[str, ...],
     (the evaluation halves, mean over the seeds), Rel-U − Doctor in coverage with its paired interval."""
     names = dict(zip(protocol.PAIRED, ("Rel-U", "Doctor"), strict=True))
     coverage: dict[str, float | str] = {}
+    refusals = []
     for key in protocol.PAIRED:
         summary = result.summary(key)
-        coverage[names[key]] = (
-            summary["evaluation_coverage"] if summary["certified"] else "; ".join(summary["refusals"])
-        )
+        coverage[names[key]] = summary["evaluation_coverage"] if summary["certified"] else ""
+        if not summary["certified"]:  # the reason in the row's details: the card keeps one short line per setting
+            refusals.append(f"{names[key]}: {'; '.join(summary['refusals'])}")
     verdict = risk_control.sentence(result.risk, result.delta, coverage)
     d = result.minus_doctor
     intervals = "" if d is None else _interval_words("coverage", d.estimate, d.low, d.high)
     if d is not None and d.draws:
         intervals += f" (over the seeds {metric_info.signed(d.draw_low, 3)} to {metric_info.signed(d.draw_high, 3)})"
-    details = () if d is None else (d.verdict(),)
+    details = tuple(refusals) + (() if d is None else (d.verdict(),))
     n_cal = result.per_seed[protocol.PAIRED[0]][0].certificate.n_calibration
     note = (
         f"r* = half the model's error rate on the tuning split, rounded down ({risk_control.percent(result.risk)}), "

@@ -229,3 +229,21 @@ def test_the_sidebar_says_the_shared_values_in_force_on_the_page_that_moved_them
     linked.run()
     pages.no_exceptions(linked)
     assert "tuning split 20% · 3 seeds · T = 1 · λ = 0.7 ·" in line(linked)
+
+
+def test_a_guarantee_neither_detector_can_give_is_one_short_line_with_its_reasons_in_the_details() -> None:
+    """A nearly perfect classifier on few samples: r* = half its small error rate needs more calibration samples than
+    the split has, so the row says so in one line and keeps each detector's reason for its tooltip."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 4, 300)
+    logits = rng.normal(size=(300, 4)).astype(np.float32) + 3.5 * np.eye(4, dtype=np.float32)[labels]
+    run = runs.Run.from_logits(logits, labels, tuple("abcd"), source="nearly perfect (test)")
+    assert 0.01 < np.mean(logits.argmax(1) != labels) < 0.06  # a few errors: r* of 0.5 % to 2.5 %
+    shared = scorecard.Shared(seeds=2)
+    scorecard.start(run, shared)
+    _wait(run, "guaranteed_risk", shared)
+    row = scorecard.rows(run, shared)[4]
+    assert row.state == scorecard.READY
+    assert row.verdict.endswith(": neither Rel-U nor Doctor can guarantee it here.")
+    assert [d.split(":")[0] for d in row.details[:2]] == ["Rel-U", "Doctor"]
+    assert all("too few calibration samples" in d for d in row.details[:2])
