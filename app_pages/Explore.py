@@ -135,7 +135,8 @@ def _paired_section(view: explore.View, neighbours: Neighbours, pending: bool) -
         first = next(iter(view.paired.values()))
         st.caption(
             f"{100 * first.confidence:g} % percentile interval over {first.n_resamples} paired "
-            "bootstrap resamples of the evaluation samples (the same resample scores both detectors)."
+            "bootstrap resamples of the evaluation samples (the same resample scores both detectors; Rel-U's D* "
+            "stays as fitted on the tuning split, so the interval is conditional on that fit)."
         )
 
 

@@ -138,8 +138,8 @@ result = jobbox.study_run(
     lambda progress, cancel: objectives.objectives_study(**options, progress=progress, cancel=cancel),
     ready=bool(options["objectives"]),
     hint="Models missing from the cache are trained first: the five Fashion-MNIST models at an epoch cap of 1 take "
-    "about 6.5 minutes on 2 CPU cores; a CIFAR-10 model is far slower on a CPU (resnet9_small, 6 epochs: about a "
-    "quarter of an hour each) and meant for a GPU (resnet9, fast recipe). README, Training objectives.",
+    "about 6.5 minutes on 2 CPU cores; a CIFAR-10 model is far slower on a CPU (resnet9_small, 14 epochs: about 12 "
+    "minutes each on 2 quiet cores) and meant for a GPU (resnet9, fast recipe). README, Training objectives.",
 )
 if result is None:
     answer_slot.markdown(

@@ -2,7 +2,7 @@
 ``$RELU_STUDIO_DATA``), a held-out tenth for early stopping as every model trained here, then its accuracy on the
 10,000-image JPEG test folder. Nothing is read from or written to the models cache: the training is timed every time.
 
-    # the CPU recipe: resnet9_small, fast recipe, its 6 epochs, on this machine's cores (target: <= 15 minutes)
+    # the CPU recipe: resnet9_small, fast recipe, its 14 epochs, on this machine's cores (target: <= 15 minutes)
     RELU_STUDIO_DATA=../shared/data .venv/bin/python bench/bench_cifar.py --model resnet9_small --device cpu
     # the GPU target: resnet9, fast recipe, 24 epochs, >= 92 % on the JPEG test folder in <= 60 s
     python bench/bench_cifar.py --model resnet9 --device cuda [--compile] [--epochs 40]

@@ -178,7 +178,8 @@ def render_html(
 interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
 <h2>Is Rel-U better than Doctor here?</h2>{table_html(detector_comparison.paired_rows(paired).set_index("metric"))}
 <p class="note">{100 * confidence:g} % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
-(the same resample scores both detectors).</p>
+(the same resample scores both detectors; Rel-U's D* stays as fitted on the tuning split, so the interval is
+conditional on that fit).</p>
 {_operating_html(operating_table, operating_note)}<h2>Settings</h2>{table_html(settings_frame)}
 <h2>Provenance</h2>{table_html(prov_frame)}
 <p class="note">Made with Rel-U Studio. Rel-U: Dadalto et al., A Data-Driven Measure of Relative Uncertainty for

@@ -141,7 +141,7 @@ def add_objectives_parser(names) -> None:
     ob.add_argument(
         "--epochs",
         default=None,
-        help="epoch cap of each model (default: 1 under plain, the recipe's otherwise; resnet9_small 6)",
+        help="epoch cap of each model (default: 1 under plain, the recipe's otherwise; resnet9_small 14)",
     )
     ob.add_argument("--train-seed", default="0", help="training seed (default 0)")
     ob.add_argument(

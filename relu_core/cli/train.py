@@ -100,8 +100,8 @@ def add_parser(sub) -> None:
     tp = sub.add_parser(
         "train",
         help="train a classifier with an objective (cross-entropy, logitnorm, mixup, regmixup, openmix) as a run",
-        description="Trains on the training split with early stopping on a held-out 10 %% of it (never the test "
-        "split), resumes from its per-epoch checkpoint when interrupted, caches the weights with their settings "
+        description="Trains on the training split with early stopping on a held-out 10 % of it (never the test "
+        "split; only the epochs of the schedule's final phase count), resumes from its per-epoch checkpoint when interrupted, caches the weights with their settings "
         "and curve, and keeps the model's test-split logits as a run the app can open.",
     )
     tp.add_argument("--dataset", required=True, metavar="NAME", help="a registered data set, e.g. fashion-mnist")
@@ -123,7 +123,7 @@ def add_parser(sub) -> None:
     tp.add_argument(
         "--epochs",
         default=None,
-        help="epoch cap; early stopping may end sooner (default: the recipe's: plain 5, fast 24 (resnet9_small 6), "
+        help="epoch cap; early stopping may end sooner (default: the recipe's: plain 5, fast 24 (resnet9_small 14), "
         "paper 200)",
     )
     tp.add_argument("--seed", default="0", help="seed of the initialisation, the order, the held-out part (default 0)")
