@@ -12,6 +12,7 @@ import pytest
 from relu_core import protocol, runs, stats
 from relu_core.cli import study as studies_cli
 from relu_core.studies import objectives, paper_table
+from relu_core.training import recipes
 
 
 def _diff(estimate: float, low: float, high: float) -> stats.PairedDifference:
@@ -129,7 +130,7 @@ def test_the_page_offers_cifar10_with_its_network_recipe_and_epoch_cap(shared_da
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="obj_model").value == "resnet9_small"
     assert at.selectbox(key="obj_recipe").value == "fast"
-    assert at.number_input(key="obj_epochs").value == 6
+    assert at.number_input(key="obj_epochs").value == recipes.EPOCHS_BY_MODEL[("fast", "resnet9_small")]
     assert at.multiselect(key="obj_objectives").value == list(objectives.OBJECTIVES)
     assert any("dead-leaves" in c.value for c in at.caption)
     at.selectbox(key="obj_recipe").set_value("paper").run()
