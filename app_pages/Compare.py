@@ -153,13 +153,20 @@ for m in metric_info.PAIRED_KEYS:
     ]
 st.dataframe(shown, hide_index=True, column_config={"run": st.column_config.TextColumn("run", width="small")})
 
-# the verdicts are sentences: static tables wrap them (an interactive grid cut them at its edge)
+# the verdicts are sentences: static tables wrap them (an interactive grid cut them at its edge); the metric by its
+# label ("FPR95"), as the verdict and the table above name it, not by its key ("fpr95")
 words = ["run", "metric", "verdict"]
+
+
+def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(metric=frame["metric"].map(lambda key: metric_info.BY_KEY[key].label))
+
+
 if not result.relu_minus_doctor.empty:
     st.subheader("Rel-U − Doctor within each run")
-    st.table(result.relu_minus_doctor[words].set_index("run"))
-st.subheader(plain(f"Each run − run 1 ({result.run_labels[0]})"))
-st.table(result.differences[["detector", *words]].set_index("detector"))
+    st.table(_labelled(result.relu_minus_doctor[words]).set_index("run"))
+st.subheader(plain(f"Each run − run 1 ({result.run_labels[0].split('. ', 1)[-1]})"))
+st.table(_labelled(result.differences[["detector", *words]]).set_index("detector"))
 st.caption(
     "Verdicts: the 95 % percentile interval of the paired bootstrap, pooled over the seeds; "
     '"no significant difference" when it covers 0.'

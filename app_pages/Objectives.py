@@ -20,7 +20,8 @@ from relu_core.studies import objectives, paper_table
 from studio import frame, jobbox, page, session
 from studio.runs import select_run
 
-st.title("Training objectives: where does Rel-U help?")
+# a subheader like every page's heading (studio.page.page_header): a title took two lines and 90 px at 1280 x 720
+st.subheader("Training objectives: where does Rel-U help?")
 answer_slot = st.empty()  # the answer, in one sentence, once the table is computed
 
 gpu = engine.select_device("auto").type == "cuda"

@@ -14,6 +14,8 @@ import html
 import importlib.metadata
 import io
 import platform
+import stat
+import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from relu_core import detector_comparison, figures, paths, protocol, stats
+from relu_core import cache, detector_comparison, figures, paths, protocol, stats
 
 if TYPE_CHECKING:  # pandas and plotly load on use: registering the CLI subcommand stays cheap
     import pandas as pd
@@ -127,11 +129,17 @@ def table_html(
 
 
 def data_zip(files: Mapping[str, str | bytes]) -> bytes:
-    """One ZIP archive (deflated) of ``files``: name -> content, text written as UTF-8."""
+    """One ZIP archive (deflated) of ``files``: name -> content, text written as UTF-8; every member a regular
+    file of mode ``cache.DOCUMENT_MODE`` (0644, as the CLI writes its files; ``ZipFile.writestr`` with a bare name
+    gives 0600, readable by its owner only once unzipped), dated when written."""
     buffer = io.BytesIO()
+    now = time.localtime()[:6]
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, content in files.items():
-            archive.writestr(name, content.encode() if isinstance(content, str) else content)
+            info = zipfile.ZipInfo(name, date_time=now)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (stat.S_IFREG | cache.DOCUMENT_MODE) << 16
+            archive.writestr(info, content.encode() if isinstance(content, str) else content)
     return buffer.getvalue()
 
 

@@ -121,6 +121,8 @@ def test_page_trains_what_is_missing_and_opens_a_row_in_explore():
     at.session_state["obj_seeds"] = 2
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    # the heading is a subheader as on every other page (a title wrapped to two lines at 1280 x 720)
+    assert not at.title and at.subheader[0].value == "Training objectives: where does Rel-U help?"
     at.button(key="obj_run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     summary = at.dataframe[0].value  # the answer per objective first, in narrow columns

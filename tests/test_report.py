@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import json
 import re
+import shutil
+import stat
+import subprocess
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +143,22 @@ def test_provenance_says_where_a_registered_data_set_was_read(shared_data):
     info = report.provenance(run)
     assert info["data set source"].startswith("CIFAR-10 test set, first 1,017 images, pixel-exact; read from ")
     assert info["data set source"].endswith("cifar10_test_lossless_prefix1017.npz")
+
+
+def test_data_zip_members_unzip_readable_by_everyone(tmp_path):
+    """Explore's ZIPs ("Data of this view", "Export this detector") hold regular files of mode 0644, as the CLI
+    writes its files: ``ZipFile.writestr`` with a bare name stored 0600, so that an unzipped detector card was
+    readable by its owner only (seen by a new user; this test fails on the code before)."""
+    data = report.data_zip({"detector.json": '{"a": 1}', "dstar.npy": b"\x93NUMPY"})
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        infos = archive.infolist()
+        assert [i.filename for i in infos] == ["detector.json", "dstar.npy"]
+        for info in infos:
+            mode = info.external_attr >> 16
+            assert stat.S_ISREG(mode) and stat.S_IMODE(mode) == 0o644, (info.filename, oct(mode))
+            assert info.compress_type == zipfile.ZIP_DEFLATED
+        assert archive.read("detector.json") == b'{"a": 1}'
+    if shutil.which("unzip"):  # Info-ZIP applies the stored mode (under the umask)
+        (tmp_path / "x.zip").write_bytes(data)
+        subprocess.run(["unzip", "-q", str(tmp_path / "x.zip"), "-d", str(tmp_path / "out")], check=True)
+        assert stat.S_IMODE((tmp_path / "out" / "detector.json").stat().st_mode) & 0o044 == 0o044

@@ -229,6 +229,11 @@ def test_page_compares_the_runs_loaded_in_the_session(two_runs):
     assert titles == ["ROC by run (positives = correct predictions)", "Risk-coverage by run"]
     differences = at.table[-1].value  # a static table: its verdicts wrap
     assert len(differences) == 4 * 4 and differences["verdict"].str.contains("on run 2|no significant").all()
+    # the metrics by the labels their verdicts use, not by their keys; the heading names run 1 once
+    assert set(differences["metric"]) == {"FPR95", "AUROC", "AURC", "AUGRC"}
+    assert (differences.apply(lambda row: row["verdict"].startswith(row["metric"] + ":"), axis=1)).all()
+    heading = [h.value for h in at.subheader if h.value.startswith("Each run − run 1")]
+    assert len(heading) == 1 and not heading[0].startswith("Each run − run 1 (1. "), heading
 
 
 def test_progress_and_cancel(two_runs):
