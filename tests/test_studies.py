@@ -588,3 +588,10 @@ def test_settings_read_in_words() -> None:
         "tuning fraction: 0.5 · defaults: T = 1, ODIN's T = 1000 · bootstrap resamples per point: 1000 · "
         "λ = N₊/(N₊ + N₋): 0.8123 · T_cal fitted in: 0.05 … 20 (continuous, over log T)"
     )
+
+
+def test_a_tuning_fraction_axis_spans_zero_to_one_even_for_one_fraction(run) -> None:
+    """One fraction alone drew a dot on an x axis from -0.5 to 1.5 (impossible fractions): the axis is [0, 1]."""
+    result = tuning_split.run_study(run, fractions=(0.5,), seeds=2, n_resamples=0, use_cache=False)
+    for figure in (study_figures.band_figure, study_figures.difference_figure):
+        assert list(figure(result, "fraction", "auroc").layout.xaxis.range) == [0.0, 1.0]

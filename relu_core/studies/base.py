@@ -46,7 +46,7 @@ class StudyResult:
     ``paired``: :data:`PAIRED_COLUMNS`, Rel-U − Doctor per series x point x metric (``metric_info.PAIRED_KEYS``):
     the rows of :func:`relu_core.stats.paired_rows` (NaN bounds when ``n_resamples`` = 0).
     ``per_seed``: :data:`PER_SEED_COLUMNS`. ``settings``: every setting used (JSON-able), including
-    ``seeds``. ``series``: per series ``{"x_label", "log_x", "marks": {label: x}}`` for the figures.
+    ``seeds``. ``series``: per series ``{"x_label", "log_x", "x_range", "marks": {label: x}}`` for the figures.
     ``tables``: study-specific extra frames (calibration summary, reliability bins, ...).
     ``notes``: plain-language remarks (fallbacks, subsampling, shapes) shown with the result.
     """

@@ -30,6 +30,8 @@ def _x_axis(info: dict) -> dict:
     axis = {"title": info.get("x_label", "x")}
     if info.get("log_x"):
         axis["type"] = "log"
+    if info.get("x_range"):  # a quantity with a natural range (fractions): never an axis past it
+        axis["range"] = list(info["x_range"])
     ticks = info.get("ticks")
     if ticks:  # named points (e.g. before / after calibration): room for the outer labels inside the plot
         values = [float(k) for k in ticks]

@@ -22,7 +22,8 @@ NAME = "tuning-split"
 TITLE = "Tuning-split size: Rel-U and Doctor against the tuning fraction"
 FRACTIONS: tuple[float, ...] = protocol.TUNE_FRACTION_PRESETS
 TEMPERATURE, LAMBDA = 1.0, 0.5
-SERIES_INFO = {"x_label": "tuning fraction", "log_x": False}
+#: ``x_range``: a fraction's axis spans [0, 1] (one fraction alone drew a dot on an axis from -0.5 to 1.5)
+SERIES_INFO = {"x_label": "tuning fraction", "log_x": False, "x_range": [0.0, 1.0]}
 
 
 def check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
