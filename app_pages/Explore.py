@@ -17,6 +17,7 @@ from studio.text import plain
 
 run = frame.current_run()
 query.init_from_query_params()
+query.take_guarantee_param()  # the Start scorecard's guaranteed-risk row opens Explore at its r* and δ
 
 # a subheader, not a title: with the one-row control bar, D* and the confusion matrix fit in 1280 x 720
 st.subheader("Explore: Rel-U vs Doctor")
@@ -159,9 +160,11 @@ def _guarantee_section(view: explore.View, s: explore.Setting) -> None:
     st.markdown(f"**{plain(certified.sentence())}**")
     html(explore.guarantee_html(view, s, pending), "guarantee", None, explore_ui.PAIRED_POLL_S if pending else None)
     html(explore.operating_html(view, s), "operating", None)
+    refused = any(not result.certificate.certified for result in certified.results.values())
     st.caption(
         f"{certified.note()} The counts: the evaluation half at the certified thresholds; errors caught = "
-        "misclassified and rejected. Refused: no threshold could be certified (the reason in the first column)."
+        "misclassified and rejected."
+        + (" Not certified: no threshold could be (the reason in the first column)." if refused else "")
     )
 
 

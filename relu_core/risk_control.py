@@ -432,8 +432,10 @@ class CoverageDifference:
         """One line in points of coverage: who lets you act on more predictions and by how much, with the interval
         (for these certified thresholds) and the range of another calibration draw."""
         ci = f"{100 * self.confidence:g} % CI"
+        first, second, sign = a, b, 1.0  # the difference as the words say it: the winner's minus the other's
         if self.significant:
             winner, loser = (a, b) if self.estimate > 0 else (b, a)
+            first, second, sign = winner, loser, (1.0 if self.estimate > 0 else -1.0)
             low, high = sorted((abs(self.low), abs(self.high)))
             text = (
                 f"{winner} lets you act on {100 * abs(self.estimate):.1f} points more predictions than {loser} "
@@ -445,9 +447,10 @@ class CoverageDifference:
                 f"{100 * self.low:+.1f} to {100 * self.high:+.1f}, for the thresholds certified here)"
             )
         if self.draws:
+            low, high = sorted((sign * self.draw_low, sign * self.draw_high))
             text += (
-                f"; another calibration draw of the same size gives {a} − {b} between {100 * self.draw_low:+.1f} "
-                f"and {100 * self.draw_high:+.1f} points ({self.draws} {self.draw_kind})"
+                f"; another calibration draw of the same size gives {first} − {second} between {100 * low:+.1f} "
+                f"and {100 * high:+.1f} points ({self.draws} {self.draw_kind})"
             )
         return text
 
@@ -761,11 +764,32 @@ def sentence(risk: float, delta: float, coverage: Mapping[str, float | str], not
     return f"{words[0].upper()}{words[1:]}: {', '.join(parts)}{f' ({note})' if note else ''}."
 
 
+#: The choices of r* a user is offered (Explore's control), and those a default r* is rounded onto, so that a
+#: default can always be reproduced by hand.
+RISK_CHOICES: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.04,
+    0.05,
+    0.06,
+    0.08,
+    0.1,
+    0.12,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+)
+
+
 def default_risk(correct_tune: np.ndarray) -> float:
     """A target r* suited to a run: half the classifier's error rate on the tuning split (known before any
-    calibration or evaluation sample is read), rounded down to a step of 0.5 % (1 % from 10 % up), at least
-    0.5 %; a model with a 12 % error rate gets r* = 6 %."""
+    calibration or evaluation sample is read), rounded down onto :data:`RISK_CHOICES` (Explore's choices, so the
+    Start scorecard's guarantee can be opened there), at least 0.5 %; a model with a 12 % error rate gets r* = 6 %,
+    one with 11 % gets 5 %."""
     error_rate = float(np.mean(~np.asarray(correct_tune, dtype=bool)))
     half = error_rate / 2
-    step = 0.01 if half >= 0.1 else 0.005
-    return max(0.005, math.floor(half / step + 1e-9) * step)
+    return max([c for c in RISK_CHOICES if c <= half + 1e-12], default=RISK_CHOICES[0])

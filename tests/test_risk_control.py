@@ -204,11 +204,16 @@ def test_the_calibration_split_cuts_the_held_out_samples_at_random():
         risk_control.calibration_split(np.arange(1), seed=0)
 
 
-def test_default_risk_is_half_the_tuning_error_rate_rounded_down():
-    assert risk_control.default_risk(np.r_[np.ones(88, bool), np.zeros(12, bool)]) == pytest.approx(0.06)
-    assert risk_control.default_risk(np.r_[np.ones(889, bool), np.zeros(111, bool)]) == pytest.approx(0.055)
-    assert risk_control.default_risk(np.r_[np.ones(70, bool), np.zeros(30, bool)]) == pytest.approx(0.15)
-    assert risk_control.default_risk(np.ones(100, bool)) == 0.005  # no error: the smallest step
+def test_default_risk_is_half_the_tuning_error_rate_rounded_down_onto_the_offered_choices():
+    assert risk_control.default_risk(np.r_[np.ones(88, bool), np.zeros(12, bool)]) == 0.06
+    # 5.55 %: down to 5 %, a choice Explore offers (5.5 % was not one: the scorecard's row could not be reopened)
+    assert risk_control.default_risk(np.r_[np.ones(889, bool), np.zeros(111, bool)]) == 0.05
+    assert risk_control.default_risk(np.r_[np.ones(70, bool), np.zeros(30, bool)]) == 0.15
+    assert risk_control.default_risk(np.r_[np.ones(80, bool), np.zeros(20, bool)]) == 0.1  # exactly a choice
+    assert risk_control.default_risk(np.ones(100, bool)) == 0.005  # no error: the smallest choice
+    for errors in range(0, 101):
+        chosen = risk_control.default_risk(np.r_[np.ones(100 - errors, bool), np.zeros(errors, bool)])
+        assert chosen in risk_control.RISK_CHOICES
 
 
 # ------------------------------------------------------------------------------------ Rel-U against Doctor
@@ -352,3 +357,19 @@ def test_the_guarantee_holds_on_resnet56_logits_over_200_splits(shared_data):
                 g = rc.guaranteed_risk(u[cal], c[cal], risk, 0.1)
                 realised += bool(g.certified and risk_control.realised(g, u[ev], c[ev]).risk > risk)
             assert realised <= limit, (key, risk, realised)
+
+
+def test_a_significant_verdict_says_every_difference_as_the_winner_minus_the_other():
+    """The walkthrough read "Doctor lets you act on 5.8 points more (CI 4.5 to 7.1)" beside "Rel-U − Doctor between
+    -6.2 and -0.8": one sentence, two signs. Every number now follows the words' order."""
+    doctor_wins = risk_control.with_draws(
+        risk_control.CoverageDifference(-0.058, -0.071, -0.045, 1000), np.array([-0.062, -0.03, -0.008]), "seeds"
+    )
+    words = doctor_wins.verdict()
+    assert words.startswith("Doctor lets you act on 5.8 points more predictions than Rel-U (95 % CI 4.5 to 7.1")
+    low, high = np.percentile([0.062, 0.03, 0.008], [2.5, 97.5])
+    assert f"gives Doctor − Rel-U between {100 * low:+.1f} and {100 * high:+.1f} points" in words
+    relu_wins = risk_control.with_draws(
+        risk_control.CoverageDifference(0.02, 0.01, 0.03, 1000), np.array([0.01, 0.02]), "seeds"
+    )
+    assert "gives Rel-U − Doctor between +1.0 and +2.0 points" in relu_wins.verdict()
