@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from relu_core import detector_comparison, explore, figures, metric_info, metrics, scorecard
+from relu_core import detector_comparison, explore, figures, metric_info, metrics, risk_control, scorecard
 from relu_core.errors import InputError
 from relu_core.progress import count
 from relu_core.runs import get_run
@@ -96,8 +96,12 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
                 verdict.progress(row.fraction)
             if row.intervals or row.details:  # a row without an interval (nothing certified) still says why
                 verdict.caption(row.intervals or "why: see ⓘ", help="  \n".join([*row.details, row.note]))
-            # the mismatch row opens Studies on that study, at the settings this row's result was computed with
+            # the mismatch row opens Studies on that study, at the settings this row's result was computed with;
+            # the guaranteed-risk row opens Explore at its r* and δ
             asked = {"study": "mismatch"} if row.key == "mismatch" else None
+            if row.key == "guaranteed_risk":
+                risk = scorecard.guarantee_risk(get_run(run_id), shared_)
+                asked = {"guarantee": f"{risk:g},{risk_control.DEFAULT_DELTA:g}"}
             link.page_link(pages[row.page], label=f"Open {pages[row.page].title}", query_params=asked)
 
 

@@ -410,13 +410,18 @@ def _ready_guarantee(result, shared: Shared) -> tuple[str, str, tuple[str, ...],
             refusals.append(f"{names[key]}: {'; '.join(summary['refusals'])}")
     verdict = risk_control.sentence(result.risk, result.delta, coverage)
     d = result.minus_doctor
-    intervals = "" if d is None else _interval_words("coverage", d.estimate, d.low, d.high)
+    # in points of coverage, as the sentence's percentages and the verdict say it (not a fraction beside them)
+    intervals = (
+        ""
+        if d is None
+        else (f"Rel-U − Doctor coverage {100 * d.estimate:+.1f} points [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
+    )
     if d is not None and d.draws:
-        intervals += f" (over the seeds {metric_info.signed(d.draw_low, 3)} to {metric_info.signed(d.draw_high, 3)})"
+        intervals += f" (over the seeds {100 * d.draw_low:+.1f} to {100 * d.draw_high:+.1f})"
     details = tuple(refusals) + (() if d is None else (d.verdict(),))
     n_cal = result.per_seed[protocol.PAIRED[0]][0].certificate.n_calibration
     note = (
-        f"r* = half the model's error rate on the tuning split, rounded down ({risk_control.percent(result.risk)}), "
+        f"r* = half the model's error rate on the tuning split, rounded down onto Explore's choices ({risk_control.percent(result.risk)}), "
         f"δ = {result.delta:g}; each threshold certified on a calibration half of the evaluation split "
         f"({n_cal:,} samples), the coverage read on the other half; mean over {len(result.seeds)} seeds; the "
         "interval is a paired bootstrap of the evaluation samples for the certified thresholds, the range in "

@@ -1,6 +1,7 @@
-"""The URL's query parameters: Explore's settings (``lam``, ``T``, ``eps``, ``tune``, ``seed``) and its run
-(``run``, ``run_name``), read on a session's first view and written back as the view changes, so that a link
-can be shared."""
+"""The URL's query parameters: Explore's settings (``lam``, ``T``, ``eps``, ``tune``, ``seed``; ``risk`` and
+``delta`` when the operating point is a guaranteed risk) and its run (``run``, ``run_name``), read on a session's
+first view and written back as the view changes, so that a link can be shared; and the one-shot parameters a page
+link carries (``study=`` for Studies, ``guarantee=`` for Explore), taken out of the URL once read."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def parse_param(name: str, text: str) -> object:
     of every ``lam``, ``T``, ``eps``, ``tune`` and ``seed``). Grid values go to the nearest choice of the
     control: T on a log scale, ε and the tuning fraction (its presets, e.g. 0.51 -> 0.5) on a linear one."""
     text = text.strip()
+    if name in ("risk", "delta"):  # the guaranteed risk's r* and δ: the control's nearest choice
+        try:
+            value = float(text) if len(text) <= 32 else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not 0 < value < 1:
+            raise ValueError("a number strictly between 0 and 1")
+        return _nearest(value, explore.RISKS if name == "risk" else explore.DELTAS)
     if name == "lam" and text == "auto":
         return "auto"
     if name == "seed":
@@ -62,6 +71,8 @@ _PARAM_KEYS = {
     "eps": session.EX_EPS,
     "tune": session.EX_TUNE_FRACTION,
     "seed": session.EX_SEED,
+    "risk": session.EX_OP_RISK,
+    "delta": session.EX_OP_DELTA,
 }
 
 
@@ -89,7 +100,9 @@ def init_from_query_params() -> None:
             continue
         if name == "lam":
             st.session_state[session.EX_LAM_AUTO] = False
-        elif value != float(text):
+        elif name == "risk":  # a link with r* opens the guaranteed-risk operating point
+            st.session_state[session.EX_OP_KIND] = session.OP_KINDS["risk"]
+        if name != "lam" and value != float(text):
             notes.append(f"{name}={shown} is not one of the control's values: {value:g} is used")
         st.session_state[key] = value
     if notes:
@@ -163,6 +176,23 @@ def take_study_param() -> str | None:
     return wanted
 
 
+def take_guarantee_param() -> None:
+    """The guaranteed risk a link asks Explore to open at (``guarantee=R,D``: the Start scorecard's row, whose r*
+    and δ are among Explore's choices), once: the operating point becomes that guaranteed risk and the parameter
+    leaves the URL, so that the page's own choices are not reset on its next run. A malformed value is ignored
+    (the link is the app's own)."""
+    wanted = st.query_params.get("guarantee")
+    if wanted is None:
+        return
+    del st.query_params["guarantee"]
+    try:
+        risk, delta = (parse_param(name, text) for name, text in zip(("risk", "delta"), wanted.split(","), strict=True))
+    except ValueError:
+        return
+    st.session_state[session.EX_OP_KIND] = session.OP_KINDS["risk"]
+    st.session_state[session.EX_OP_RISK], st.session_state[session.EX_OP_DELTA] = risk, delta
+
+
 def write_query_params(setting, run=None) -> None:
     """Keep the view's ``setting`` (an ``explore.Setting``) in the URL so it can be shared and, with ``run``, its
     id and name."""
@@ -173,6 +203,12 @@ def write_query_params(setting, run=None) -> None:
         "tune": f"{setting.tune_fraction:g}",
         "seed": str(setting.seed),
     }
+    if setting.op_kind == "risk":
+        wanted.update(risk=f"{setting.op_target:g}", delta=f"{setting.op_delta:g}")
+    else:  # another operating point: a link must not reopen the guaranteed risk
+        for name in ("risk", "delta"):
+            if name in st.query_params:
+                del st.query_params[name]
     if run is not None:
         wanted.update(run=run.run_id, run_name=run.source[:200])
     if any(st.query_params.get(k) != v for k, v in wanted.items()):

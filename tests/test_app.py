@@ -408,6 +408,37 @@ def test_url_parameters_set_the_view():
     assert "T = 2" in " ".join(html_texts(at))  # D*'s caption
 
 
+def test_url_parameters_set_a_guaranteed_risk_and_write_it_back():
+    """A link with r* and δ opens the guaranteed-risk operating point (a value between the choices goes to the
+    nearest); the page writes them back while that operating point is chosen, and drops them when it is not."""
+    at = app(EXPLORE, TIMEOUT)
+    at.query_params.update({"risk": "0.049", "delta": "0.05"})
+    at.run()
+    _no_exceptions(at)
+    assert at.radio(key="ex_op_kind").value == "guaranteed risk"
+    assert at.select_slider(key="ex_op_risk").value == 0.05 and at.select_slider(key="ex_op_delta").value == 0.05
+    assert "risk=0.049 is not one of the control's values: 0.05 is used" in " ".join(w.value for w in at.warning)
+    assert (at.query_params["risk"], at.query_params["delta"]) == ("0.05", "0.05")
+    at.radio(key="ex_op_kind").set_value("target TPR").run()
+    assert "risk" not in at.query_params and "delta" not in at.query_params
+
+
+def test_the_scorecards_guarantee_link_opens_explore_there():
+    """The Start scorecard's last row links to Explore with ``guarantee=r*,δ`` (test_scorecard.py): Explore opens at
+    that guaranteed risk once, and the parameter leaves the URL so the page's own choices then hold."""
+    at = app(EXPLORE, TIMEOUT).run()
+    _no_exceptions(at)
+    assert at.radio(key="ex_op_kind").value == "target TPR"
+    at.query_params["guarantee"] = "0.02,0.1"  # as the link sets it on a page switch
+    at.run()
+    _no_exceptions(at)
+    assert at.radio(key="ex_op_kind").value == "guaranteed risk"
+    assert at.select_slider(key="ex_op_risk").value == 0.02 and at.select_slider(key="ex_op_delta").value == 0.1
+    assert "guarantee" not in at.query_params
+    at.select_slider(key="ex_op_risk").set_value(0.05).run()  # the user's own choice then holds
+    assert at.select_slider(key="ex_op_risk").value == 0.05
+
+
 # ----------------------------------------------------------------------------------------- uploads
 
 

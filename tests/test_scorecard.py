@@ -118,8 +118,8 @@ def test_the_guaranteed_risk_row_says_how_many_predictions_each_lets_you_act_on(
     correct = protocol.correctness(run.logits, run.labels)
     tune, _ = protocol.split_indices(correct.size, 0.5, 0, stratify=correct)
     risk = scorecard.guarantee_risk(run, shared)
-    half = (1 - correct[tune].mean()) / 2  # half the tuning split's error rate, rounded down to a 1 % step
-    assert risk <= half < risk + 0.01 and risk == risk_control.default_risk(correct[tune])
+    half = (1 - correct[tune].mean()) / 2  # half the tuning split's error rate, rounded down onto the choices
+    assert risk <= half and risk == risk_control.default_risk(correct[tune]) and risk in risk_control.RISK_CHOICES
     scorecard.start(run, shared)
     _wait(run, "guaranteed_risk", shared)
     row = scorecard.rows(run, shared)[4]
@@ -131,9 +131,9 @@ def test_the_guaranteed_risk_row_says_how_many_predictions_each_lets_you_act_on(
     assert row.verdict == risk_control.sentence(risk, 0.1, coverage)
     assert row.verdict.startswith(f"At most {risk_control.percent(risk)} errors among accepted, with 90 % confidence")
     d = expected.minus_doctor
-    assert row.intervals == (
-        f"coverage {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] (over the seeds {d.draw_low:+.3f} to "
-        f"{d.draw_high:+.3f})"
+    assert row.intervals == (  # in points, like the sentence's percentages (a fraction beside them misled)
+        f"Rel-U − Doctor coverage {100 * d.estimate:+.1f} points [{100 * d.low:+.1f}, {100 * d.high:+.1f}] (over the "
+        f"seeds {100 * d.draw_low:+.1f} to {100 * d.draw_high:+.1f})"
     )
     assert row.details == (d.verdict(),)
     assert "half the model's error rate on the tuning split" in row.note and "mean over 2 seeds" in row.note
@@ -177,8 +177,16 @@ def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
     assert ready.intervals in [c.value for c in at.caption]
     links = [link.proto.label for link in at.get("page_link")]
     assert links == ["Open Explore", "Open Studies", "Open Corruptions", "Open Training objectives", "Open Explore"]
-    # the mismatch row's link opens that study on Studies (its AppTest: test_studies_page.py)
-    assert [link.proto.query_string for link in at.get("page_link")] == ["", "study=mismatch", "", "", ""]
+    # the mismatch row's link opens that study on Studies (its AppTest: test_studies_page.py), the guaranteed-risk
+    # row's opens Explore at its r* and δ (tests/test_app.py::test_the_scorecards_guarantee_link_opens_explore_there)
+    risk = scorecard.guarantee_risk(run, shared)
+    assert [link.proto.query_string for link in at.get("page_link")] == [
+        "",
+        "study=mismatch",
+        "",
+        "",
+        f"guarantee={risk:g}%2C0.1",
+    ]
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ DETECTOR_CHOICES: tuple[str, ...] = tuple(dict.fromkeys([*protocol.PAIRED, *dete
 #: certified on a calibration part of the evaluation split: ``relu_core.risk_control``).
 OPERATING_KINDS = ("tpr", "coverage", "risk")
 #: The guaranteed risk's choices of r* (at most this error rate among accepted) and of δ (confidence 1 − δ).
-RISKS: tuple[float, ...] = (0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3)
+RISKS: tuple[float, ...] = risk_control.RISK_CHOICES
 DELTAS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
 #: λ's step (the slider's) and its decimals: the λ-neighbours are one step away.
 LAM_STEP, LAM_DECIMALS = 0.01, 2
