@@ -69,6 +69,19 @@ class Job:
         """Block until the job has ended (True) or ``timeout`` seconds passed (False)."""
         return self._finished.wait(timeout)
 
+    def settle(self, timeout: float, keep: Callable[[object], None]) -> tuple[bool, str]:
+        """Wait up to ``timeout`` seconds; a finished job's result goes to ``keep``, a failed or cancelled one is
+        forgotten by :data:`MANAGER` (asking again retries). Returns (whether it is still running, the message of
+        a failure, "" otherwise): what a page's poll of a background result needs."""
+        error = ""
+        if self.wait(timeout):
+            if self.state == DONE:
+                keep(self.result)
+            else:
+                error = self.error if self.state == FAILED else ""
+                MANAGER.forget(self.key)
+        return self.running, error
+
 
 class JobManager:
     """Thread-safe registry of jobs keyed by computation; one daemon thread per running job."""

@@ -193,11 +193,4 @@ def settle_paired(certified: GuaranteeView, job: jobs.Job | None, wait_s: float)
     of a failure); a failed or cancelled job is forgotten, so that asking again retries."""
     if job is None:
         return False, ""
-    error = ""
-    if job.wait(wait_s):
-        if job.state == jobs.DONE:
-            certified.paired = job.result
-        else:
-            error = job.error if job.state == jobs.FAILED else ""
-            jobs.MANAGER.forget(job.key)
-    return job.running, error
+    return job.settle(wait_s, lambda result: setattr(certified, "paired", result))

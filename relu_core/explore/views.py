@@ -372,11 +372,4 @@ def settle_paired(view: View, job: jobs.Job | None) -> tuple[bool, str]:
     forgotten, so that asking again retries."""
     if job is None:
         return False, ""
-    error = ""
-    if job.wait(PAIRED_WAIT_S):
-        if job.state == jobs.DONE:
-            view.paired = job.result
-        else:
-            error = job.error if job.state == jobs.FAILED else ""
-            jobs.MANAGER.forget(job.key)
-    return job.running, error
+    return job.settle(PAIRED_WAIT_S, lambda result: setattr(view, "paired", result))
