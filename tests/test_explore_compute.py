@@ -288,22 +288,26 @@ def test_eps_pass_shows_the_subsample_then_the_whole_split_and_remembers_a_failu
         assert third.done and third.job is None and third.note == "ε = 0.001 on the whole evaluation split"
         assert explore.view(run, third.setting, third.perturbed).eval_idx.size == 150
         failing = setting.replace(eps=0.002)
-        for _ in range(3):  # the subsample fails: said, the last result of this fit shown meanwhile
-            shown = explore.eps_pass(run, failing, memory, session="s1")
-            if shown.job is None:
-                break
-            shown.job.wait(60)
+        gates["sub"].clear()  # the failing pass waits until it is let go: no race decides what is read
+        pending = explore.eps_pass(run, failing, memory, session="s1")
+        assert pending.job is not None and pending.job.running and not pending.failed
+        gates["sub"].set()
+        assert pending.job.wait(60) and pending.job.state == jobs.FAILED
+        tried = len(calls)
+        # the very next look says it failed (it used to submit the pass again, replacing the failed job, and saw
+        # the failure only when the new attempt failed first: a failing pass was retried for ever, unsaid)
+        shown = explore.eps_pass(run, failing, memory, session="s1")
+        assert len(calls) == tried and shown.job is None
         assert shown.failed == "the pass failed here" and not shown.done
         assert shown.note == "ε = 0.002 could not be computed; shown meanwhile: ε = 0.001 on the whole evaluation split"
-        tried = len(calls)
         assert explore.eps_pass(run, failing, memory, session="s1").failed and len(calls) == tried  # not again
         memory.retry()  # unless asked
-        for _ in range(3):
-            again = explore.eps_pass(run, failing, memory, session="s1")
-            if again.job is None:
-                break
-            again.job.wait(60)
-        assert len(calls) == tried + 1 and again.failed
+        gates["sub"].clear()
+        again = explore.eps_pass(run, failing, memory, session="s1")
+        gates["sub"].set()
+        assert again.job is not None and again.job.wait(60) and again.job.state == jobs.FAILED
+        again = explore.eps_pass(run, failing, memory, session="s1")
+        assert len(calls) == tried + 1 and again.failed and again.job is None
     finally:
         for gate in gates.values():
             gate.set()

@@ -158,7 +158,13 @@ def eps_pass(run, setting: Setting, memory: EpsMemory, *, session: str) -> EpsPa
         if key in memory.failed:
             failed = memory.failed[key]
             break
-        job = eps_job(run, setting, stage, session=session)
+        # a pass that failed since the last rerun is read before asking again: submitting replaces a failed job,
+        # so the failure would be seen only when the new attempt failed before this line (a race the page lost
+        # run after run, retrying a failing pass for ever without a word)
+        ended = jobs.MANAGER.get(key)
+        job = (
+            ended if ended is not None and ended.state == jobs.FAILED else eps_job(run, setting, stage, session=session)
+        )
         if job.state == jobs.DONE:
             shown = job.result
             continue
