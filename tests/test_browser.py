@@ -75,6 +75,45 @@ def _presses_until_the_roc_moves(start: float, presses: range) -> int:
     pytest.fail(f"the default run's ROC is the same at λ {start} and at every λ down to {start - presses[-1] / 100}")
 
 
+_CELL_CENTRE = """(k) => { const p = [...document.querySelectorAll('.js-plotly-plot')]
+                        .find(q => q.layout.title.text.includes('Confusion matrix'));
+                   const xa = p._fullLayout.xaxis, ya = p._fullLayout.yaxis, box = p.getBoundingClientRect();
+                   return [box.left + xa._offset + xa.l2p(k), box.top + ya._offset + ya.l2p(k)]; }"""
+
+
+def _steady_cell_centre(page, k: int) -> list[float]:
+    """The window position of the confusion matrix's cell (k, k) once the page has stopped moving: the server idle
+    and the position the same twice in a row. A resize or a table landing below can move the matrix after its
+    position was read: a click read from a moving page landed on the cell (4, 2) once."""
+    page.wait_for_function(_IDLE, timeout=60_000)
+    last, deadline = None, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = page.evaluate(_CELL_CENTRE, k)
+        if now == last:
+            return now
+        last = now
+        page.wait_for_timeout(300)
+    pytest.fail(f"the confusion matrix kept moving: its cell ({k}, {k}) was last at {last}")
+
+
+def _wait_or_record(page, condition: str, name: str, timeout: int = 150_000) -> None:
+    """``page.wait_for_function(condition)``; when it times out, the page's screenshot and text are kept in
+    test-artifacts/ (``name``.png, ``name``.txt) before the failure is raised: a wait that failed twice in full
+    suites on a busy machine, and never alone, leaves what the page showed."""
+    try:
+        page.wait_for_function(condition, timeout=timeout)
+    except Exception:
+        _record(page, name)
+        raise
+
+
+def _record(page, name: str) -> None:
+    """The page's screenshot and text in test-artifacts/ (``name``.png, ``name``.txt)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    (ARTIFACTS / f"{name}.txt").write_text(page.inner_text("body"), encoding="utf-8")
+
+
 def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     ARTIFACTS.mkdir(exist_ok=True)
     presses = _presses_until_the_roc_moves(0.5, range(10, 47))  # 10 when the run's ROC moves by λ = 0.4
@@ -87,10 +126,11 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     print(f"start page ready after {time.monotonic() - started:.1f} s")
     page.get_by_role("button", name="Explore this run").click()
     page.wait_for_url("**/Explore**", timeout=150_000)
-    page.wait_for_function(  # Explore's figures, not the start page's leaving the screen
+    _wait_or_record(  # Explore's figures, not the start page's leaving the screen
+        page,
         """() => { const p = document.querySelectorAll('.js-plotly-plot');
                    return p.length >= 4 && p[2].layout && p[2].layout.title.text.includes('ROC'); }""",
-        timeout=150_000,
+        "explore_first_view",
     )
     heatmap_before, roc_before = _plot_data(page, 0), _plot_data(page, 2)
     assert heatmap_before and roc_before
@@ -149,13 +189,7 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         """() => [...document.querySelectorAll('.js-plotly-plot')]
                  .find(q => q.layout.title.text.includes('Confusion matrix')).scrollIntoView({block: 'center'})"""
     )
-    page.wait_for_timeout(500)
-    cell = page.evaluate(
-        """() => { const p = [...document.querySelectorAll('.js-plotly-plot')]
-                        .find(q => q.layout.title.text.includes('Confusion matrix'));
-                   const xa = p._fullLayout.xaxis, ya = p._fullLayout.yaxis, box = p.getBoundingClientRect();
-                   return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(2)]; }"""
-    )
+    cell = _steady_cell_centre(page, 2)
     # at 1280 px the modebar that hovering shows stays clear of the chart's title (it covered its end)
     page.mouse.move(*cell)
     page.wait_for_timeout(300)
@@ -166,9 +200,13 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
                            title.getBoundingClientRect().right, bar.getBoundingClientRect().left]; })"""
     )
     assert all(buttons == 4 and title_end < bar_start for _, buttons, title_end, bar_start in clear), clear
-    page.mouse.click(*cell)
+    page.mouse.click(*_steady_cell_centre(page, 2))  # where the cell is now (the page may have moved meanwhile)
     caption = page.get_by_text("with true class 2 predicted as 2")
-    caption.wait_for(timeout=120_000)  # a rerun of the page: slow with a core busy (30 s was missed once)
+    try:
+        caption.wait_for(timeout=120_000)  # a rerun of the page: slow with a core busy (30 s was missed once)
+    except Exception:
+        _record(page, "explore_cell_click")
+        raise
     assert not page.get_by_test_id("stException").count()
     # the click opened the samples tab and scrolled them into view (the tab switch alone left the tab bar at
     # the window's bottom edge and the samples below it)
