@@ -175,8 +175,11 @@ def fit_deployable(
     )
 
 
-def from_setting(run, setting: Setting, key: str = "relu") -> DeployedDetector:
-    """:func:`fit_deployable` at an Explore ``setting`` (its T, λ, split and operating point; Rel-U by default)."""
+def from_setting(
+    run, setting: Setting, key: str = "relu", n_resamples: int = stats.DEFAULT_RESAMPLES
+) -> DeployedDetector:
+    """:func:`fit_deployable` at a ``setting`` (its T, λ, split and operating point; Rel-U by default): Explore's
+    button and the CLI's ``export`` both build one."""
     return fit_deployable(
         run,
         key,
@@ -187,6 +190,7 @@ def from_setting(run, setting: Setting, key: str = "relu") -> DeployedDetector:
         op_kind=setting.op_kind,
         op_target=setting.op_target,
         op_delta=setting.op_delta,
+        n_resamples=n_resamples,
     )
 
 

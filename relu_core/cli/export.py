@@ -152,18 +152,7 @@ def _cmd_export(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     detector_export.unfitted(args.detector, setting)  # checked before the run is computed
     run = _run(args, bar, batch_size)
     protocol.check_evaluable(protocol.correctness(run.logits, run.labels))
-    fitted = detector_export.fit_deployable(
-        run,
-        args.detector,
-        temperature=temperature,
-        lam=lam,
-        tune_fraction=fraction,
-        seed=seed,
-        op_kind=kind,
-        op_target=target,
-        op_delta=delta,
-        n_resamples=n_resamples,
-    )
+    fitted = detector_export.from_setting(run, setting, args.detector, n_resamples=n_resamples)
     files = {out.name: args.input}
     content = detector_export.export(run, fitted, suffix, args.input, files)
     card = detector_export.card(run, fitted, files)
