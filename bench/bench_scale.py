@@ -146,7 +146,9 @@ def on_device(data: bytes, setting: explore.Setting, repeats: int, device: str) 
     """The first view, λ moves, T moves and a move's two neighbours with the views' dense algebra on ``device``,
     then the same on the CPU's numpy path (no λ grid) in the same minutes. Every timed step ends with its scores
     back in numpy on the CPU, so the GPU's queued work is counted."""
-    print(f"device {device}: {torch.cuda.get_device_name(torch.device(device))}; {os.cpu_count()} CPUs")
+    where = torch.device(device)
+    name = torch.cuda.get_device_name(where) if where.type == "cuda" else where.type  # a CPU run is a smoke test
+    print(f"device {device}: {name}; {os.cpu_count()} CPUs")
     for label, choice in ((device, device), ("numpy on the CPU", "numpy")):
         os.environ[explore.cached.SLIDER_DEVICE_ENV] = choice
         run, read_ms, first_ms = _first_views(data, setting, repeats)
