@@ -65,6 +65,7 @@ def test_a_gpu_run_has_no_lambda_grid_and_its_neighbours_follow(monkeypatch):
     setting = explore.Setting(lam=0.4, tune_fraction=0.3)
     monkeypatch.setattr(cached, "GRID_MIN_WORK", 0)
     monkeypatch.setattr(neighbours, "FOLLOW_MAX_WORK", 0)  # as a 50k x 1000 run
+    monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "numpy")  # on a GPU machine the policy would pick the GPU
     assert not neighbours.follows_lambda(run, setting)  # numpy on the CPU, no grid yet: no neighbours
     monkeypatch.setenv(cached.SLIDER_DEVICE_ENV, "cpu")  # torch on the CPU is no faster: it waits for the grid too
     assert not cached.on_gpu(run) and not neighbours.follows_lambda(run, setting)
