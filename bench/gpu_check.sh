@@ -13,8 +13,8 @@
 #      beside it, 10 seeds) from a cold cache of its own, its wall time (target <= 10 minutes)
 # Prepare on the development machine first: bash bench/gpu_bundle.sh (data and wheels into .gpu/), then with the
 # device tool: run(command="bash bench/gpu_check.sh", carry=[".gpu"], timeout_s=600).
-# `bash bench/gpu_check.sh table compiled` (any of tests, cifar, throughput, compiled, engine, scale, table) runs the
-# parts named, each with the time left.
+# `bash bench/gpu_check.sh table compiled` (any of tests, cifar, throughput, engine, scale, cifar-long, compiled,
+# table) runs the parts named, each with the time left.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu_check_out}"
@@ -88,7 +88,14 @@ part engine 25 env RELU_STUDIO_CACHE="$SHARED_CACHE" \
   $PY bench/bench_engine.py --device cuda --model resnet34_cifar --n-images 50000 --eps-images 5000
 part scale 30 env RELU_STUDIO_CACHE="$SHARED_CACHE" $PY bench/bench_scale.py 50000 1000 1 --device cuda
 
-# Only when named: torch.compile's first compilation can take longer than the whole check.
+# Only when named: where the fast preset's accuracy levels off (longer runs, CIFAR_LONG_EPOCHS) and torch.compile
+# (its first compilation can take longer than the whole check).
+case " $ONLY " in *" cifar-long "*)
+  for epochs in ${CIFAR_LONG_EPOCHS:-48 100}; do
+    part cifar-long 0 env RELU_STUDIO_CACHE="$SHARED_CACHE" $PY bench/bench_cifar.py --model resnet9 --recipe fast \
+      --device cuda --epochs "$epochs" --json "$OUT/cifar_fast_${epochs}.json"
+  done ;;
+esac
 case " $ONLY " in *" compiled "*)
   part compiled 0 $PY bench/bench_train_throughput.py --device cuda --images 12800 --compile --models resnet9:fast ;;
 esac
