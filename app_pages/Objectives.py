@@ -177,8 +177,9 @@ reference = result.reference_table()
 if not reference.empty:
     st.markdown(f"**Beside the {paper_table.LABEL}** (FPR95 in %, ours − the paper's in brackets)")
     st.dataframe(reference, hide_index=True)
-elif paper_table.matches(result.dataset, result.model):
-    st.caption(paper_table.NOT_RECORDED)
+missing = paper_table.not_recorded(result.dataset, result.model, [row.objective for row in result.rows])
+if missing:
+    st.caption(missing)
 with st.expander("Verdicts in words, AUROC"):
     for line in result.verdicts():
         st.text(line)

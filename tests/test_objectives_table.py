@@ -91,7 +91,24 @@ def test_the_summary_puts_the_answer_in_narrow_columns(cifar_like) -> None:
     ]
 
 
+def test_the_recorded_paper_row_is_the_issue_s_quotation_and_says_so(cifar_like) -> None:
+    (quoted,) = paper_table.TABLE1
+    assert (quoted.dataset, quoted.model, quoted.objective) == ("cifar10", "resnet34_cifar", "mixup")
+    assert quoted.accuracy is None and quoted.fpr95 == {"doctor": 26.8, "relu": 19.0}
+    assert "issue 35" in quoted.source and "not read in the paper" in quoted.source
+    table = cifar_like.reference_table()
+    paper = table[table["row"] == paper_table.LABEL].iloc[0]
+    assert (paper["accuracy"], paper["MSP FPR95 %"], paper["Rel-U FPR95 %"]) == ("not given", "not given", "19.0")
+    printed = studies_cli.format_objectives(cifar_like)
+    # the objective without a recorded row is named; the one with it is not
+    note = paper_table.not_recorded("cifar10", "resnet34_cifar", ["cross-entropy", "mixup"])
+    assert note in printed and "cross-entropy" in note and "mixup" not in note
+    assert paper_table.not_recorded("cifar10", "resnet34_cifar", ["mixup"]) is None
+    assert paper_table.not_recorded("cifar10", "resnet9", ["cross-entropy"]) is None  # not the paper's network
+
+
 def test_the_paper_rows_show_under_ours_with_the_difference(cifar_like, monkeypatch) -> None:
+    monkeypatch.setattr(paper_table, "TABLE1", ())
     assert cifar_like.reference_rows() == [] and cifar_like.reference_table().empty  # none recorded
     assert paper_table.NOT_RECORDED in studies_cli.format_objectives(cifar_like)
     injected = paper_table.PaperRow(
@@ -109,6 +126,7 @@ def test_the_paper_rows_show_under_ours_with_the_difference(cifar_like, monkeypa
     assert table.iloc[2]["ODIN FPR95 %"] == "not given" and table.iloc[2]["source"] == "a test, not the paper"
     printed = studies_cli.format_objectives(cifar_like)
     assert paper_table.LABEL in printed and paper_table.NOT_RECORDED not in printed
+    assert "cross-entropy are not recorded" in printed  # the objective the injected table lacks
     assert cifar_like.to_dict()["paper_reference"][0]["label"] == paper_table.LABEL
     other = _result(cifar_like.rows, dataset="cifar10", model="resnet9")
     assert other.reference_rows() == []  # not one of the paper's networks

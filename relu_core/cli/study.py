@@ -356,8 +356,9 @@ def format_objectives(result) -> str:
     reference = result.reference_table()
     if not reference.empty:
         lines += ["", f"Beside the {paper_table.LABEL}:", reference.to_string(index=False)]
-    elif paper_table.matches(result.dataset, result.model):
-        lines += ["", paper_table.NOT_RECORDED]
+    missing = paper_table.not_recorded(result.dataset, result.model, [row.objective for row in result.rows])
+    if missing:
+        lines += ["", missing]
     return "\n".join(lines)
 
 
