@@ -17,6 +17,7 @@ import streamlit as st
 from relu_core import csv_text, engine, models, protocol, training
 from relu_core.progress import count
 from relu_core.studies import objectives, paper_table
+from relu_core.training import estimate
 from studio import frame, jobbox, page, session
 from studio.runs import select_run
 
@@ -131,6 +132,26 @@ options = {  # the arguments of objectives_study, and the settings its result is
     "tune_fraction": session.shared().tune_fraction,  # the shared tuning fraction (set on the other pages)
     "selection": st.session_state[session.OBJ_SELECTION],
 }
+# The time this choice takes, from throughput measured per network and device (relu_core.training.estimate); a
+# network meant for a GPU is named as such on a CPU before anyone waits hours for it.
+device_type = "cuda" if gpu else "cpu"
+guess = estimate.estimate(model, dataset, options["objectives"], options["epochs"], device_type)
+if guess.too_long_for_a_cpu:
+    cpu_network = models.trainable_models(dataset, False)[0]
+    cpu_recipe = training.recipes.default_for(dataset)
+    cpu_guess = estimate.estimate(
+        cpu_network, dataset, options["objectives"], _defaults_for(dataset, cpu_network, cpu_recipe), "cpu"
+    )
+    alternative = (
+        f" {cpu_network} is this data set's CPU network (about {estimate.duration(cpu_guess.per_model_seconds)} a "
+        f"model with the {cpu_recipe} recipe's cap)."
+        if cpu_guess.per_model_seconds is not None and cpu_network != model
+        else ""
+    )
+    st.warning(
+        f"No GPU here: {model} takes about {estimate.duration(guess.per_model_seconds)} a model on this CPU "
+        f"({estimate.duration(guess.seconds)} for all {len(options['objectives'])}).{alternative}"
+    )
 result = jobbox.study_run(
     session.OBJECTIVES_PAGE,
     dataset,
@@ -138,9 +159,7 @@ result = jobbox.study_run(
     f"Training objectives on {dataset} ({model}, {recipe}): {count(len(options['objectives']), 'model')}",
     lambda progress, cancel: objectives.objectives_study(**options, progress=progress, cancel=cancel),
     ready=bool(options["objectives"]),
-    hint="Models missing from the cache are trained first: the five Fashion-MNIST models at an epoch cap of 1 take "
-    "about 6.5 minutes on 2 CPU cores; a CIFAR-10 model is far slower on a CPU (resnet9_small, 14 epochs: about 12 "
-    "minutes each on 2 quiet cores) and meant for a GPU (resnet9, fast recipe). README, Training objectives.",
+    hint=f"Models missing from the cache are trained first. {guess.sentence()}",
 )
 if result is None:
     answer_slot.markdown(

@@ -1,0 +1,108 @@
+"""How long a training takes, estimated before it starts, so a page can say it and warn before hours of work.
+
+The estimate is the images a training passes through its network, over a throughput measured for that network
+with ``bench/bench_train_throughput.py`` (the training loop with its augmentation, the second epoch's rate):
+- the images: the epoch cap × the training split less its held-out tenth;
+- twice that for the objectives that pass a clean and a mixed batch each step (RegMixUp, OpenMix: measured at
+  about twice cross-entropy's time per epoch, README "Training objectives").
+
+It is an estimate, not a promise. The reference machines are named in :data:`THROUGHPUT`: a faster or busier
+CPU, another GPU or early stopping changes the time, and models already in the cache take none. Where no
+throughput was measured for a network on a device, the estimate says so and gives no number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Training-loop images per second, per (network, device type), measured with bench/bench_train_throughput.py
+#: (cnn28: bench/bench_objectives.py; cnn8: 20 epochs of digits timed whole). "cpu": this project's 2-vCPU development machine, quiet, 2026-11-27
+#: and 28; "cuda": one NVIDIA H200 with bf16 autocast, eager, 2026-11-28 (README, "CIFAR-10 trained here").
+THROUGHPUT: dict[tuple[str, str], float] = {
+    ("cnn8", "cpu"): 17_700.0,
+    ("cnn28", "cpu"): 1_220.0,
+    ("cnn32", "cpu"): 872.0,
+    ("resnet9_small", "cpu"): 866.0,
+    ("resnet9", "cpu"): 67.0,
+    ("resnet18_cifar", "cpu"): 58.0,
+    ("resnet34_cifar", "cpu"): 31.0,
+    ("densenet121_cifar", "cpu"): 89.0,
+    ("resnet9", "cuda"): 67_741.0,
+    ("resnet34_cifar", "cuda"): 6_376.0,
+    ("densenet121_cifar", "cuda"): 1_711.0,
+}
+#: Where each device type's figures were measured, for the sentence that gives an estimate.
+REFERENCE = {"cpu": "2 CPU cores", "cuda": "one NVIDIA H200"}
+#: The training split's size of each registered data set that trains here (``tests/test_training_estimate.py``
+#: checks them against the data).
+TRAIN_IMAGES = {
+    "digits": 898,
+    "mnist": 60_000,
+    "fashion-mnist": 60_000,
+    "cifar10": 50_000,
+    "cifar100": 50_000,
+    "svhn": 73_257,
+}
+#: Objectives that pass two batches through the network each step (the clean and the mixed one).
+TWO_BATCHES = frozenset({"regmixup", "regmixup-appendix", "openmix"})
+#: Above this many seconds for one model on a CPU, a page warns before the work starts.
+WARN_SECONDS = 30 * 60.0
+
+
+@dataclass(frozen=True)
+class TrainingEstimate:
+    """The estimated ``seconds`` to train ``models`` models of ``model`` on a ``device`` type (None: no
+    throughput measured for that pair), and the longest one model takes (``per_model_seconds``)."""
+
+    model: str
+    device: str
+    models: int
+    seconds: float | None
+    per_model_seconds: float | None
+
+    @property
+    def too_long_for_a_cpu(self) -> bool:
+        """Whether one model takes longer than :data:`WARN_SECONDS` on a CPU."""
+        return self.device == "cpu" and self.per_model_seconds is not None and self.per_model_seconds > WARN_SECONDS
+
+    def sentence(self) -> str:
+        """The estimate in words, with its reference machine."""
+        if self.seconds is None:
+            return f"No training time was measured for {self.model} on {self.device.upper()}: no estimate."
+        where = "a GPU" if self.device == "cuda" else "the CPU"
+        count = f"{self.models} model{'s' if self.models != 1 else ''}"
+        return (
+            f"Training {count} of {self.model} on {where}: about {duration(self.seconds)} if none is cached "
+            f"(estimated from the throughput measured on {REFERENCE.get(self.device, self.device)}; cached models "
+            "take no time, early stopping may end sooner)."
+        )
+
+
+def estimate(model: str, dataset: str, objectives: Sequence[str], epochs: int, device: str) -> TrainingEstimate:
+    """The estimated time to train one ``model`` per objective on ``dataset``'s training split for ``epochs``
+    epochs on ``device`` (a device type: ``cpu`` or ``cuda``; ``mps`` has no figures)."""
+    rate = THROUGHPUT.get((model, device))
+    images = TRAIN_IMAGES.get(dataset)
+    if rate is None or images is None:
+        return TrainingEstimate(model, device, len(objectives), None, None)
+    from relu_core.training import HOLDOUT_FRACTION  # the package imports this module's siblings, not this one
+
+    per_epoch = math.ceil(images * (1.0 - HOLDOUT_FRACTION)) / rate
+    each = [per_epoch * epochs * (2.0 if name in TWO_BATCHES else 1.0) for name in objectives]
+    return TrainingEstimate(model, device, len(objectives), float(sum(each)), max(each, default=0.0))
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` rounded for a person: "40 s", "12 min", "3 h 10 min", "31 h", "24 days"."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    if minutes < 10 * 60:
+        hours, rest = divmod(minutes, 60)
+        return f"{hours} h" + (f" {rest} min" if rest else "")
+    hours = round(seconds / 3600)
+    return f"{hours} h" if hours < 48 else f"{round(seconds / 86400)} days"
