@@ -50,8 +50,17 @@ def test_every_network_a_page_offers_by_default_has_an_estimate() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "words"),
-    [(0.2, "1 s"), (40, "40 s"), (89, "89 s"), (91, "2 min"), (12 * 60, "12 min"), (95 * 60, "1 h 35 min"),
-     (3 * 3600, "3 h"), (31.4 * 3600, "31 h"), (564 * 3600, "24 days")],
+    [
+        (0.2, "1 s"),
+        (40, "40 s"),
+        (89, "89 s"),
+        (91, "2 min"),
+        (12 * 60, "12 min"),
+        (95 * 60, "1 h 35 min"),
+        (3 * 3600, "3 h"),
+        (31.4 * 3600, "31 h"),
+        (564 * 3600, "24 days"),
+    ],
 )
 def test_durations_read_as_a_person_would_say_them(seconds, words) -> None:
     assert estimate.duration(seconds) == words
@@ -61,6 +70,7 @@ def test_the_training_split_sizes_are_the_data_s(shared_data) -> None:
     assert len(datasets.load_dataset("digits", split="train").labels) == estimate.TRAIN_IMAGES["digits"]
     assert len(datasets.load_dataset("fashion-mnist", split="train").labels) == estimate.TRAIN_IMAGES["fashion-mnist"]
     jpegs = shared_data / "cifar10" / "train_jpeg_q75"
-    assert sum(1 for path in jpegs.rglob("*") if path.is_file() and path.suffix.lower() in (".jpg", ".jpeg")) == (
-        estimate.TRAIN_IMAGES["cifar10"]
+    assert (
+        sum(1 for path in jpegs.rglob("*") if path.is_file() and path.suffix.lower() in (".jpg", ".jpeg"))
+        == (estimate.TRAIN_IMAGES["cifar10"])
     )

@@ -67,7 +67,7 @@ TABLE1: tuple[PaperRow, ...] = (
         "mixup",
         None,
         {"doctor": 26.8, "relu": 19.0},
-        "quoted in issue 35 (\"ResNet-34 with MixUp: Rel-U 19.0 vs Doctor 26.8 FPR95\"); not read in the paper itself",
+        'quoted in issue 35 ("ResNet-34 with MixUp: Rel-U 19.0 vs Doctor 26.8 FPR95"); not read in the paper itself',
     ),
 )
 
