@@ -132,26 +132,11 @@ options = {  # the arguments of objectives_study, and the settings its result is
     "tune_fraction": session.shared().tune_fraction,  # the shared tuning fraction (set on the other pages)
     "selection": st.session_state[session.OBJ_SELECTION],
 }
-# The time this choice takes, from throughput measured per network and device (relu_core.training.estimate); a
-# network meant for a GPU is named as such on a CPU before anyone waits hours for it.
-device_type = "cuda" if gpu else "cpu"
-guess = estimate.estimate(model, dataset, options["objectives"], options["epochs"], device_type)
-if guess.too_long_for_a_cpu:
-    cpu_network = models.trainable_models(dataset, False)[0]
-    cpu_recipe = training.recipes.default_for(dataset)
-    cpu_guess = estimate.estimate(
-        cpu_network, dataset, options["objectives"], _defaults_for(dataset, cpu_network, cpu_recipe), "cpu"
-    )
-    alternative = (
-        f" {cpu_network} is this data set's CPU network (about {estimate.duration(cpu_guess.per_model_seconds)} a "
-        f"model with the {cpu_recipe} recipe's cap)."
-        if cpu_guess.per_model_seconds is not None and cpu_network != model
-        else ""
-    )
-    st.warning(
-        f"No GPU here: {model} takes about {estimate.duration(guess.per_model_seconds)} a model on this CPU "
-        f"({estimate.duration(guess.seconds)} for all {len(options['objectives'])}).{alternative}"
-    )
+# The time this choice takes, from throughput measured per network and device; on a CPU a network meant for a
+# GPU is named as such before anyone waits hours for it.
+guess = estimate.estimate(model, dataset, options["objectives"], options["epochs"], "cuda" if gpu else "cpu")
+if not gpu and (warning := estimate.cpu_warning(model, dataset, options["objectives"], options["epochs"])):
+    st.warning(warning)
 result = jobbox.study_run(
     session.OBJECTIVES_PAGE,
     dataset,

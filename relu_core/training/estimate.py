@@ -94,6 +94,30 @@ def estimate(model: str, dataset: str, objectives: Sequence[str], epochs: int, d
     return TrainingEstimate(model, device, len(objectives), float(sum(each)), max(each, default=0.0))
 
 
+def cpu_warning(model: str, dataset: str, objectives: Sequence[str], epochs: int) -> str | None:
+    """The warning a page shows before training ``model`` on a CPU when one model would take longer than
+    :data:`WARN_SECONDS`, naming the data set's CPU network and its time at its own recipe's cap; None otherwise."""
+    guess = estimate(model, dataset, objectives, epochs, "cpu")
+    if not guess.too_long_for_a_cpu:
+        return None
+    from relu_core import models
+    from relu_core.training import recipes
+
+    text = (
+        f"No GPU here: {model} takes about {duration(guess.per_model_seconds)} a model on this CPU "
+        f"({duration(guess.seconds)} for all {guess.models})."
+    )
+    cpu_network = models.trainable_models(dataset, gpu=False)[0]
+    recipe = recipes.get(recipes.default_for(dataset))
+    cpu_guess = estimate(cpu_network, dataset, objectives, recipes.default_epochs(recipe, cpu_network), "cpu")
+    if cpu_network != model and cpu_guess.per_model_seconds is not None:
+        text += (
+            f" {cpu_network} is this data set's CPU network (about {duration(cpu_guess.per_model_seconds)} a model "
+            f"with the {recipe.name} recipe's cap)."
+        )
+    return text
+
+
 def duration(seconds: float) -> str:
     """``seconds`` rounded for a person: "40 s", "12 min", "3 h 10 min", "31 h", "24 days"."""
     if seconds < 90:
