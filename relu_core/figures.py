@@ -423,21 +423,8 @@ def roc_figure(
         "margin": {**CURVE_MARGIN},
         "shapes": [target_line],
     }
-    if target_points:  # the open circles say what they are on the chart itself, in every mode that draws them
-        layout["annotations"] = [
-            {
-                "xref": "x domain",
-                "x": 0.01,
-                "xanchor": "left",
-                "yref": "y",
-                "y": tpr_target,
-                "yanchor": "bottom",
-                "text": f"○ each curve's FPR at TPR {tpr_target:.0%} (dotted)",
-                "showarrow": False,
-                "font": {"size": 11, "color": "#666666"},
-                "bgcolor": "rgba(255,255,255,0.75)",
-            }
-        ]
+    if target_points:  # the open circles say what they are on the chart itself (under it: never over a curve)
+        layout["xaxis"]["title"]["text"] += f"; ○ at TPR {tpr_target:.0%}"
     return _unvalidated_figure(traces, layout)
 
 

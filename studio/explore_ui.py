@@ -74,15 +74,18 @@ def controls(has_model: bool, no_eps: str = "ε needs the model and the images; 
         with c_more.popover(
             "More settings", help="λ auto, detectors shown, split seed, operating point", width="stretch"
         ):
-            lam_auto = st.checkbox(
+            # two controls a row where they fit: at 1280 x 720 the popover shows about 410 pixels, and δ, the
+            # last control, must be in them
+            a1, a2 = st.columns(2, vertical_alignment="bottom")
+            lam_auto = a1.checkbox(
                 "λ auto",
                 key=session.EX_LAM_AUTO,
                 help="λ = N+ / (N+ + N−), the share of correct predictions in the tuning split (the paper's choice).",
             )
+            a2.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
             st.multiselect(
                 "detectors", list(explore.DETECTOR_CHOICES), format_func=detectors.label, key=session.EX_DETECTORS
             )
-            st.number_input("split seed", min_value=0, max_value=10_000, step=1, key=session.EX_SEED)
             o1, o2 = st.columns(2)
             o1.radio(
                 "operating point",
@@ -95,14 +98,16 @@ def controls(has_model: bool, no_eps: str = "ε needs the model and the images; 
             guaranteed = state[session.EX_OP_KIND] == session.OP_KINDS["risk"]
             # every control drawn on every run (an undrawn widget loses its value), the unused ones disabled
             o2.slider("target", 0.05, 1.0, step=0.01, key=session.EX_OP_TARGET, disabled=guaranteed)
-            o2.select_slider(
-                "r* (errors among accepted, at most)",
+            r1, r2 = st.columns(2)
+            r1.select_slider(
+                "r* (risk, at most)",
                 options=explore.RISKS,
                 key=session.EX_OP_RISK,
                 format_func=risk_control.percent,
                 disabled=not guaranteed,
+                help="The guaranteed risk: the share of errors among the predictions the threshold accepts, at most.",
             )
-            o2.select_slider(
+            r2.select_slider(
                 "δ (confidence 1 − δ)",
                 options=explore.DELTAS,
                 key=session.EX_OP_DELTA,

@@ -96,9 +96,9 @@ def test_roc_figure_legend_auroc_and_95_point():
     (op,) = _traces(fig, "Rel-U operating point")
     assert (op.x[0], op.y[0]) == (0.3, 0.94)
     assert mark.cliponaxis is False and op.cliponaxis is False  # whole on an axis (FPR 0), not halved
-    (note,) = fig.layout.annotations  # the open circles are explained on the chart, whatever page draws it
-    assert note.text.startswith("○ each curve's FPR at TPR 95%") and note.y == 0.95
-    assert not figures.roc_figure({"MSP": (fpr, tpr, 0.7)}).layout.annotations  # no circles, nothing to explain
+    # the open circles are explained on the chart, whatever page draws it, under the plot where no curve runs
+    assert fig.layout.xaxis.title.text == "FPR (errors accepted); ○ at TPR 95%" and not fig.layout.annotations
+    assert figures.roc_figure({"MSP": (fpr, tpr, 0.7)}).layout.xaxis.title.text == "FPR (errors accepted)"
     assert _traces(fig, "MSP (AUROC 0.7000)")
 
 

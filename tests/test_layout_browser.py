@@ -81,6 +81,40 @@ def test_explore_first_viewport_and_one_click_report(app_url, chromium):
     assert not page.get_by_test_id("stException").count()
 
 
+def test_the_guaranteed_risk_controls_fit_the_settings_popover_at_1280x720(app_url, chromium):
+    """r* and δ, the last controls of "More settings", are inside the popover's visible part without scrolling it
+    (a panel of about 410 pixels at 720: δ below its fold went unseen, with no scrollbar to hint at it)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = chromium.new_context(viewport=VIEWPORT).new_page()
+    page.goto(f"{app_url}/Explore")
+    _matrices(page)
+    page.wait_for_function(_IDLE, timeout=60_000)
+    page.get_by_role("button", name="More settings").click()
+    body = page.locator('[data-testid="stPopoverBody"]')
+    body.get_by_text("guaranteed risk").click()
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stPopoverBody"] [data-testid="stSlider"]')]
+                 .some(s => s.innerText.includes('δ') && !s.querySelector('input[type=range][disabled]'))""",
+        timeout=60_000,
+    )
+    page.wait_for_function(_IDLE, timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "explore_risk_settings_1280x720.png"))
+    boxes = page.evaluate(
+        """() => {const panel = document.querySelector('[data-testid="stPopoverBody"]');
+                  const p = panel.getBoundingClientRect();
+                  const sliders = [...panel.querySelectorAll('[data-testid="stSlider"]')].map(s => {
+                    const b = s.getBoundingClientRect();
+                    return {label: s.querySelector('[data-testid="stWidgetLabel"]').innerText, top: b.top, bottom: b.bottom}; });
+                  return {panel: {top: p.top, bottom: p.bottom, scrollTop: panel.scrollTop}, sliders: sliders};}"""
+    )
+    panel = boxes["panel"]
+    assert panel["scrollTop"] == 0 and panel["bottom"] <= VIEWPORT["height"], boxes
+    for label in ("r*", "δ"):
+        (slider,) = [s for s in boxes["sliders"] if s["label"].startswith(label)]
+        assert panel["top"] <= slider["top"] and slider["bottom"] <= panel["bottom"], (label, boxes)
+    assert not page.get_by_test_id("stException").count()
+
+
 def _upload_logits(page, tmp_path: Path, n_classes: int) -> None:
     """A run of ``n_classes`` classes with long names, loaded through the sidebar's logits upload."""
     rng = np.random.default_rng(n_classes)

@@ -104,16 +104,16 @@ def cpu_warning(model: str, dataset: str, objectives: Sequence[str], epochs: int
     from relu_core.training import recipes
 
     text = (
-        f"No GPU here: {model} takes about {duration(guess.per_model_seconds)} a model on this CPU "
-        f"({duration(guess.seconds)} for all {guess.models})."
+        f"No GPU here: {model} takes up to about {duration(guess.per_model_seconds)} a model on this CPU "
+        f"({duration(guess.seconds)} for all {guess.models}; RegMixUp and OpenMix take twice as long as the others)."
     )
     cpu_network = models.trainable_models(dataset, gpu=False)[0]
     recipe = recipes.get(recipes.default_for(dataset))
     cpu_guess = estimate(cpu_network, dataset, objectives, recipes.default_epochs(recipe, cpu_network), "cpu")
     if cpu_network != model and cpu_guess.per_model_seconds is not None:
         text += (
-            f" {cpu_network} is this data set's CPU network (about {duration(cpu_guess.per_model_seconds)} a model "
-            f"with the {recipe.name} recipe's cap)."
+            f" {cpu_network} is this data set's CPU network (up to about {duration(cpu_guess.per_model_seconds)} a "
+            f"model with the {recipe.name} recipe's cap)."
         )
     return text
 
