@@ -83,6 +83,15 @@ if len(loaded) < run_comparison.MIN_RUNS:
 session.share(session.CMP_SHARED)  # T, λ, the tuning fraction and the seeds every page shares
 session.restore(session.cmp_defaults(loaded), session.CMP_KEPT)
 st.session_state[session.CMP_RUNS] = [rid for rid in st.session_state[session.CMP_RUNS] if rid in loaded]
+# a run loaded since the page last offered its runs joins the comparison while there is room; a run the user took
+# out stays out
+seen = st.session_state.get(session.CMP_SEEN)
+if seen is not None:
+    room = run_comparison.MAX_RUNS - len(st.session_state[session.CMP_RUNS])
+    joining = [rid for rid in loaded if rid not in seen and rid not in st.session_state[session.CMP_RUNS]]
+    if joining and room > 0:
+        st.session_state[session.CMP_RUNS] = [*st.session_state[session.CMP_RUNS], *joining[:room]]
+st.session_state[session.CMP_SEEN] = list(loaded)
 with st.container(border=True):
     st.multiselect(
         f"runs ({run_comparison.MIN_RUNS} to {run_comparison.MAX_RUNS}; the first is the reference)",

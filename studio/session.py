@@ -326,6 +326,8 @@ CMP_KEPT = "cmp_kept"
 CMP_SHARED = {CMP_TEMPERATURE: "temperature", CMP_LAM: "lam", CMP_TUNE_FRACTION: "tune_fraction", CMP_SEEDS: "seeds"}
 #: Runs of the comparison dropped from the server's run registry, said on the page until loaded again (oldest first).
 CMP_DROPPED = "cmp_dropped"
+#: The session's loaded runs the page has already offered: a run loaded since joins the comparison by itself.
+CMP_SEEN = "cmp_seen"
 #: The prefix (:func:`item_key`) of a dropped run's "Load it again" button (with the run's id).
 CMP_RELOAD = "cmp_reload"
 CMP_ROC = "cmp_roc"

@@ -236,6 +236,30 @@ def test_page_compares_the_runs_loaded_in_the_session(two_runs):
     assert len(heading) == 1 and not heading[0].startswith("Each run − run 1 (1. "), heading
 
 
+def test_a_run_loaded_later_joins_the_comparison_and_one_taken_out_stays_out(two_runs):
+    from relu_core import runs
+
+    labels = two_runs[0].labels
+    third, fourth = _run(2.0, 3, labels, "third model"), _run(3.0, 4, labels, "fourth model")
+    for run in (*two_runs, third, fourth):
+        runs.register_run(run)
+    ids = [r.run_id for r in (*two_runs, third, fourth)]
+    at = app(COMPARE, 120)
+    at.session_state["run_id"] = ids[1]
+    at.session_state["run_ids"] = ids[:2]
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.multiselect(key="cmp_runs").value == ids[:2]
+    at.session_state["run_ids"] = ids[:3]  # a third run loaded in the sidebar
+    at.run()
+    assert at.multiselect(key="cmp_runs").value == ids[:3]
+    at.multiselect(key="cmp_runs").set_value([ids[0], ids[2]]).run()  # the user takes run 2 out
+    at.session_state["run_ids"] = ids  # a fourth loaded
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.multiselect(key="cmp_runs").value == [ids[0], ids[2], ids[3]]  # the new one joins, run 2 stays out
+
+
 def test_progress_and_cancel(two_runs):
     seen = []
     run_comparison.compare_runs(two_runs, keys=("doctor",), seeds=2, n_resamples=0, progress=lambda *a: seen.append(a))
