@@ -47,7 +47,7 @@ def draw(page, pages: Mapping[str, object]) -> None:
     st.session_state[session.PAGES] = dict(pages)
     status = jobbox.status_area()  # first: a page waiting on a job shows its progress at the top
     query.open_run_from_query()  # a shared link names its run: open it before anything else is prepared
-    sidebar.sidebar_run_picker()
+    sidebar.sidebar_run_picker(page.title)
     run = current_run()
     query.write_run_param(run)  # a link copied from any page names the run it shows
     with st.sidebar:

@@ -18,9 +18,10 @@ from studio.jobbox import jobs_panel, placed_messages, show_error, start_job, wa
 from studio.runs import register_if_run, run_label, select_run, session_runs
 
 
-def current_run():
+def current_run(page_title: str = "Start"):
     """The run the pages show: the one picked in the sidebar, else the default run (``runs.default_choice``),
-    prepared by a background job on first use (it continues when the page is left) and cached on disk."""
+    prepared by a background job on first use (it continues when the page is left) and cached on disk; while it
+    is prepared, the page titled ``page_title`` says what it will then show."""
     run_id = st.session_state.get(session.RUN_ID)
     if run_id in runs.RUNS:
         return runs.RUNS[run_id]
@@ -43,13 +44,9 @@ def current_run():
     skeleton = st.empty()
     if job.running:  # the first visit: say what is being prepared and what the page will show
         with skeleton.container():
-            st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
-            st.info(
-                f"Preparing the default run ({choice.description}); a first visit trains or loads it once, then "
-                "it is cached. Then this page shows, in plain words, what Rel-U and Doctor do with an example from "
-                "the run's images; a scorecard of Rel-U against Doctor in each setting the run supports; and "
-                "Rel-U's matrix D* beside the model's confusion matrix."
-            )
+            if page_title == "Start":
+                st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
+            st.info(preparing_message(choice.description, page_title))
     wait_for(job)
     skeleton.empty()
     if job.state != jobs.DONE:
@@ -58,6 +55,21 @@ def current_run():
         st.stop()
     select_run(job.result)
     return job.result
+
+
+def preparing_message(description: str, page_title: str) -> str:
+    """What a first visit says while the default run (``description``) is prepared, on the page titled
+    ``page_title``: Start describes what it will show; another page only that it opens next."""
+    then = (
+        "Then this page shows, in plain words, what Rel-U and Doctor do with an example from the run's images; a "
+        "scorecard of Rel-U against Doctor in each setting the run supports; and Rel-U's matrix D* beside the "
+        "model's confusion matrix."
+        if page_title == "Start"
+        else f"Then the {page_title} page opens on it."
+    )
+    return (
+        f"Preparing the default run ({description}); a first visit trains or loads it once, then it is cached. {then}"
+    )
 
 
 def _default_run(progress, cancel):
@@ -158,10 +170,11 @@ def _freeze_startup_heap() -> None:
     gc.freeze()
 
 
-def sidebar_run_picker():
-    """The sidebar: the current run (switch between loaded runs) and the ways to add one. Returns the run."""
+def sidebar_run_picker(page_title: str = "Start"):
+    """The sidebar: the current run (switch between loaded runs) and the ways to add one, drawn around the page
+    titled ``page_title``. Returns the run."""
     _freeze_startup_heap()
-    run = current_run()
+    run = current_run(page_title)
     with st.sidebar:
         jobs_panel()
         st.header("Run")

@@ -147,3 +147,28 @@ def test_the_sidebar_says_when_the_shared_eps_does_not_apply_to_the_run(digits_r
         caption = next(c.value for c in at.sidebar.caption if c.value.startswith("**Shared settings**"))
         assert "ε = 0.0002" in caption
         assert ("ε does not apply to this run" in caption) == (run is logits_only), caption
+
+
+def test_a_first_visit_says_what_the_page_it_opens_will_show(digits_run, monkeypatch):
+    """While the default run is prepared, Start describes its own contents; another page (opened first on a fresh
+    server) says only that it opens next, not Start's text. The frame hands the page's title down."""
+    from studio import sidebar
+
+    start = sidebar.preparing_message("cnn28 on fashion-mnist", "Start")
+    assert start.startswith("Preparing the default run (cnn28 on fashion-mnist);") and "scorecard" in start
+    other = sidebar.preparing_message("cnn28 on fashion-mnist", "Training objectives")
+    assert other.endswith("Then the Training objectives page opens on it.") and "scorecard" not in other
+
+    seen = []
+    real = sidebar.sidebar_run_picker
+
+    def spy(*args, **kwargs):
+        seen.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sidebar, "sidebar_run_picker", spy)
+    at = app(OBJECTIVES_PAGE, TIMEOUT)
+    at.session_state["run_id"] = digits_run.run_id
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert seen and seen[-1][0] == ("Training objectives",)
