@@ -87,8 +87,11 @@ def _curves(view: explore.View, neighbours: Neighbours, s: explore.Setting) -> N
         chart(st, view.marked(s).roc, "roc", follow=neighbours.follow(lambda v: v.marked(s).roc))
     with c_rc:
         slot = st.container()  # the chart above its toggle, level with the ROC
-        generalized = st.toggle(
-            "Generalised risk (AUGRC: accepted and wrong, over all samples)", key=session.EX_GENERALIZED_RISK
+        generalized = st.toggle(  # a short label: the long one was cut at half of 1280 pixels
+            "Generalised risk (AUGRC)",
+            key=session.EX_GENERALIZED_RISK,
+            help="Risk as the share of all samples that are accepted and wrong (AUGRC, its area), instead of the "
+            "share of errors among the accepted ones.",
         )
         shown = (lambda v: v.marked(s).generalized_rc) if generalized else (lambda v: v.marked(s).rc)
         with slot:

@@ -112,6 +112,24 @@ def test_the_guaranteed_risk_controls_fit_the_settings_popover_at_1280x720(app_u
     for label in ("r*", "δ"):
         (slider,) = [s for s in boxes["sliders"] if s["label"].startswith(label)]
         assert panel["top"] <= slider["top"] and slider["bottom"] <= panel["bottom"], (label, boxes)
+    # the guaranteed-risk table (nine columns) stays inside the main column: wider, it scrolls in its own box
+    page.keyboard.press("Escape")
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.relu-studio-html')].some(e => e.innerText.includes('bound'))""",
+        timeout=150_000,
+    )
+    edges = page.evaluate(
+        """() => {const block = document.querySelector('[data-testid="stMainBlockContainer"]');
+                  const main = {right: block.getBoundingClientRect().right
+                                       - parseFloat(getComputedStyle(block).paddingRight)};
+                  const box = [...document.querySelectorAll('.relu-studio-html')]
+                    .find(e => e.innerText.includes('bound'));
+                  const table = box.querySelector('table').getBoundingClientRect().right;
+                  const clipped = getComputedStyle(box).overflowX !== 'visible';
+                  return {main: main.right, shown: clipped ? Math.min(table, box.getBoundingClientRect().right)
+                                                            : table, table: table};}"""
+    )
+    assert edges["shown"] <= edges["main"] + 1, edges
     assert not page.get_by_test_id("stException").count()
 
 
