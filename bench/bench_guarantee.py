@@ -96,8 +96,9 @@ def validity(run: runs.Run, draws: int = 300) -> None:
             rng = np.random.default_rng(1)
             population = 0
             for _ in range(draws):
-                idx = rng.integers(0, u.size, 1000)
-                g = risk_control.guaranteed_risk(u[idx], c[idx], risk, DELTA)
+                idx, other = rng.integers(0, u.size, 1000), rng.integers(0, u.size, 1000)
+                start = risk_control.start_threshold(u[other], 1000, risk, DELTA)  # fixed before calibration
+                g = risk_control.guaranteed_risk(u[idx], c[idx], risk, DELTA, start=start)
                 if g.certified:
                     k = int(np.searchsorted(u[order], g.threshold, side="right"))
                     population += cum_errors[k - 1] / k > risk
@@ -106,7 +107,8 @@ def validity(run: runs.Run, draws: int = 300) -> None:
                 exceeded = 0
                 for seed in range(draws):
                     cal, ev = risk_control.calibration_split(np.arange(u.size), seed, fraction)
-                    g = risk_control.guaranteed_risk(u[cal], c[cal], risk, DELTA)
+                    start = risk_control.start_threshold(u[ev], cal.size, risk, DELTA)  # as the protocol's
+                    g = risk_control.guaranteed_risk(u[cal], c[cal], risk, DELTA, start=start)
                     exceeded += bool(g.certified and risk_control.realised(g, u[ev], c[ev]).risk > risk)
                 cuts.append(exceeded)
             print(f"| {name} | {_pct(risk)} | {population} | {cuts[0]} | {cuts[1]} |")

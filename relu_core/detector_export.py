@@ -151,8 +151,9 @@ def fit_deployable(
     tuning = guarantee = None
     if setting.guaranteed:
         cal_idx, eval_idx = risk_control.calibration_split(eval_idx, setting.seed)
+        start = risk_control.start_threshold(uncertainty[eval_idx], cal_idx.size, setting.op_target, setting.op_delta)
         guarantee = risk_control.guaranteed_risk(
-            uncertainty[cal_idx], correct[cal_idx], setting.op_target, setting.op_delta
+            uncertainty[cal_idx], correct[cal_idx], setting.op_target, setting.op_delta, start=start
         )
         if not guarantee.certified:
             raise InputError(f"{detector.name}: no threshold can be certified: {guarantee.refusal}")

@@ -16,9 +16,13 @@ applied to selection with guaranteed risk (Geifman & El-Yaniv, NeurIPS 2017), wi
 - Fixed-sequence testing stops at the first threshold that fails and keeps the last one that passed, the one
   of largest coverage: the tests come in a fixed order, so no multiplicity correction is needed and, with
   probability at least 1 − δ over the calibration draw, the risk among accepted future samples is at most r*.
-  The sequence starts where a test can pass at all: with n accepted and no error the bound is 1 − δ^(1/n), so
-  thresholds accepting fewer than ``ceil(log δ / log(1 − r*))`` samples can never pass whatever the labels;
-  they are not tested (the order, and where it starts, depend on no label).
+  Where it starts: with n accepted and no error the bound is 1 − δ^(1/n), so thresholds accepting fewer than
+  ``n_min = ceil(log δ / log(1 − r*))`` samples can never pass whatever the labels, and a sequence begun at the
+  most confident sample would stop at once. The protocol starts it at a threshold fixed before calibration
+  (:func:`start_threshold`: from the evaluation half's scores, their labels unread, where a few more than
+  ``n_min`` calibration samples are expected), so that the test order depends on nothing in the calibration
+  split and the level is exact. Without such a start, :func:`guaranteed_risk` begins at the first calibration
+  threshold that can pass, a start that depends on the calibration scores (not their labels): approximate.
 - A clear refusal instead of a threshold when none can be certified: too few calibration samples for r* and δ
   (r* = 0 is never certifiable from a finite sample), or the first testable threshold already fails (r* below
   what this detector reaches on this model).
@@ -245,13 +249,45 @@ def _last_passed(cum_n: np.ndarray, cum_e: np.ndarray, table: np.ndarray, n_min:
     return first, first_fail, has_testable & (first_fail > first)
 
 
-def guaranteed_risk(uncertainty, correct, risk: float, delta: float = DEFAULT_DELTA) -> GuaranteedRisk:
+def start_threshold(other_scores, n_calibration: int, risk: float, delta: float = DEFAULT_DELTA) -> float:
+    """Where fixed-sequence testing starts (:func:`guaranteed_risk`'s ``start``), fixed before calibration from
+    scores the calibration split does not hold (the protocol's: the evaluation half's, their labels unread).
+
+    The start is the score below which about ``m = n_min + 3·sqrt(n_min) + 1`` of the ``n_calibration``
+    calibration samples are expected, ``n_min`` being the fewest accepted samples that can pass
+    (:func:`min_accepted`): early enough to lose no coverage in practice, late enough that its test can pass.
+    ``inf`` (accept everything: one test) when ``m`` exceeds ``n_calibration``, ``-inf`` for r* = 0 (nothing can be
+    certified) or no other scores."""
+    other = np.sort(np.asarray(other_scores, dtype=np.float64).ravel())
+    n_min = min_accepted(check_risk(risk), check_delta(delta))
+    if not math.isfinite(n_min) or other.size == 0 or n_calibration <= 0:
+        return -math.inf
+    wanted = n_min + 3.0 * math.sqrt(n_min) + 1.0
+    if wanted >= n_calibration:
+        return math.inf
+    rank = min(other.size, max(1, math.ceil(wanted / n_calibration * other.size)))
+    return float(other[rank - 1])
+
+
+def guaranteed_risk(
+    uncertainty, correct, risk: float, delta: float = DEFAULT_DELTA, *, start: float | None = None
+) -> GuaranteedRisk:
     """The threshold that bounds the risk among accepted predictions by ``risk`` with confidence 1 − ``delta``.
 
     Fixed-sequence testing over the calibration split's distinct uncertainties, most confident first, each with
     the exact binomial (Clopper–Pearson) upper bound of the risk among the samples it accepts; the last one
-    whose bound is at most ``risk`` (the largest coverage) is kept (module docstring: the method, and why the
-    sequence starts where a test can pass at all). Samples of equal uncertainty are accepted together.
+    whose bound is at most ``risk`` (the largest coverage) is kept. Samples of equal uncertainty are accepted
+    together.
+
+    Where the sequence starts: with ``start``, a threshold fixed before this calibration split was read
+    (:func:`start_threshold`, from other samples' scores), the first test is at ``start`` itself and the
+    sequence goes on from there; the test order then depends on nothing in the calibration split, which is what
+    makes fixed-sequence testing exact. Without it (None), the sequence starts at the first calibration
+    threshold that can pass at all (module docstring): that start depends on the calibration scores (not their
+    labels), so the level is approximate. Where the risk does not fall as the threshold grows, a false
+    certificate at that start needs the ``n_min`` most confident samples all correct, so its probability is at
+    most δ / (1 − r*) there, and the total at most about 2δ in the worst case. The protocol's functions (and
+    Explore, the CLI, the export) pass ``start``.
 
     Assumptions: the calibration samples and the future ones are exchangeable, and the detector is fixed,
     fitted on other data (the tuning split), never on this calibration split; with probability at least
@@ -318,10 +354,26 @@ def guaranteed_risk(uncertainty, correct, risk: float, delta: float = DEFAULT_DE
     cum_n = np.r_[starts[1:], n][None, :]  # accepted up to and including each group
     cum_e = np.cumsum(errors)[cum_n[0] - 1][None, :]
     table = _table(n, risk, delta)
+    if start is not None:  # the first test at the fixed start, then the groups above it; no test is skipped
+        start = float(start)
+        above = int(np.searchsorted(values, start, side="right"))  # groups at or below the start: accepted there
+        k0 = int(np.searchsorted(u[order], start, side="right"))
+        e0 = int(errors[:k0].sum())
+        cum_n = np.r_[k0, cum_n[0, above:]][None, :]
+        cum_e = np.r_[e0, cum_e[0, above:]][None, :]
+        values = np.r_[start, values[above:]]
+        n_min = 0.0  # every threshold of the sequence is tested: one that cannot pass ends it
     first, first_fail, certified = (x[0] for x in _last_passed(cum_n, cum_e, table, n_min))
     if not certified:
         k, e = int(cum_n[0, first]), int(cum_e[0, first])
         bound = clopper_pearson_upper(e, k, delta)
+        if start is not None and k < min_accepted(risk, delta):
+            return refused(
+                f"too few calibration samples below the sequence's first threshold (fixed before calibration): "
+                f"{k:,}, and certifying {words} needs at least {int(min_accepted(risk, delta)):,} (none of them "
+                "wrong); choose a larger r* or δ, or calibrate on more samples",
+                bound,
+            )
         return refused(
             f"r* = {percent(risk)} is out of reach: the {k:,} most confident calibration samples already hold "
             f"{e:,} errors (upper bound {percent(bound)} at {percent(1 - delta)} confidence); choose a larger r* "
@@ -544,7 +596,12 @@ def calibration_draws(
         order = rng.permutation(n)
         cal, ev = order[:n_cal], order[n_cal:]
         covered = [
-            realised(guaranteed_risk(u[cal], correct[cal], risk, delta), u[ev], correct[ev]).coverage for u in scores
+            realised(
+                guaranteed_risk(u[cal], correct[cal], risk, delta, start=start_threshold(u[ev], n_cal, risk, delta)),
+                u[ev],
+                correct[ev],
+            ).coverage
+            for u in scores
         ]
         out[i] = covered[0] - covered[1]
     return out
@@ -569,7 +626,10 @@ def _draw_counts(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
 
 
 def _one_split(held_out_scores, correct, cal_pos, eval_pos, risk, delta) -> AtGuarantee:
-    certificate = guaranteed_risk(held_out_scores[cal_pos], correct[cal_pos], risk, delta)
+    """The certificate on the calibration positions, the sequence started where the evaluation half's scores
+    (not their labels) put it, and what it does on the evaluation half."""
+    start = start_threshold(held_out_scores[eval_pos], len(cal_pos), risk, delta)
+    certificate = guaranteed_risk(held_out_scores[cal_pos], correct[cal_pos], risk, delta, start=start)
     return AtGuarantee(certificate, realised(certificate, held_out_scores[eval_pos], correct[eval_pos]))
 
 

@@ -359,6 +359,83 @@ def test_the_guarantee_holds_on_resnet56_logits_over_200_splits(shared_data):
             assert realised <= limit, (key, risk, realised)
 
 
+# ------------------------------------------------------------------------------- the sequence's start
+
+
+def test_a_fixed_start_is_tested_first_and_a_start_that_cannot_pass_refuses():
+    n_min = int(risk_control.min_accepted(0.1, 0.1))  # 22 correct samples certify 10 % at 90 %
+    u = np.arange(200, dtype=np.float64)
+    correct = np.ones(200, bool)
+    correct[150:] = False  # the last quarter all wrong
+    free = rc.guaranteed_risk(u, correct, 0.1, 0.1)  # the data's own start: the first test that can pass
+    fixed = rc.guaranteed_risk(u, correct, 0.1, 0.1, start=float(n_min + 5))  # its first test at u <= 27
+    assert fixed.certified and (fixed.threshold, fixed.n_accepted) == (free.threshold, free.n_accepted)
+    early = rc.guaranteed_risk(u, correct, 0.1, 0.1, start=float(n_min - 3))  # 20 accepted: cannot pass
+    assert not early.certified and early.refusal.startswith("too few calibration samples below the sequence's")
+    assert not rc.guaranteed_risk(u, correct, 0.1, 0.1, start=-math.inf).certified  # nothing accepted there
+    everything = rc.guaranteed_risk(u, correct, 0.1, 0.1, start=math.inf)  # one test: all 200, 50 wrong
+    assert not everything.certified and "out of reach" in everything.refusal
+    late = rc.guaranteed_risk(u, correct, 0.1, 0.1, start=140.0)  # 141 accepted, none wrong: passes, then on
+    assert late.certified and late.threshold == free.threshold
+    # a start between two calibration scores tests the count below it, and reports that start if it is the last
+    between = rc.guaranteed_risk(u[:40], correct[:40], 0.1, 0.1, start=39.5)
+    assert between.certified and between.threshold == 39.5 and between.n_accepted == 40
+
+
+def test_the_start_expects_a_few_more_than_the_fewest_samples_that_can_pass():
+    other = np.random.default_rng(0).random(100_000)
+    n_min = risk_control.min_accepted(0.05, 0.1)  # 45
+    start = risk_control.start_threshold(other, 2_000, 0.05, 0.1)
+    wanted = n_min + 3 * math.sqrt(n_min) + 1
+    assert start == pytest.approx(wanted / 2_000, rel=0.05)  # uniform scores: the quantile itself
+    assert risk_control.start_threshold(other, 50, 0.05, 0.1) == math.inf  # fewer calibration samples than wanted
+    assert risk_control.start_threshold(other, 2_000, 0.0, 0.1) == -math.inf  # r* = 0: nothing can be certified
+    assert risk_control.start_threshold([], 2_000, 0.05, 0.1) == -math.inf
+
+
+@pytest.mark.parametrize("risk, delta", [(0.05, 0.1), (0.1, 0.2)])
+def test_the_protocol_s_start_loses_nothing_and_stays_valid(risk, delta):
+    """The start fixed from other samples' scores (the protocol's: the evaluation half's) certifies the same
+    threshold as the data's own start in almost every draw, and the guarantee holds over 300 draws."""
+    logits, labels = synthetic(20_000, seed=11)
+    correct = logits.argmax(1) == labels
+    u = detectors.Doctor().score(logits)
+    order = np.argsort(u)
+    cum_errors = np.cumsum(~correct[order])
+    rng = np.random.default_rng(3)
+    same = exceeded = 0
+    for _ in range(300):
+        idx, other = rng.integers(0, u.size, 1000), rng.integers(0, u.size, 1000)
+        start = risk_control.start_threshold(u[other], 1000, risk, delta)
+        g = rc.guaranteed_risk(u[idx], correct[idx], risk, delta, start=start)
+        same += g.threshold == rc.guaranteed_risk(u[idx], correct[idx], risk, delta).threshold
+        if g.certified:
+            k = int(np.searchsorted(u[order], g.threshold, side="right"))
+            exceeded += cum_errors[k - 1] / k > risk
+    assert same >= 0.95 * 300, same
+    assert exceeded <= tolerance(300, delta), exceeded
+
+
+def test_the_protocol_starts_from_the_evaluation_half_s_scores(monkeypatch):
+    """at_split (Explore, the CLI, the scorecard) passes each certificate the start that the evaluation half's
+    scores give, never one read from the calibration half."""
+    seen = []
+    real = risk_control.start_threshold
+
+    def spy(other, n_cal, risk, delta):
+        seen.append((np.asarray(other).copy(), n_cal))
+        return real(other, n_cal, risk, delta)
+
+    monkeypatch.setattr(risk_control, "start_threshold", spy)
+    u = np.random.default_rng(1).random(400)
+    correct = u < 0.9
+    cal_pos, eval_pos = np.arange(0, 400, 2), np.arange(1, 400, 2)
+    risk_control.at_split({"doctor": u}, correct, cal_pos, eval_pos, 0.1, 0.1)
+    ((other, n_cal),) = seen
+    np.testing.assert_array_equal(other, u[eval_pos])
+    assert n_cal == cal_pos.size
+
+
 def test_a_significant_verdict_says_every_difference_as_the_winner_minus_the_other():
     """The walkthrough read "Doctor lets you act on 5.8 points more (CI 4.5 to 7.1)" beside "Rel-U − Doctor between
     -6.2 and -0.8": one sentence, two signs. Every number now follows the words' order."""
