@@ -136,12 +136,7 @@ def _paired_section(view: explore.View, neighbours: Neighbours, pending: bool) -
     poll_s = explore_ui.PAIRED_POLL_S if pending else None
     html(explore.paired_html(view, pending), "paired", neighbours.follow_paired(), poll_s)
     if view.paired:
-        first = next(iter(view.paired.values()))
-        st.caption(
-            f"{100 * first.confidence:g} % percentile interval over {first.n_resamples} paired "
-            "bootstrap resamples of the evaluation samples (the same resample scores both detectors; Rel-U's D* "
-            "stays as fitted on the tuning split, so the interval is conditional on that fit)."
-        )
+        st.caption(explore.paired_note(view))
 
 
 def _operating_section(view: explore.View, neighbours: Neighbours, s: explore.Setting) -> None:

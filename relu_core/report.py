@@ -154,10 +154,11 @@ def render_html(
     paired: Mapping[str, stats.PairedDifference],
     operating_table: pd.DataFrame | None = None,
     operating_note: str = "",
+    paired_note: str = "",
 ) -> str:
     """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline.
     ``operating_table`` (``detector_comparison.operating_table``, with ``operating_note`` under it), when given, is the
-    view's operating point."""
+    view's operating point; ``paired_note`` says how the paired intervals were made."""
     import pandas as pd
 
     classes = detector_comparison.difference_classes(
@@ -173,8 +174,6 @@ def render_html(
         )
         for i, fig in enumerate(figs)
     ]
-    first = next(iter(paired.values()), None)
-    n_resamples, confidence = (first.n_resamples, first.confidence) if first else (0, 0.95)
     settings_frame = pd.DataFrame({"value": [str(v) for v in settings.values()]}, index=list(settings))
     prov_frame = pd.DataFrame({"value": list(provenance_info.values())}, index=list(provenance_info))
     body = f"""<h1>{html.escape(title)}</h1>
@@ -185,9 +184,7 @@ def render_html(
 <p class="note">{html.escape(protocol.FPR_CONVENTION)}. The difference row is coloured only where its paired
 interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
 <h2>Is Rel-U better than Doctor here?</h2>{table_html(detector_comparison.paired_rows(paired).set_index("metric"))}
-<p class="note">{100 * confidence:g} % percentile interval over {n_resamples} paired bootstrap resamples of the evaluation samples
-(the same resample scores both detectors; Rel-U's D* stays as fitted on the tuning split, so the interval is
-conditional on that fit).</p>
+<p class="note">{html.escape(paired_note)}</p>
 {_operating_html(operating_table, operating_note)}<h2>Settings</h2>{table_html(settings_frame)}
 <h2>Provenance</h2>{table_html(prov_frame)}
 <p class="note">Made with Rel-U Studio. Rel-U: Dadalto et al., A Data-Driven Measure of Relative Uncertainty for

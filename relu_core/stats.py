@@ -19,14 +19,14 @@ Nothing loops over samples or resamples in Python beyond blocks of :data:`BLOCK`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from relu_core import metric_info, validation
 from relu_core import metrics as _metrics
-from relu_core.errors import InputError
+from relu_core.errors import Cancelled, InputError
 
 DEFAULT_RESAMPLES = 1000
 #: How an interval is labelled when the compared detectors' settings were selected on the data (``--select``, the
@@ -503,6 +503,49 @@ def pooled_bootstrap(
         k: percentile_difference(k, estimates[k] / len(pairs), sums[k] / len(pairs), confidence=confidence)
         for k in keys
     }
+
+
+def refitted_paired(
+    refit_scores: Callable[[np.ndarray], np.ndarray],
+    uncertainty_b,
+    correct,
+    tune_idx: np.ndarray,
+    eval_idx: np.ndarray,
+    estimates: Mapping[str, float],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    cancel: Callable[[], bool] | None = None,
+) -> dict[str, PairedDifference]:
+    """A − B with A refitted in every resample: the paired bootstrap of a detector fitted on the tuning part (Rel-U's
+    D*) against one that fits nothing (Doctor), without holding A's fit fixed.
+
+    Each resample draws every sample of the split with replacement (:func:`count_blocks` over the tuning and the
+    evaluation part together, seeded with ``seed``); ``refit_scores(weights)`` fits A on the tuning samples drawn
+    (``weights``: rows x len(tune_idx) draw counts, one row per resample) and returns its scores of the evaluation
+    samples (rows x len(eval_idx)); A's metrics count the evaluation samples drawn (:func:`rescored_metrics`), B's
+    fixed ``uncertainty_b`` (of the evaluation samples) is read on the same draws (:func:`resampled_metrics`). The
+    interval then includes how much A's fit varies with its tuning samples, which a bootstrap of the evaluation
+    samples alone leaves out (:data:`FITTED_LABEL`). ``correct`` is every sample's correctness (indexed by
+    ``tune_idx`` and ``eval_idx``); ``estimates`` maps each metric key to A − B on the samples themselves.
+    """
+    keys = _check_options(tuple(estimates), n_resamples, confidence)
+    correct = np.asarray(correct, dtype=bool)
+    tune_idx, eval_idx = np.asarray(tune_idx), np.asarray(eval_idx)
+    b = np.asarray(uncertainty_b, dtype=np.float64)
+    flags = correct[eval_idx]
+    together = np.r_[tune_idx, eval_idx]
+    differences = {m: np.empty(n_resamples) for m in keys}
+    for first, counts in count_blocks(together.size, n_resamples, seed):
+        if cancel is not None and cancel():
+            raise Cancelled("the paired bootstrap was cancelled")
+        weights, drawn = counts[: tune_idx.size].T, counts[tune_idx.size :]
+        refitted = rescored_metrics(refit_scores(weights), flags, drawn, metrics=keys)
+        fixed = resampled_metrics(b, flags, drawn, metrics=keys)
+        for m in keys:
+            differences[m][first : first + counts.shape[1]] = refitted[m] - fixed[m]
+    return {m: percentile_difference(m, float(estimates[m]), differences[m], confidence=confidence) for m in keys}
 
 
 def percentile_difference(

@@ -120,19 +120,15 @@ def test_start_page_opens_on_dstar_confusion_and_verdict():
     assert verdict.startswith("Rel-U vs Doctor at the default settings")
     assert "AUROC: " in verdict and "95 % CI" in verdict
     # the verdict is the paired bootstrap of the evaluation split at the default settings, recomputed here
-    from relu_core import detectors, protocol, runs, stats
+    import refit_reference
+
+    from relu_core import detectors, protocol, runs
 
     run = runs.get_run(at.session_state["run_id"])
     correct = protocol.correctness(run.logits, run.labels)
     tune, evaluation = protocol.split_indices(len(correct), 0.5, 0, stratify=correct)
     probs = detectors.softmax(run.logits, 1.0)
-    relu = detectors.RelU(lam=0.5, temperature=1.0).fit_probs(probs[tune], correct[tune])
-    paired = stats.paired_bootstrap(
-        relu.score_probs(probs[evaluation]),
-        detectors.Doctor(1.0).score_probs(probs[evaluation]),
-        correct[evaluation],
-        seed=0,
-    )
+    paired = refit_reference.refitted_paired(probs, correct, tune, evaluation, 0.5, seed=0)  # D* refitted
     assert paired["auroc"].verdict() in verdict
     errors = next(m for m in at.metric if m.label == f"errors of {len(run.labels):,}")
     assert int(errors.value.replace(",", "")) == int((run.logits.argmax(1) != run.labels).sum())
@@ -905,9 +901,9 @@ def test_the_paired_bootstrap_never_holds_the_charts(monkeypatch):
             jobs.MANAGER.forget(job.key)
     real_paired_for, release = views.paired_for, threading.Event()
 
-    def slow(view):
+    def slow(view, cancel=None):
         release.wait(60)
-        return real_paired_for(view)
+        return real_paired_for(view, cancel)
 
     monkeypatch.setattr(views, "paired_for", slow)
     at = app(EXPLORE, TIMEOUT).run()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import refit_reference
 from sklearn.metrics import roc_auc_score
 
 from relu_core import cli, detectors, explore, protocol, report, runs, stats
@@ -55,10 +56,10 @@ def test_report_holds_metrics_intervals_settings_and_provenance(logits_file):
     auroc = roc_auc_score(correct[evaluation], -gini)
     assert float(_cells(text, "Doctor")[1]) == pytest.approx(auroc, abs=1e-4)
     assert {"Rel-U", "Doctor", "MSP", "Rel-U − Doctor"} <= set(re.findall(r"<tr><th>([^<]+)</th><td", text))
-    relu = detectors.RelU(lam=0.6, temperature=1.5).fit_probs(probs[tune], correct[tune])
-    paired = stats.paired_bootstrap(relu.score_probs(probs[evaluation]), gini, correct[evaluation], seed=2)
+    paired = refit_reference.refitted_paired(probs, correct, tune, evaluation, 0.6, seed=2)  # D* refitted
     assert html.escape(paired["auroc"].verdict()) in text
     assert _cells(text, "AUROC")[1] == f"{paired['auroc'].low:+.4f} to {paired['auroc'].high:+.4f}"
+    assert html.escape("D* refitted on each resample's tuning samples") in text
     # settings and provenance
     assert _cells(text, "T (Rel-U, Doctor)") == ["1.5"] and _cells(text, "split seed") == ["2"]
     assert _cells(text, "λ") == ["0.6"]
@@ -125,8 +126,13 @@ def test_report_states_the_intervals_own_confidence():
         "metrics_table": pd.DataFrame({"AUROC ↑": [0.9]}, index=["Rel-U"]),
         "paired": paired,
     }
-    text = report.render_html(**view)
-    assert "90 % percentile interval over 500 paired bootstrap" in text and "95 %" not in text
+    run = runs.Run.from_logits(LOGITS, LABELS, tuple(NAMES))
+    shown = explore.view(run, explore.Setting())
+    shown.paired = paired  # the note says the interval's own confidence and resample count, whatever they are
+    note = explore.paired_note(shown)
+    assert note.startswith("90 % percentile interval over 500 paired bootstrap resamples") and "95 %" not in note
+    text = report.render_html(**view, paired_note=note)
+    assert html.escape(note) in text and "95 %" not in text
     assert "90 % CI (paired bootstrap)" in text
     assert "Operating point" not in text
     operating = pd.DataFrame({"threshold": [1.234e-05], "TPR": [0.95], "accepted": [4610]}, index=["Rel-U"])

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from relu_core import csv_text, figures, report, stats
-from relu_core.explore import cached, tables
+from relu_core.explore import cached, tables, views
 from relu_core.explore.setting import Setting
 from relu_core.explore.views import View, ensure_paired
 
@@ -41,6 +41,7 @@ def report_html(run, view: View, setting: Setting, *, eps_note: str = "", logits
         paired=paired,
         operating_table=tables.operating_table(view, setting),
         operating_note=tables.operating_note(view, setting),
+        paired_note=views.paired_note(view),
     )
 
 

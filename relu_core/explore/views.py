@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from relu_core import cache, detectors, figures, jobs, metrics, protocol, risk_control, stats, threads
+from relu_core import cache, detectors, figures, jobs, metric_info, metrics, protocol, risk_control, stats, threads
 from relu_core.explore import cached, eps
 from relu_core.explore import guarantee as guarantee_module
 from relu_core.explore.setting import Setting
@@ -124,6 +124,9 @@ class View:
     perturbed: eps.Perturbed | None = None
     detectors: dict[str, DetectorView] = field(default_factory=dict)
     paired: dict[str, stats.PairedDifference] = field(default_factory=dict)
+    #: Rel-U refitted on resampled tuning samples (:func:`_refitted_relu_scores`), for the paired bootstrap; None
+    #: where D* stays as fitted (ε > 0, or a fit too large to repeat 1,000 times: :data:`PAIRED_REFIT_MAX_WORK`).
+    refit: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
     _marked: LRURegistry = field(default_factory=lambda: LRURegistry(4), repr=False)
 
     @property
@@ -276,6 +279,8 @@ def compute(run, setting: Setting, perturbed: eps.Perturbed | None = None) -> Vi
         float(correct_eval.mean()),
         perturbed,
     )
+    if perturbed is None and len(correct) * len(run.class_names) ** 2 <= PAIRED_REFIT_MAX_WORK:
+        result.refit = functools.partial(_refitted_relu_scores, run, setting, tune_idx, eval_idx)
     replaced = perturbed.scores if perturbed is not None else {}
     for key in dict.fromkeys([*setting.detectors, *protocol.PAIRED]):
         if key == "relu":
@@ -337,25 +342,78 @@ def _every_relu_score(run, relu: detectors.RelU) -> np.ndarray:
 # ------------------------------------------------------------------------------- the paired bootstrap
 
 
-def paired_for(view: View) -> dict[str, stats.PairedDifference]:
-    """Rel-U − Doctor on the view's evaluation split with its paired bootstrap interval (1,000 resamples
-    seeded with the split seed; about 100 ms at 10k samples, so Explore runs it as :func:`paired_job`)."""
+#: Explore's paired bootstrap refits D* in every resample (:func:`paired_for`) when one fit and scoring, N x C²
+#: multiply-adds, is at most this: 10,000 samples of 10 classes (10^6) take about 0.5-1 s on two cores (50,000 of 10
+#: took 5.8 s with the machine busy), and the Start page waits for it. Above it D* stays as fitted on the tuning
+#: split and the interval says so.
+PAIRED_REFIT_MAX_WORK = 2e6
+
+
+def _refitted_relu_scores(run, setting: Setting, tune_idx, eval_idx, weights: np.ndarray) -> np.ndarray:
+    """Rel-U's scores of the evaluation samples with D* refitted on the tuning samples weighted by each row of
+    ``weights`` (a resample's draw counts), at the setting's T and λ (``"auto"`` resolved per fit)."""
+    probs = cached.probs_at(run, setting.temperature)
+    correct = cached.correctness(run)[1]
+    matrices = detectors.weighted_relu_matrices(probs[tune_idx], correct[tune_idx], weights, setting.lam)
+    return detectors.quadratic_scores(probs[eval_idx], matrices)
+
+
+def paired_for(view: View, cancel=None) -> dict[str, stats.PairedDifference]:
+    """Rel-U − Doctor on the view's evaluation split with its paired bootstrap interval (1,000 resamples seeded
+    with the split seed; Explore runs it as :func:`paired_job`). Where :attr:`View.refit` is set, each resample
+    draws the tuning and the evaluation samples together and D* is refitted on the tuning samples drawn
+    (``stats.refitted_paired``: the interval includes how much the fit varies; a second or two at 10,000 samples of
+    10 classes); otherwise the evaluation samples alone are resampled with D* as fitted (conditional on that fit,
+    :func:`paired_note`)."""
     relu, doctor = (view.detectors[k].eval_uncertainty for k in protocol.PAIRED)
-    return stats.paired_bootstrap(relu, doctor, view.correct_eval, seed=view.setting.seed)
+    if view.refit is None:
+        return stats.paired_bootstrap(relu, doctor, view.correct_eval, seed=view.setting.seed)
+    a, b = (view.detectors[k].summary for k in protocol.PAIRED)
+    estimates = {m: a[m] - b[m] for m in metric_info.PAIRED_KEYS}
+    return stats.refitted_paired(
+        view.refit, doctor, view.correct, view.tune_idx, view.eval_idx, estimates, seed=view.setting.seed, cancel=cancel
+    )
+
+
+def paired_note(view: View) -> str:
+    """How the view's paired interval was made, in words (the page's caption, the report's note)."""
+    first = next(iter(view.paired.values()), None)
+    confidence, n_resamples = (first.confidence, first.n_resamples) if first else (0.95, stats.DEFAULT_RESAMPLES)
+    if view.refit is not None:
+        return (
+            f"{100 * confidence:g} % percentile interval over {n_resamples:,} paired bootstrap resamples of the "
+            "tuning and evaluation samples together, Rel-U's D* refitted on each resample's tuning samples (the "
+            "same resample scores both detectors): the interval includes how much the fit itself varies."
+        )
+    why = (
+        "input pre-processing (ε) is computed for the fitted D* only"
+        if view.perturbed is not None
+        else "refitting it 1,000 times would cost too much for this many samples and classes"
+    )
+    return (
+        f"{100 * confidence:g} % percentile interval over {n_resamples:,} paired bootstrap resamples of the "
+        "evaluation samples (the same resample scores both detectors). Rel-U's D* stays as fitted on the tuning "
+        f"split ({why}), so the interval is conditional on that fit and narrower than one that refits it."
+    )
 
 
 def paired_job_key(view: View) -> str:
     """The key of :func:`paired_job`: the content the bootstrap depends on (both detectors' evaluation scores,
-    the correctness, the seed)."""
+    the correctness, the seed; with D* refitted, the tuning samples and the setting's T and λ too)."""
     relu, doctor = (view.detectors[k].eval_uncertainty for k in protocol.PAIRED)
-    return f"paired:{cache.array_digest(relu, doctor, view.correct_eval, np.int64(view.setting.seed))}"
+    parts = [relu, doctor, view.correct_eval, np.int64(view.setting.seed)]
+    refit = ""
+    if view.refit is not None:
+        parts += [view.tune_idx, view.eval_idx, view.correct]
+        refit = f":refit:{view.run_id}:{view.setting.temperature:g}:{view.setting.lam}"
+    return f"paired:{cache.array_digest(*parts)}{refit}"
 
 
 def paired_job(view: View) -> jobs.Job:
     """:func:`paired_for` as a background job, keyed by the content it depends on (:func:`paired_job_key`): a
     setting seen again, in any session, reuses its result."""
     return jobs.MANAGER.submit(
-        paired_job_key(view), "Rel-U − Doctor paired bootstrap", lambda progress, cancel: paired_for(view)
+        paired_job_key(view), "Rel-U − Doctor paired bootstrap", lambda progress, cancel: paired_for(view, cancel)
     )
 
 
