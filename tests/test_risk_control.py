@@ -382,37 +382,46 @@ def test_a_fixed_start_is_tested_first_and_a_start_that_cannot_pass_refuses():
     assert between.certified and between.threshold == 39.5 and between.n_accepted == 40
 
 
-def test_the_start_expects_a_few_more_than_the_fewest_samples_that_can_pass():
-    other = np.random.default_rng(0).random(100_000)
+def test_the_start_leaves_enough_calibration_samples_below_it_in_almost_every_draw():
     n_min = risk_control.min_accepted(0.05, 0.1)  # 45
-    start = risk_control.start_threshold(other, 2_000, 0.05, 0.1)
-    wanted = n_min + 3 * math.sqrt(n_min) + 1
-    assert start == pytest.approx(wanted / 2_000, rel=0.05)  # uniform scores: the quantile itself
-    assert risk_control.start_threshold(other, 50, 0.05, 0.1) == math.inf  # fewer calibration samples than wanted
+    rng = np.random.default_rng(0)
+    counts = []
+    for _ in range(2_000):  # the protocol's halves: 2,500 calibration and 2,500 other samples of one population
+        scores = rng.random(5_000)
+        start = risk_control.start_threshold(scores[2_500:], 2_500, 0.05, 0.1)
+        counts.append(int((scores[:2_500] <= start).sum()))
+    counts = np.array(counts)
+    assert (counts < n_min).sum() <= 3, np.sort(counts)[:5]  # about 2 in 10,000 expected; 44 happened at 66
+    assert counts.mean() < 2.5 * n_min  # and no later than it needs: coverage is not given away
+    other = rng.random(100_000)
+    assert risk_control.start_threshold(other, 60, 0.05, 0.1) == math.inf  # fewer calibration samples than wanted
     assert risk_control.start_threshold(other, 2_000, 0.0, 0.1) == -math.inf  # r* = 0: nothing can be certified
     assert risk_control.start_threshold([], 2_000, 0.05, 0.1) == -math.inf
 
 
 @pytest.mark.parametrize("risk, delta", [(0.05, 0.1), (0.1, 0.2)])
 def test_the_protocol_s_start_loses_nothing_and_stays_valid(risk, delta):
-    """The start fixed from other samples' scores (the protocol's: the evaluation half's) certifies the same
-    threshold as the data's own start in almost every draw, and the guarantee holds over 300 draws."""
+    """The start fixed from other samples' scores (the protocol's: the evaluation half's) certifies at least the
+    coverage of the data's own start in almost every draw (it loses only where the data's own start stopped
+    within its first few dozen samples, a coverage under 10 %), and the guarantee holds over 300 draws."""
     logits, labels = synthetic(20_000, seed=11)
     correct = logits.argmax(1) == labels
     u = detectors.Doctor().score(logits)
     order = np.argsort(u)
     cum_errors = np.cumsum(~correct[order])
     rng = np.random.default_rng(3)
-    same = exceeded = 0
+    lost, exceeded = [], 0
     for _ in range(300):
         idx, other = rng.integers(0, u.size, 1000), rng.integers(0, u.size, 1000)
         start = risk_control.start_threshold(u[other], 1000, risk, delta)
         g = rc.guaranteed_risk(u[idx], correct[idx], risk, delta, start=start)
-        same += g.threshold == rc.guaranteed_risk(u[idx], correct[idx], risk, delta).threshold
+        own = rc.guaranteed_risk(u[idx], correct[idx], risk, delta)
+        if g.coverage < own.coverage:
+            lost.append(own.coverage)
         if g.certified:
             k = int(np.searchsorted(u[order], g.threshold, side="right"))
             exceeded += cum_errors[k - 1] / k > risk
-    assert same >= 0.95 * 300, same
+    assert len(lost) <= 0.03 * 300 and max(lost, default=0.0) < 0.1, lost
     assert exceeded <= tolerance(300, delta), exceeded
 
 
