@@ -35,7 +35,12 @@ run = frame.current_run()
 shared = session.shared()
 
 # the plain words and the whole scorecard in the first viewport at 1280 x 720: less of Streamlit's top padding
-st.html('<style>[data-testid="stMainBlockContainer"] { padding-top: 1.5rem; }</style>')
+# and half the gap between the scorecard's rows: their verdicts' lengths depend on the run (a "Mixed: …" verdict, a
+# finished corruption study's counts take two lines each), and all five rows must still fit
+st.html(
+    '<style>[data-testid="stMainBlockContainer"] { padding-top: 0.5rem; }'
+    " .st-key-start_scorecard [data-testid='stVerticalBlock'] { gap: 0.5rem; }</style>"
+)
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
 # Start shows clean scores (ε = 0) at the shared T, λ and tuning fraction, on the split Explore opens on
 setting = explore.Setting(temperature=shared.temperature, lam=shared.lam, tune_fraction=shared.tune_fraction)
@@ -87,7 +92,7 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
     """The scorecard's rows, redrawn every second (its jobs run in the background: a row computing shows its
     progress, then its verdict), one line each with the numbers under it; the details in its tooltip."""
     pages = st.session_state[session.PAGES]
-    with st.container(border=True):
+    with st.container(border=True, key="start_scorecard"):
         for row in scorecard.rows(get_run(run_id), shared_):
             title, verdict, link = st.columns([2.1, 5.3, 2.3], vertical_alignment="center")
             title.markdown(f"**{row.title}**")

@@ -440,6 +440,9 @@ EX_EPS_MEMORY = "ex_eps_memory"
 EX_EPS_RETRY = "ex_eps_retry"
 #: Explore's panel runs in this session, counted (the browser's following of λ tells its runs apart by it).
 EX_FOLLOW_RUN = "ex_follow_run"
+#: The paired bootstraps this session's last Explore run needed (its view's and its λ neighbours'): a later run
+#: cancels those it no longer shows (``explore_ui.cancel_superseded_paired``).
+EX_PAIRED_KEYS = "ex_paired_keys"
 EX_DL_REPORT = "ex_dl_report"
 #: The view's data as a ZIP (D*, every chart's data, the metrics, the settings).
 EX_DL_DATA = "ex_dl_data"

@@ -43,7 +43,7 @@ from relu_core.explore.tables import (
     start_verdict,
     thumbnail,
 )
-from relu_core.explore.views import View, ensure_paired, paired_job, paired_note, settle_paired, view
+from relu_core.explore.views import View, ensure_paired, paired_job, paired_job_key, paired_note, settle_paired, view
 
 __all__ = [
     "DELTAS",
@@ -73,6 +73,7 @@ __all__ = [
     "operating_note",
     "paired_html",
     "paired_job",
+    "paired_job_key",
     "paired_note",
     "readable_hyperparameters",
     "report_html",
