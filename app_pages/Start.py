@@ -39,7 +39,7 @@ shared = session.shared()
 # finished corruption study's counts take two lines each), and all five rows must still fit
 st.html(
     '<style>[data-testid="stMainBlockContainer"] { padding-top: 0.5rem; }'
-    " .st-key-start_scorecard [data-testid='stVerticalBlock'] { gap: 0.5rem; }</style>"
+    f" .st-key-{session.START_SCORECARD} [data-testid='stVerticalBlock'] {{ gap: 0.5rem; }}</style>"
 )
 st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
 # Start shows clean scores (ε = 0) at the shared T, λ and tuning fraction, on the split Explore opens on
@@ -92,7 +92,7 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
     """The scorecard's rows, redrawn every second (its jobs run in the background: a row computing shows its
     progress, then its verdict), one line each with the numbers under it; the details in its tooltip."""
     pages = st.session_state[session.PAGES]
-    with st.container(border=True, key="start_scorecard"):
+    with st.container(border=True, key=session.START_SCORECARD):
         for row in scorecard.rows(get_run(run_id), shared_):
             title, verdict, link = st.columns([2.1, 5.3, 2.3], vertical_alignment="center")
             title.markdown(f"**{row.title}**")

@@ -171,6 +171,8 @@ def keep(keys: Iterable[str], kept_key: str) -> None:
 START_DSTAR = "start_dstar"
 START_CONFUSION = "start_confusion"
 START_EXPLORE = "start_explore"
+#: The scorecard's bordered container (its rows' gap is set by the page's style).
+START_SCORECARD = "start_scorecard"
 
 # ---- Corruptions (app_pages/Corruptions.py)
 #: The page's prefix: its Run button and results (``jobbox.study_run``).
