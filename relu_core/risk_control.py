@@ -20,8 +20,8 @@ applied to selection with guaranteed risk (Geifman & El-Yaniv, NeurIPS 2017), wi
   ``n_min = ceil(log δ / log(1 − r*))`` samples can never pass whatever the labels, and a sequence begun at the
   most confident sample would stop at once. The protocol starts it at a threshold fixed before calibration
   (:func:`start_threshold`: from the evaluation half's scores, their labels unread, where enough more than
-  ``n_min`` calibration samples are expected that fewer fall below it only about 2 draws in 10,000), so that the test order depends on nothing in the calibration
-  split and the level is exact. Without such a start, :func:`guaranteed_risk` begins at the first calibration
+  ``n_min`` calibration samples are expected that fewer fall below it only about 2 draws in 10,000), so that
+  the test order depends on nothing in the calibration split and the level is exact. Without such a start, :func:`guaranteed_risk` begins at the first calibration
   threshold that can pass, a start that depends on the calibration scores (not their labels): approximate.
 - A clear refusal instead of a threshold when none can be certified: too few calibration samples for r* and δ
   (r* = 0 is never certifiable from a finite sample), or the first testable threshold already fails (r* below
@@ -371,16 +371,18 @@ def guaranteed_risk(
         cum_n = np.r_[k0, cum_n[0, above:]][None, :]
         cum_e = np.r_[e0, cum_e[0, above:]][None, :]
         values = np.r_[start, values[above:]]
-        n_min = 0.0  # every threshold of the sequence is tested: one that cannot pass ends it
-    first, first_fail, certified = (x[0] for x in _last_passed(cum_n, cum_e, table, n_min))
+    # from a fixed start every threshold of the sequence is tested (one that cannot pass ends it); without one,
+    # the sequence begins at the first threshold accepting n_min samples
+    tested_from = 0.0 if start is not None else n_min
+    first, first_fail, certified = (x[0] for x in _last_passed(cum_n, cum_e, table, tested_from))
     if not certified:
         k, e = int(cum_n[0, first]), int(cum_e[0, first])
         bound = clopper_pearson_upper(e, k, delta)
-        if start is not None and k < min_accepted(risk, delta):
+        if start is not None and k < n_min:
             return refused(
                 f"too few calibration samples below the sequence's first threshold (fixed before calibration): "
-                f"{k:,}, and certifying {words} needs at least {int(min_accepted(risk, delta)):,} (none of them "
-                "wrong); choose a larger r* or δ, or calibrate on more samples",
+                f"{k:,}, and certifying {words} needs at least {int(n_min):,} (none of them wrong); choose a "
+                "larger r* or δ, or calibrate on more samples",
                 bound,
             )
         return refused(
