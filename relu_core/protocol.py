@@ -743,9 +743,9 @@ def _moment_sums(probs: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np
     return pos.T @ pos, neg.T @ neg, len(pos), len(neg)
 
 
-def _criterion_value(criterion: str, uncertainty: np.ndarray, correct: np.ndarray) -> float:
+def _criterion_value(criterion: str, uncertainty: np.ndarray, correct: np.ndarray, positive: str = "correct") -> float:
     if criterion == "fpr95":
-        return float(metrics.fpr_at_tpr(uncertainty, correct, 0.95))
+        return float(metrics.fpr_at_tpr(uncertainty, correct, 0.95, positive=positive))
     return float(getattr(metrics, criterion)(uncertainty, correct))
 
 
@@ -771,6 +771,7 @@ def _grid_table(
     score_groups: list[np.ndarray],
     criterion: str,
     holdout: bool,
+    positive: str = "correct",
 ) -> np.ndarray:
     """Mean criterion over the ``score_groups`` for every (T, lam), with one softmax per T.
 
@@ -798,12 +799,12 @@ def _grid_table(
                 for j, lam in enumerate(lambdas):
                     d = _relu_matrix_from_sums(*sums, lam)
                     scores = cache.tied_equal(group, detectors.quadratic_score(p_score, d))
-                    table[i, j] += _criterion_value(criterion, scores, c_score)
+                    table[i, j] += _criterion_value(criterion, scores, c_score, positive)
             else:
                 fit_rows = np.setdiff1d(fit_idx, group) if holdout else fit_idx
                 for j, lam in enumerate(lambdas or (0.5,)):
                     detector = _fit(detectors.make_detector(method, temperature=t, lam=lam), cache, correct, fit_rows)
-                    table[i, j] += _criterion_value(criterion, _score(detector, cache, group), c_score)
+                    table[i, j] += _criterion_value(criterion, _score(detector, cache, group), c_score, positive)
     return table / len(score_groups)
 
 
@@ -832,6 +833,7 @@ def grid_search(
     selection: Literal["tuning", "oracle"] = "tuning",
     method: str = "relu",
     fold_seed: int = 0,
+    criterion_positive: str = "correct",
     _cache: _ProbsCache | None = None,
 ) -> GridResult:
     """Select (T, lam) for one detector over a grid, without looking at the evaluation part.
@@ -859,6 +861,9 @@ def grid_search(
         Detector key or label.
     fold_seed : int
         Seeds the fold assignment.
+    criterion_positive : {"correct", "error"}, default "correct"
+        The FPR convention of the ``"fpr95"`` criterion (:data:`FPR_CONVENTIONS`; ``"error"`` is the authors'
+        code's); the other criteria do not depend on it.
 
     Returns
     -------
@@ -872,6 +877,7 @@ def grid_search(
         or too few errors / correct samples to cross-validate.
     """
     method = resolve_methods([method])[0]
+    _check_fpr_positive(criterion_positive)
     if not detectors.REGISTRY[method].grids:
         raise InputError(f"{method} has no hyperparameters to select")
     higher_is_better = metric_info.get(criterion, "criterion").higher_is_better
@@ -906,7 +912,16 @@ def grid_search(
     else:
         raise InputError(f"selection must be 'tuning' or 'oracle', got {selection!r}")
     table = _grid_table(
-        correct, cache, method, temperatures, lambdas, tune_idx, score_groups, criterion, holdout=k is not None
+        correct,
+        cache,
+        method,
+        temperatures,
+        lambdas,
+        tune_idx,
+        score_groups,
+        criterion,
+        holdout=k is not None,
+        positive=criterion_positive,
     )
     flat = int(np.argmax(table) if higher_is_better else np.argmin(table))
     i, j = np.unravel_index(flat, table.shape)
@@ -975,6 +990,7 @@ def evaluate_with_selection(
     seeds: int | Sequence[int] = 10,
     n_folds: int = 5,
     criterion: str = "fpr95",
+    criterion_positive: str = "correct",
     **options,
 ) -> EvaluationResult:
     """The paper's protocol with selection: per seed and detector, :func:`select_and_fit`, then evaluate.
@@ -986,8 +1002,8 @@ def evaluate_with_selection(
     ``seeds`` and the keyword ``options`` (``perturbed_scorer``, ``eps``, ``progress``, ``cancel``,
     ``fpr_positive``, ``n_resamples``) as :func:`evaluate`.
     Selection reads clean scores; ``perturbed_scorer`` only replaces the final evaluation-part scores.
-    ``fpr_positive`` sets the reported FPR convention only; the ``"fpr95"`` selection criterion always uses
-    the paper's (correct = positive).
+    ``fpr_positive`` sets the reported FPR convention only; the ``"fpr95"`` selection criterion uses
+    ``criterion_positive`` (default the paper's text's, correct = positive; ``"error"`` the authors' code's).
 
     Returns
     -------
@@ -1007,6 +1023,7 @@ def evaluate_with_selection(
         "lambdas": lambdas,
         "n_folds": n_folds,
         "criterion": criterion,
+        "criterion_positive": criterion_positive,
     }
 
     def fit(data: _Splits, s: int, key: str) -> detectors.Detector:
