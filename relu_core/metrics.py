@@ -164,11 +164,16 @@ def _roc_points(ranking: _Ranking, positive: str, drop_intermediate: bool) -> tu
     return fps / fps[-1], tps / tps[-1], thresholds
 
 
-def roc_curve(uncertainty, correct, *, drop_intermediate: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ROC curve with the correctly classified samples as positives.
+def roc_curve(
+    uncertainty, correct, *, drop_intermediate: bool = True, positive: str = "correct"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ROC curve with the correctly classified samples as positives (or, ``positive="error"``, the errors).
 
     Identical to ``sklearn.metrics.roc_curve(correct, -uncertainty, drop_intermediate=...)`` except
-    that the thresholds are on the uncertainty scale. Tied uncertainties share one threshold.
+    that the thresholds are on the uncertainty scale; ``positive="error"``: identical to
+    ``sklearn.metrics.roc_curve(~correct, uncertainty, drop_intermediate=...)`` (the authors' code's curve,
+    flagging when ``uncertainty >= t``, thresholds decreasing from ``+inf``). Tied uncertainties share one
+    threshold.
 
     Parameters
     ----------
@@ -176,6 +181,8 @@ def roc_curve(uncertainty, correct, *, drop_intermediate: bool = True) -> tuple[
         The module's conventions; only the order of the uncertainties matters, not their scale.
     drop_intermediate : bool, default True
         Drop the points sklearn drops (collinear ones with equal steps on both sides; the area is unchanged).
+    positive : {"correct", "error"}, default "correct"
+        Which samples are the positives (label the curve wherever ``"error"`` is shown).
 
     Returns
     -------
@@ -197,7 +204,9 @@ def roc_curve(uncertainty, correct, *, drop_intermediate: bool = True) -> tuple[
     >>> fpr.tolist(), tpr.round(3).tolist()
     ([0.0, 0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.333, 0.667, 0.667, 1.0, 1.0])
     """
-    return _roc_points(_rank_both_classes(uncertainty, correct, "the ROC curve"), "correct", drop_intermediate)
+    if positive not in _POSITIVE_CONVENTIONS:
+        raise InputError(f'positive must be "correct" or "error", got {positive!r}')
+    return _roc_points(_rank_both_classes(uncertainty, correct, "the ROC curve"), positive, drop_intermediate)
 
 
 def _auroc(ranking: _Ranking) -> float:
