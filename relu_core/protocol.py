@@ -645,7 +645,8 @@ def evaluate(
     """Evaluate detectors with fixed hyperparameters over seeded, stratified tuning/evaluation splits.
 
     For every seed: split with :func:`split_indices`, fit each detector on the tuning part, score the
-    evaluation part and compute :func:`metrics.summary` there.
+    evaluation part and compute :func:`metrics.summary` there. The keyword options (Other Parameters) are shared
+    with :func:`evaluate_with_selection`.
 
     Parameters
     ----------
@@ -664,8 +665,8 @@ def evaluate(
     seeds : int or sequence of int
         A count (seeds 0..S-1) or explicit seeds.
 
-    Keyword options (shared with :func:`evaluate_with_selection`):
-
+    Other Parameters
+    ----------------
     perturbed_scorer : callable, optional
         ``perturbed_scorer(fitted_detector, eval_idx)`` replaces the clean evaluation scores (input
         pre-processing, :mod:`relu_core.preprocessing`); fitting stays on the clean tuning logits.

@@ -362,6 +362,9 @@ def paired_bootstrap(uncertainty_a, uncertainty_b, correct, **options) -> dict[s
         Whether each prediction was right (the positives). Both kinds must be present. A pair when A and B
         judge two classifiers' predictions on the same samples (two runs of one data set: ``relu_core.run_comparison``);
         each detector's metrics then use its own classifier's correctness.
+
+    Other Parameters
+    ----------------
     metrics : subset of ``("fpr95", "auroc", "aurc", "augrc")``, keyword
         All four by default.
     n_resamples : int, keyword
