@@ -16,6 +16,7 @@ if [ ! -d /usr/share/datasets/fashion-mnist ] && [ ! -d "${RELU_STUDIO_DATA:-/no
       >/dev/null; } || echo "run_app.sh: dataset-fashion-mnist could not be installed; the default run uses digits" >&2
 fi
 
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+# pip runs only when .venv was not built from this very file (its SHA-256 in .venv/.requirements-stamp)
+source .ci/ensure_venv.sh
+ensure_venv requirements.txt
 exec .venv/bin/streamlit run app.py --server.headless true --browser.gatherUsageStats false "$@"

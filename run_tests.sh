@@ -10,8 +10,11 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+# pip runs only when .venv was not built from these very files (their SHA-256 in .venv/.requirements-stamp)
+source .ci/ensure_venv.sh
+REQUIREMENTS=(requirements.txt requirements-dev.txt)
+[ -f requirements-docs.txt ] && REQUIREMENTS+=(requirements-docs.txt)
+ensure_venv "${REQUIREMENTS[@]}"
 
 # Lint and formatting first (settings in pyproject.toml); either failing fails the run before any test.
 .venv/bin/ruff check .
