@@ -20,5 +20,8 @@ ensure_venv "${REQUIREMENTS[@]}"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 
+# The manual (docs/, mkdocs.yml): broken links, missing pages and docstring warnings fail the build.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+
 export RELU_STUDIO_DATA="${RELU_STUDIO_DATA:-$(cd .. && pwd)/shared/data}"
 exec .venv/bin/python -m pytest "$@"
