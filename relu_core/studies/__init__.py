@@ -64,6 +64,12 @@ STUDIES: dict[str, Study] = by_name(
         "ECE at T = 1 and after temperature scaling (cross-validated NLL on the tuning split), Doctor and "
         "Rel-U before and after",
     ),
+    Study(
+        "paper-protocol",
+        "relu_core.studies.ladder",
+        "Rel-U − Doctor rung by rung from the studio's honest protocol to the paper's: errors positive, the "
+        "authors' T grid, oracle selection, the five best rows, their split; one change a rung",
+    ),
 )
 
 

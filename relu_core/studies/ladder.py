@@ -1,0 +1,392 @@
+"""The ladder: the gap between the paper's Table 1 and the studio's verdicts taken apart, one change a rung.
+
+For one run, Rel-U − Doctor in FPR95, AUROC and AURC (the difference of the two detectors on the same samples;
+negative FPR95 / AURC and positive AUROC favour Rel-U), rung by rung, each rung changing one thing from the rung
+above (:data:`RUNGS` says what, in one line):
+
+1. **honest**: the studio's protocol: positives = correctly classified, the detectors' own grids
+   (:data:`relu_core.detectors.TEMPERATURE_GRID`, :data:`~relu_core.detectors.LAMBDA_GRID`), T and λ selected by
+   k-fold cross-validation inside each seed's tuning split (:func:`relu_core.protocol.evaluate_with_selection`);
+2. **errors positive**: the same with the authors' FPR95 convention (errors are the positives) in the selection
+   criterion and in the reported FPR95;
+3. **authors' grids**: T over the authors' grid (:data:`relu_core.paper_protocol.TEMPERATURES`), still selected
+   inside the tuning split (ε stays 0: the logits-only rungs);
+4. **oracle**: the same grid selected on each seed's evaluation split;
+5. **five best rows**: the authors' table aggregation (:func:`relu_core.paper_protocol.aggregate`): every
+   (T, λ) setting on every seed's evaluation split, per detector the mean of its five best rows;
+6. **authors' split**: rung 5 on the authors' split (:func:`relu_core.paper_protocol.authors_split`, fit part
+   ``n // r``, a fifth of the rest set aside, not stratified) with their thinned-curve FPR95: the paper's
+   protocol end to end on this run.
+
+Rungs 1-4 carry the 95 % paired bootstrap interval of the mean over seeds (:func:`relu_core.stats.pooled_bootstrap`,
+conditional on the selected settings, as everywhere in the studio). Rungs 5 and 6 are a minimum over rows measured
+on the evaluation split: no interval is valid for them, and they say so in words
+(:data:`relu_core.paper_protocol.NO_INTERVAL`). Rungs 1-5 use the studio's seeded stratified splits at the
+tuning fraction; rung 6 uses ``r = round(1 / tuning fraction)``. In rungs 1-4 the settings are chosen by FPR95
+and AUROC and AURC are read at them; rungs 5-6 pick each metric's own five best rows, as the authors' table
+script does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from relu_core import detectors, metric_info, paper_protocol, protocol, stats, validation
+from relu_core.progress import report
+from relu_core.studies import base
+
+NAME = "paper-protocol"
+TITLE = "The paper's protocol: the Rel-U − Doctor gap taken apart, one change a rung"
+#: The metrics every rung states.
+METRICS: tuple[str, ...] = ("fpr95", "auroc", "aurc")
+LADDER_COLUMNS = (
+    "rung",
+    "name",
+    "changed",
+    "relu_fpr95",
+    "doctor_fpr95",
+    "fpr95",
+    "fpr95_low",
+    "fpr95_high",
+    "auroc",
+    "auroc_low",
+    "auroc_high",
+    "aurc",
+    "aurc_low",
+    "aurc_high",
+    "verdict",
+)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung: its number, short name and the one line saying what it changed from the rung above."""
+
+    number: int
+    name: str
+    changed: str
+
+
+RUNGS: tuple[Rung, ...] = (
+    Rung(
+        1,
+        "honest",
+        "the studio's protocol: correct samples positive, its T and λ grids, selected inside the tuning split",
+    ),
+    Rung(2, "errors positive", "errors are the positives (the authors' code's FPR95), in the selection and the result"),
+    Rung(
+        3,
+        "authors' grids",
+        "T over the authors' grid 0.2 … 2 (λ over the studio's λ grid), still inside the tuning split",
+    ),
+    Rung(4, "oracle", "T and λ selected on each seed's evaluation split (optimistic)"),
+    Rung(
+        5,
+        "five best rows",
+        "the authors' table: every (T, λ) × seed row on the evaluation split, mean of each detector's 5 best "
+        "(FPR95 on the thinned curve: it differs from the full one on tied scores only)",
+    ),
+    Rung(
+        6,
+        "authors' split",
+        "their split: fit n // r, a fifth of the rest set aside, unstratified (shuffled by Python's random, the same seeds)",
+    ),
+)
+
+
+def ratio_for(tune_fraction: float) -> int:
+    """The authors' ``r`` nearest the tuning fraction (``round(1 / fraction)``, at least 2)."""
+    return max(2, int(round(1.0 / validation.fraction(tune_fraction, "the tuning fraction"))))
+
+
+def _selected(run, common: base.Options, tune_fraction: float, rung: int, progress) -> protocol.EvaluationResult:
+    """Rungs 1-4 through :func:`relu_core.protocol.evaluate_with_selection` (Rel-U and Doctor)."""
+    errors = rung >= 2
+    authors_grid = rung >= 3
+    return protocol.evaluate_with_selection(
+        run.logits,
+        run.labels,
+        list(protocol.PAIRED),
+        selection="oracle" if rung >= 4 else "tuning",
+        temperatures=paper_protocol.TEMPERATURES if authors_grid else None,
+        lambdas=paper_protocol.LAMBDAS if authors_grid else None,
+        tune_fraction=tune_fraction,
+        seeds=common.seeds,
+        criterion="fpr95",
+        criterion_positive="error" if errors else "correct",
+        fpr_positive="error" if errors else "correct",
+        n_resamples=common.n_resamples,
+        progress=progress,
+        cancel=common.cancel,
+    )
+
+
+def _rows_rung(rows: paper_protocol.Rows) -> dict[str, dict[str, paper_protocol.Aggregate]]:
+    return {m: paper_protocol.aggregate(rows, m) for m in METRICS}
+
+
+def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult:
+    """The ladder on ``run`` (logits and labels; ε stays 0); the keyword ``options`` as :func:`base.options`.
+
+    Returns a :class:`~relu_core.studies.base.StudyResult` whose ``tables["summary"]`` is the ladder
+    (:data:`LADDER_COLUMNS`, one row per rung: Rel-U − Doctor per metric, the interval for rungs 1-4, NaN bounds
+    and the words of :data:`relu_core.paper_protocol.NO_INTERVAL` for rungs 5-6), ``paired`` the rows of
+    :func:`relu_core.stats.paired_rows` per rung (series ``"ladder"``, x = the rung), ``curves`` each detector's
+    mean and std per rung and metric, and ``settings["rungs"]`` one JSON object per rung.
+    """
+    tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
+    common = base.options(**options)
+    r = ratio_for(tune_fraction)
+
+    def compute() -> base.StudyResult:
+        curves: list[dict] = []
+        paired: list[dict] = []
+        per_seed: list[dict] = []
+        ladder: list[dict] = []
+        objects: list[dict] = []
+        notes: list[str] = []
+        steps = len(RUNGS)
+
+        def step(k: int):
+            def progress(done, total, message):
+                report(common.progress, (k + done / max(total, 1)) / steps, 1, f"rung {k + 1}: {message}")
+
+            return progress
+
+        for k, rung in enumerate(RUNGS[:4]):
+            base.checkpoint(common.cancel, "the ladder")
+            result = _selected(run, common, tune_fraction, rung.number, step(k))
+            summary = result.paired_summary() or {}
+            pooled = {m: result.paired[m] for m in METRICS} if result.paired else {}
+            rows = stats.paired_rows({m: result.difference_per_seed(m) for m in METRICS}, pooled)
+            for key in protocol.PAIRED:
+                for m in METRICS:
+                    curves.append(
+                        {
+                            "series": "ladder",
+                            "x": float(rung.number),
+                            "detector": detectors.label(key),
+                            "metric": m,
+                            "mean": result.mean(key, m),
+                            "std": result.std(key, m),
+                            "n_seeds": len(result.seeds),
+                        }
+                    )
+                    per_seed += [
+                        {
+                            "series": "ladder",
+                            "x": float(rung.number),
+                            "detector": detectors.label(key),
+                            "metric": m,
+                            "seed": int(s),
+                            "value": float(v),
+                        }
+                        for s, v in zip(result.seeds, result.per_seed[key][m])
+                    ]
+            paired += [
+                {"series": "ladder", "x": float(rung.number), **{c: row[c] for c in stats.PAIRED_ROW_COLUMNS}}
+                for row in rows
+            ]
+            by_metric = {row["metric"]: row for row in rows}
+            ladder.append(
+                {
+                    "rung": rung.number,
+                    "name": rung.name,
+                    "changed": rung.changed,
+                    "relu_fpr95": result.mean("relu", "fpr95"),
+                    "doctor_fpr95": result.mean("doctor", "fpr95"),
+                    **{
+                        f"{m}{suffix}": by_metric[m][col]
+                        for m in METRICS
+                        for suffix, col in (("", "estimate"), ("_low", "ci_low"), ("_high", "ci_high"))
+                    },
+                    "verdict": by_metric["fpr95"]["verdict"],
+                }
+            )
+            objects.append(
+                {
+                    "rung": rung.number,
+                    "name": rung.name,
+                    "changed": rung.changed,
+                    "selection": result.selection,
+                    "fpr_convention": result.fpr_convention,
+                    "settings": {key: result.settings(key) for key in protocol.PAIRED},
+                    "relu": {m: result.mean("relu", m) for m in METRICS},
+                    "doctor": {m: result.mean("doctor", m) for m in METRICS},
+                    "relu_minus_doctor": {m: summary.get(m) for m in METRICS},
+                }
+            )
+
+        # rungs 5 and 6: every setting a row, the five best per detector and metric
+        grids = {"temperatures": paper_protocol.TEMPERATURES, "lambdas": paper_protocol.LAMBDAS}
+        correct = protocol.correctness(run.logits, run.labels)
+        studio_splits = [(s, t, e) for s, t, e in protocol.seeded_splits(correct, tune_fraction, common.seeds)]
+        base.checkpoint(common.cancel, "the ladder")
+        rows5 = paper_protocol.setting_rows(
+            run.logits,
+            run.labels,
+            studio_splits,
+            methods=protocol.PAIRED,
+            **grids,
+            progress=step(4),
+            cancel=common.cancel,
+        )
+        base.checkpoint(common.cancel, "the ladder")
+        authors = paper_protocol.evaluate(
+            run.logits,
+            run.labels,
+            r=r,
+            seeds=common.seeds,
+            methods=protocol.PAIRED,
+            **grids,
+            progress=step(5),
+            cancel=common.cancel,
+        )
+        for rung, rows, aggregates, fpr_note in (
+            (RUNGS[4], rows5, _rows_rung(rows5), "FPR95 with errors positive on the thinned curve"),
+            (RUNGS[5], authors.rows, authors.aggregates, "FPR95 with errors positive on the thinned curve"),
+        ):
+            diffs = {m: aggregates[m]["relu"].mean - aggregates[m]["doctor"].mean for m in METRICS}
+            for key in protocol.PAIRED:
+                for m in METRICS:
+                    agg = aggregates[m][key]
+                    curves.append(
+                        {
+                            "series": "ladder",
+                            "x": float(rung.number),
+                            "detector": detectors.label(key),
+                            "metric": m,
+                            "mean": agg.mean,
+                            "std": agg.std,
+                            "n_seeds": len(agg.rows),
+                        }
+                    )
+            for m in METRICS:
+                label = metric_info.get(m).label
+                paired.append(
+                    {
+                        "series": "ladder",
+                        "x": float(rung.number),
+                        "metric": m,
+                        "mean": diffs[m],
+                        "std": np.nan,
+                        "estimate": diffs[m],
+                        "ci_low": np.nan,
+                        "ci_high": np.nan,
+                        "significant": False,
+                        "verdict": f"{label}: Rel-U − Doctor = {metric_info.signed(diffs[m])}; {paper_protocol.NO_INTERVAL}",
+                    }
+                )
+            ladder.append(
+                {
+                    "rung": rung.number,
+                    "name": rung.name,
+                    "changed": rung.changed,
+                    "relu_fpr95": aggregates["fpr95"]["relu"].mean,
+                    "doctor_fpr95": aggregates["fpr95"]["doctor"].mean,
+                    **{
+                        f"{m}{suffix}": (diffs[m] if suffix == "" else np.nan)
+                        for m in METRICS
+                        for suffix in ("", "_low", "_high")
+                    },
+                    "verdict": f"FPR95: Rel-U − Doctor = {metric_info.signed(diffs['fpr95'])}; no interval (a minimum over rows)",
+                }
+            )
+            objects.append(
+                {
+                    "rung": rung.number,
+                    "name": rung.name,
+                    "changed": rung.changed,
+                    "selection": f"{paper_protocol.TOP_K} best rows per detector over every setting x seed, on the evaluation split",
+                    "fpr_convention": paper_protocol.FPR_CONVENTION,
+                    "rows_per_detector": {k: int(np.count_nonzero(rows.method == k)) for k in protocol.PAIRED},
+                    "relu": {
+                        m: {"mean": aggregates[m]["relu"].mean, "std": _finite(aggregates[m]["relu"].std)}
+                        for m in METRICS
+                    },
+                    "doctor": {
+                        m: {"mean": aggregates[m]["doctor"].mean, "std": _finite(aggregates[m]["doctor"].std)}
+                        for m in METRICS
+                    },
+                    "relu_minus_doctor": {m: {"estimate": diffs[m], "interval": None} for m in METRICS},
+                    "interval": paper_protocol.NO_INTERVAL,
+                    "five_best": {k: [rows.record(i) for i in aggregates["fpr95"][k].rows] for k in protocol.PAIRED},
+                }
+            )
+        for obj, rows in ((objects[4], rows5), (objects[5], authors.rows)):
+            thinned = int(np.count_nonzero(rows.values["fpr95"] != rows.values["fpr95_full"]))
+            obj["thinned_curve_differs"] = f"{thinned} of {len(rows)} rows"
+            if thinned:
+                notes.append(
+                    f"rung {obj['rung']}: in {thinned} of {len(rows)} rows the thinned ROC curve's FPR95 differs from "
+                    "the full curve's (tied scores)"
+                )
+        objects[-1]["split"] = {
+            "r": r,
+            "fit": authors.sizes[0],
+            "set_aside": authors.sizes[1],
+            "evaluated": authors.sizes[2],
+        }
+        if rows5.fallback.any() or authors.rows.fallback.any():
+            notes.append("some Rel-U rows used the Hamming fallback D* (= Doctor's ranking)")
+        notes.append("ε = 0 on every rung (logits only); the authors also search ε where a model is present")
+        notes.append(
+            f"rungs 1-5: the studio's stratified splits at tuning fraction {tune_fraction:g}; rung 6: the authors' split, r = {r}"
+        )
+        report(common.progress, 1, 1, "done")
+        settings = {
+            "seeds": list(common.seeds),
+            "tune_fraction": tune_fraction,
+            "r": r,
+            "n_resamples": common.n_resamples,
+            "authors_temperatures": list(paper_protocol.TEMPERATURES),
+            "lambdas": list(paper_protocol.LAMBDAS),
+            "eps": 0.0,
+            "rungs": objects,
+        }
+        return base.StudyResult(
+            NAME,
+            TITLE,
+            pd.DataFrame(curves, columns=list(base.CURVE_COLUMNS)),
+            pd.DataFrame(paired, columns=list(base.PAIRED_COLUMNS)),
+            pd.DataFrame(per_seed, columns=list(base.PER_SEED_COLUMNS)),
+            settings,
+            {},
+            {"summary": pd.DataFrame(ladder, columns=list(LADDER_COLUMNS))},
+            notes,
+        )
+
+    return common.cached(NAME, run, {"tune_fraction": tune_fraction, "r": r, "version": 1}, compute)
+
+
+def _finite(value: float) -> float | None:
+    return None if not np.isfinite(value) else float(value)
+
+
+def rung_objects(result: base.StudyResult) -> list[dict]:
+    """One JSON object per rung (``settings["rungs"]``)."""
+    return list(result.settings["rungs"])
+
+
+def ladder_text(result: base.StudyResult, rungs: Sequence[int] | None = None) -> str:
+    """The ladder as text lines: per rung what it changed and Rel-U − Doctor per metric with its interval or the
+    words saying why there is none."""
+    table = result.tables["summary"]
+    lines = []
+    for row in table.itertuples(index=False):
+        if rungs is not None and row.rung not in rungs:
+            continue
+        parts = []
+        for m in METRICS:
+            value, low, high = getattr(row, m), getattr(row, f"{m}_low"), getattr(row, f"{m}_high")
+            label = metric_info.get(m).label
+            interval = f" [{metric_info.signed(low)}, {metric_info.signed(high)}]" if np.isfinite(low) else ""
+            parts.append(f"{label} {metric_info.signed(value)}{interval}")
+        lines.append(f"{row.rung}. {row.name}: {row.changed}")
+        lines.append(f"   Rel-U − Doctor: {'; '.join(parts)}")
+        lines.append(f"   {row.verdict}")
+    return "\n".join(lines)
