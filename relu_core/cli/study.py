@@ -77,7 +77,7 @@ def add_parser(sub) -> None:
         one.add_argument(
             "--seeds", default=None, help="number of seeded splits (default 10; the ε ablation on a CPU: 3)"
         )
-        if name in ("ablation", "calibration"):
+        if name in ("ablation", "calibration", "paper-protocol"):
             one.add_argument("--val-fraction", default="0.5", help="tuning fraction (default 0.5)")
         if name in ("tuning-split", "mismatch"):
             one.add_argument(
@@ -207,7 +207,7 @@ def options_from_args(name: str, args) -> dict:
         "n_resamples": validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
         "use_cache": not args.no_cache,
     }
-    if name in ("ablation", "calibration"):
+    if name in ("ablation", "calibration", "paper-protocol"):
         options["tune_fraction"] = validation.parse_fraction(args.val_fraction, "--val-fraction")  # one value
     if name in ("tuning-split", "mismatch"):
         options["fractions"] = _numbers("--fractions", args.fractions)
@@ -242,6 +242,12 @@ def format_result(result) -> str:
     """Text tables: per series, x against each detector's FPR95 and AUROC (mean ± std), then Rel-U − Doctor."""
     from relu_core import metric_info
 
+    if result.study == "paper-protocol":  # the ladder: one rung a block, not a sweep
+        from relu_core.studies import ladder
+
+        settings = {k: v for k, v in result.settings.items() if k != "rungs"}
+        notes = [f"Note: {n}" for n in result.notes]
+        return "\n".join([result.title, f"Settings: {json.dumps(settings)}", *notes, ladder.ladder_text(result)])
     lines = [result.title, f"Settings: {json.dumps(result.settings)}", *(f"Note: {n}" for n in result.notes)]
     for series, info in result.series.items():
         rows = result.curves[result.curves["series"] == series]
@@ -281,8 +287,12 @@ def format_result(result) -> str:
 
 
 def _with_run(result, run) -> dict:
-    """``result.to_dict`` (strict JSON) led by the run it was computed on."""
-    return {"run": {"source": run.source, "run_id": run.run_id}, **result.to_dict(strict_json=True)}
+    """``result.to_dict`` (strict JSON) led by the run it was computed on (the ladder's ``rungs`` too, one object a
+    rung)."""
+    record = {"run": {"source": run.source, "run_id": run.run_id}, **result.to_dict(strict_json=True)}
+    if result.study == "paper-protocol":
+        record = {"run": record["run"], "rungs": record["settings"]["rungs"], **record}
+    return record
 
 
 def write_outputs(result, folder: str | Path, run) -> list[Path]:
