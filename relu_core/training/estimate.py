@@ -6,14 +6,22 @@ with ``bench/bench_train_throughput.py`` (the training loop with its augmentatio
 - twice that for the objectives that pass a clean and a mixed batch each step (RegMixUp, OpenMix: measured at
   about twice cross-entropy's time per epoch, README "Training objectives").
 
-It is an estimate, not a promise. The reference machines are named in :data:`THROUGHPUT`: a faster or busier
-CPU, another GPU or early stopping changes the time, and models already in the cache take none. Where no
-throughput was measured for a network on a device, the estimate says so and gives no number.
+On a CPU the measured rate is scaled to the machine as the work will find it (:func:`cpu_share`): the torch
+threads the training will get (``relu_core.threads.model_threads``: the idle CPUs, or the count fixed by
+``RELU_STUDIO_MODEL_THREADS``) and the machine's current load (the 1-minute load average), against the reference's
+:data:`REFERENCE_THREADS` threads on a quiet machine. A resnet9_small on CIFAR-10 said "about 12 min" from the quiet
+figure and took about 8 times that at 1 model thread and a load of 8-10 on 2 cores: each runnable thread then gets
+about 2 / 10 of a core.
+
+It is an estimate, not a promise. The reference machines are named in :data:`THROUGHPUT`: a faster CPU, another
+GPU, a load that changes while it trains or early stopping changes the time, and models already in the cache take
+none. Where no throughput was measured for a network on a device, the estimate says so and gives no number.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,6 +43,8 @@ THROUGHPUT: dict[tuple[str, str], float] = {
 }
 #: Where each device type's figures were measured, for the sentence that gives an estimate.
 REFERENCE = {"cpu": "2 CPU cores", "cuda": "one NVIDIA H200"}
+#: The torch threads the CPU figures were measured with: one per core of the quiet 2-core machine.
+REFERENCE_THREADS = 2
 #: The training split's size of each registered data set that trains here (``tests/test_training_estimate.py``
 #: checks them against the data).
 TRAIN_IMAGES = {
@@ -52,15 +62,58 @@ WARN_SECONDS = 30 * 60.0
 
 
 @dataclass(frozen=True)
+class Machine:
+    """The CPU a training will run on as it is now: the torch ``threads`` it will get, the 1-minute ``load``
+    average and the ``cores`` of this process (:func:`current_machine`)."""
+
+    threads: int
+    load: float
+    cores: int
+
+    def words(self) -> str:
+        """E.g. "1 model thread, load 8.5 on 2 cores"."""
+        return (
+            f"{self.threads} model thread{'s' if self.threads != 1 else ''}, load {self.load:.1f} on {self.cores} cores"
+        )
+
+
+def current_machine(threads: int | None = None, load: float | None = None) -> Machine:
+    """This machine now: ``threads`` None takes the count model work would get (``threads.model_threads``: the
+    idle CPUs, or the fixed count), ``load`` None the 1-minute load average (0 where the system does not say)."""
+    from relu_core import threads as thread_policy
+
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return Machine(thread_policy.model_threads() if threads is None else max(1, int(threads)), float(load), cores)
+
+
+def cpu_share(machine: Machine) -> float:
+    """The training's speed on ``machine`` as a fraction of the reference (:data:`REFERENCE_THREADS` threads on a
+    quiet machine): its threads, each getting the share of a core that the runnable threads leave it, all of
+    them (the load, which counts the other work, and the training's own) sharing the cores evenly:
+    ``threads × min(1, cores / (load + threads)) / REFERENCE_THREADS``. A fair-share approximation: it leaves
+    out what a thread count does to a network's own parallel speed-up."""
+    threads = max(1, machine.threads)
+    per_thread = min(1.0, machine.cores / max(machine.load + threads, 1e-9))
+    return threads * per_thread / REFERENCE_THREADS
+
+
+@dataclass(frozen=True)
 class TrainingEstimate:
     """The estimated ``seconds`` to train ``models`` models of ``model`` on a ``device`` type (None: no
-    throughput measured for that pair), and the longest one model takes (``per_model_seconds``)."""
+    throughput measured for that pair), and the longest one model takes (``per_model_seconds``); on a CPU, the
+    ``machine`` it was scaled to (:func:`cpu_share`)."""
 
     model: str
     device: str
     models: int
     seconds: float | None
     per_model_seconds: float | None
+    machine: Machine | None = None
 
     @property
     def too_long_for_a_cpu(self) -> bool:
@@ -73,31 +126,53 @@ class TrainingEstimate:
             return f"No training time was measured for {self.model} on {self.device.upper()}: no estimate."
         where = "a GPU" if self.device == "cuda" else "the CPU"
         count = f"{self.models} model{'s' if self.models != 1 else ''}"
+        measured = f"the throughput measured on {REFERENCE.get(self.device, self.device)}"
+        if self.machine is not None:
+            measured += f", scaled to this machine now: {self.machine.words()}"
         return (
             f"Training {count} of {self.model} on {where}: about {duration(self.seconds)} if none is cached "
-            f"(estimated from the throughput measured on {REFERENCE.get(self.device, self.device)}; cached models "
-            "take no time, early stopping may end sooner)."
+            f"(estimated from {measured}; cached models take no time, early stopping may end sooner)."
         )
 
 
-def estimate(model: str, dataset: str, objectives: Sequence[str], epochs: int, device: str) -> TrainingEstimate:
+def estimate(
+    model: str,
+    dataset: str,
+    objectives: Sequence[str],
+    epochs: int,
+    device: str,
+    *,
+    machine: Machine | None = None,
+) -> TrainingEstimate:
     """The estimated time to train one ``model`` per objective on ``dataset``'s training split for ``epochs``
-    epochs on ``device`` (a device type: ``cpu`` or ``cuda``; ``mps`` has no figures)."""
+    epochs on ``device`` (a device type: ``cpu`` or ``cuda``; ``mps`` has no figures). ``objectives`` named twice
+    train one model. On a CPU the time is scaled to ``machine`` (None: :func:`current_machine`, this machine
+    now: the threads model work gets and the load average; :func:`cpu_share`)."""
+    objectives = tuple(dict.fromkeys(objectives))  # as the study trains them: one model per objective
     rate = THROUGHPUT.get((model, device))
     images = TRAIN_IMAGES.get(dataset)
     if rate is None or images is None:
         return TrainingEstimate(model, device, len(objectives), None, None)
     from relu_core.training import HOLDOUT_FRACTION  # the package imports this module's siblings, not this one
 
+    if device == "cpu":
+        machine = current_machine() if machine is None else machine
+        rate *= cpu_share(machine)
+    else:
+        machine = None
     per_epoch = math.ceil(images * (1.0 - HOLDOUT_FRACTION)) / rate
     each = [per_epoch * epochs * (2.0 if name in TWO_BATCHES else 1.0) for name in objectives]
-    return TrainingEstimate(model, device, len(objectives), float(sum(each)), max(each, default=0.0))
+    return TrainingEstimate(model, device, len(objectives), float(sum(each)), max(each, default=0.0), machine)
 
 
-def cpu_warning(model: str, dataset: str, objectives: Sequence[str], epochs: int) -> str | None:
+def cpu_warning(
+    model: str, dataset: str, objectives: Sequence[str], epochs: int, *, machine: Machine | None = None
+) -> str | None:
     """The warning a page shows before training ``model`` on a CPU when one model would take longer than
-    :data:`WARN_SECONDS`, naming the data set's CPU network and its time at its own recipe's cap; None otherwise."""
-    guess = estimate(model, dataset, objectives, epochs, "cpu")
+    :data:`WARN_SECONDS` (on ``machine``, None: this machine now), naming the data set's CPU network and its
+    time at its own recipe's cap; None otherwise."""
+    machine = current_machine() if machine is None else machine
+    guess = estimate(model, dataset, objectives, epochs, "cpu", machine=machine)
     if not guess.too_long_for_a_cpu:
         return None
     from relu_core import models
@@ -109,7 +184,8 @@ def cpu_warning(model: str, dataset: str, objectives: Sequence[str], epochs: int
     )
     cpu_network = models.trainable_models(dataset, gpu=False)[0]
     recipe = recipes.get(recipes.default_for(dataset))
-    cpu_guess = estimate(cpu_network, dataset, objectives, recipes.default_epochs(recipe, cpu_network), "cpu")
+    cpu_epochs = recipes.default_epochs(recipe, cpu_network)
+    cpu_guess = estimate(cpu_network, dataset, objectives, cpu_epochs, "cpu", machine=machine)
     if cpu_network != model and cpu_guess.per_model_seconds is not None:
         text += (
             f" {cpu_network} is this data set's CPU network (up to about {duration(cpu_guess.per_model_seconds)} a "
