@@ -30,7 +30,14 @@ available = objectives.trainable_datasets(gpu)
 if not available:
     answer_slot.info("No data set with a training split is on this machine (Fashion-MNIST, digits or CIFAR-10).")
     st.stop()
-default_dataset = "fashion-mnist" if "fashion-mnist" in available else next(iter(available))
+run_dataset = frame.current_run().dataset_name  # the page opens on the current run's data set where it can train
+if run_dataset not in available:
+    run_dataset = None
+default_dataset = run_dataset or ("fashion-mnist" if "fashion-mnist" in available else next(iter(available)))
+if st.session_state.get(session.OBJ_OPENED_FOR) != st.session_state[session.RUN_ID]:  # a run made current since
+    st.session_state[session.OBJ_OPENED_FOR] = st.session_state[session.RUN_ID]
+    if run_dataset is not None:
+        st.session_state[session.OBJ_DATASET] = run_dataset
 
 
 def _defaults_for(dataset: str, model: str, recipe: str) -> int:
@@ -134,8 +141,14 @@ options = {  # the arguments of objectives_study, and the settings its result is
 }
 # The time this choice takes, from throughput measured per network and device; on a CPU a network meant for a
 # GPU is named as such before anyone waits hours for it.
-guess = estimate.estimate(model, dataset, options["objectives"], options["epochs"], "cuda" if gpu else "cpu")
-if not gpu and (warning := estimate.cpu_warning(model, dataset, options["objectives"], options["epochs"])):
+# On a CPU the measured throughput is scaled to this machine now: the threads the training gets and the load.
+machine = None if gpu else estimate.current_machine()
+guess = estimate.estimate(
+    model, dataset, options["objectives"], options["epochs"], "cuda" if gpu else "cpu", machine=machine
+)
+if not gpu and (
+    warning := estimate.cpu_warning(model, dataset, options["objectives"], options["epochs"], machine=machine)
+):
     st.warning(warning)
 result = jobbox.study_run(
     session.OBJECTIVES_PAGE,

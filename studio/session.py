@@ -291,6 +291,8 @@ OBJ_RECIPE = "obj_recipe"
 OBJ_DEFAULTED_FOR = "obj_defaulted_for"
 #: The plain copy of the page's settings (:func:`restore`, :func:`keep`).
 OBJ_KEPT = "obj_kept"
+#: The current run the page last opened on: a run made current since opens it on that run's data set.
+OBJ_OPENED_FOR = "obj_opened_for"
 #: The page's widgets tied to the shared settings (:func:`share`).
 OBJ_SHARED = {OBJ_SEEDS: "seeds"}
 #: The prefix (:func:`item_key`) of a row's "open in Explore" button (with the objective's name).

@@ -1,0 +1,30 @@
+"""The training-objectives page in AppTest (app_pages/Objectives.py, through app.py): it opens on the current run's
+data set, and its estimate is scaled to this machine as the training would find it (issue 43)."""
+
+from __future__ import annotations
+
+import pytest
+
+from studio import session
+
+pytestmark = pytest.mark.slow
+
+
+def _dataset(at) -> str:
+    return next(box for box in at.selectbox if box.key == session.OBJ_DATASET).value
+
+
+def test_the_page_opens_on_the_current_runs_data_set_and_says_the_machine(digits_run, pages, monkeypatch) -> None:
+    monkeypatch.setenv("RELU_STUDIO_MODEL_THREADS", "1")
+    at = pages.open("Objectives.py", digits_run)
+    pages.ok(at)
+    assert _dataset(at) == "digits"  # it opened on Fashion-MNIST with another data set's run current
+    hint = " ".join(info.value for info in at.info)
+    assert "Press **Run the study**" in hint and "scaled to this machine now: 1 model thread, load" in hint
+    # a data set chosen here stays chosen while the current run stays
+    next(box for box in at.selectbox if box.key == session.OBJ_DATASET).set_value("fashion-mnist")
+    at.run()
+    pages.ok(at)
+    assert _dataset(at) == "fashion-mnist"
+    at.run()
+    assert _dataset(at) == "fashion-mnist"
