@@ -192,8 +192,10 @@ st.markdown("**FPR95 by detector** (mean (std) over the split seeds; * the row's
 st.dataframe(result.fpr_table(), hide_index=True)
 reference = result.reference_table()
 if not reference.empty:
-    st.markdown(f"**Beside the {paper_table.LABEL}** (FPR95 in %, ours − the paper's in brackets)")
+    st.markdown(f"**{paper_table.objectives_heading()}**")
     st.dataframe(reference, hide_index=True)
+    for note in sorted({paper_table.images_note(row.run.source) for row in result.rows if row.run} - {None}):
+        st.caption(note)
 missing = paper_table.not_recorded(result.dataset, result.model, [row.objective for row in result.rows])
 if missing:
     st.caption(missing)

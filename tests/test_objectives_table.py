@@ -1,6 +1,6 @@
 """The training-objectives table without training (synthetic runs): the answer in one sentence from the paired
-verdicts, the narrow summary table, the paper's reference rows where data set and network match (injected here:
-the project records none), and what the command prints where it has none."""
+verdicts, the narrow summary table, the paper's Table 1 rows of the data set (every network, each number the
+shipped CSV's), and what the command prints where the paper has none."""
 
 from __future__ import annotations
 
@@ -91,46 +91,54 @@ def test_the_summary_puts_the_answer_in_narrow_columns(cifar_like) -> None:
     ]
 
 
-def test_the_recorded_paper_row_is_the_issue_s_quotation_and_says_so(cifar_like) -> None:
-    (quoted,) = paper_table.TABLE1
-    assert (quoted.dataset, quoted.model, quoted.objective) == ("cifar10", "resnet34_cifar", "mixup")
-    assert quoted.accuracy is None and quoted.fpr95 == {"doctor": 26.8, "relu": 19.0}
-    assert "issue 35" in quoted.source and "not read in the paper" in quoted.source
+def test_the_paper_rows_of_the_data_set_show_under_ours_every_network_labelled(cifar_like) -> None:
+    """Every network's Table 1 row of the data set and objective, each number the CSV's, labelled with its table;
+    ours − the paper's row of our network in brackets; the other network's row says it differs from ours."""
     table = cifar_like.reference_table()
-    paper = table[table["row"] == paper_table.LABEL].iloc[0]
-    assert (paper["accuracy"], paper["MSP FPR95 %"], paper["Rel-U FPR95 %"]) == ("not given", "not given", "19.0")
-    printed = studies_cli.format_objectives(cifar_like)
-    # the objective without a recorded row is named; the one with it is not
-    note = paper_table.not_recorded("cifar10", "resnet34_cifar", ["cross-entropy", "mixup"])
-    assert note in printed and "cross-entropy" in note and "mixup" not in note
-    assert paper_table.not_recorded("cifar10", "resnet34_cifar", ["mixup"]) is None
-    assert paper_table.not_recorded("cifar10", "resnet9", ["cross-entropy"]) is None  # not the paper's network
-
-
-def test_the_paper_rows_show_under_ours_with_the_difference(cifar_like, monkeypatch) -> None:
-    monkeypatch.setattr(paper_table, "TABLE1", ())
-    assert cifar_like.reference_rows() == [] and cifar_like.reference_table().empty  # none recorded
-    assert paper_table.NOT_RECORDED in studies_cli.format_objectives(cifar_like)
-    injected = paper_table.PaperRow(
-        "cifar10", "resnet34_cifar", "mixup", 95.0, {"msp": 30.0, "doctor": 26.0, "relu": 20.0}, "a test, not the paper"
-    )
-    monkeypatch.setattr(paper_table, "TABLE1", (injected,))
-    table = cifar_like.reference_table()
-    assert list(table["row"]) == ["ours", "ours, oracle", paper_table.LABEL]
-    assert list(table["objective"]) == ["mixup"] * 3
-    ours = cifar_like.rows[1]
+    label = paper_table.LABEL
+    assert list(table["row"]) == ["ours", "ours, oracle", label, label] * 2
+    assert list(table["objective"]) == ["cross-entropy"] * 4 + ["mixup"] * 4
+    assert list(table["network"]) == ["resnet34_cifar", "resnet34_cifar", "ResNet-34", "DenseNet-121"] * 2
+    csv_rows = {(r.network, r.objective): r for r in paper_table.rows("table1") if r.dataset == "CIFAR-10"}
+    for line in table[table["row"] == label].to_dict(orient="records"):
+        paper = csv_rows[(line["network"], {"cross-entropy": "CrossEntropy", "mixup": "Mixup"}[line["objective"]])]
+        assert line["accuracy %"] == f"{paper.accuracy:.1f}"
+        for key, name in zip(objectives.TABLE_KEYS, paper_table.DETECTOR_NAMES, strict=True):
+            value = paper.values[f"{key}_fpr95"]
+            assert line[f"{name} FPR95 %"] == f"{value.mean:.1f} ({value.std:.1f})"
+        same = line["network"] == "ResNet-34"
+        assert line["note"].endswith("the same network as ours") == same
+        assert ("a different network from ours (resnet34_cifar)" in line["note"]) == (not same)
+    ours = cifar_like.rows[1]  # mixup: the paper's ResNet-34 row has Rel-U 19.0
     relu = 100 * ours.result.mean("relu", "fpr95")
-    assert table.iloc[0]["Rel-U FPR95 %"] == f"{relu:.1f} ({relu - 20.0:+.1f})"
-    assert table.iloc[1]["Rel-U FPR95 %"].startswith(f"{100 * ours.oracle.mean('relu', 'fpr95'):.1f} (")
-    assert table.iloc[0]["ODIN FPR95 %"] == f"{100 * ours.result.mean('odin', 'fpr95'):.1f}"  # the paper gave none
-    assert table.iloc[2]["ODIN FPR95 %"] == "not given" and table.iloc[2]["source"] == "a test, not the paper"
+    assert table.iloc[4]["Rel-U FPR95 %"] == f"{relu:.1f} ({relu - 19.0:+.1f})"
+    assert table.iloc[5]["Rel-U FPR95 %"].startswith(f"{100 * ours.oracle.mean('relu', 'fpr95'):.1f} (")
     printed = studies_cli.format_objectives(cifar_like)
-    assert paper_table.LABEL in printed and paper_table.NOT_RECORDED not in printed
-    assert "cross-entropy are not recorded" in printed  # the objective the injected table lacks
-    assert cifar_like.to_dict()["paper_reference"][0]["label"] == paper_table.LABEL
+    assert paper_table.objectives_heading() in printed and "five-best" in printed
+    assert paper_table.not_recorded("cifar10", "resnet34_cifar", ["cross-entropy", "mixup"]) is None
+    record = cifar_like.to_dict()["paper_reference"]
+    assert [(r["network"], r["objective"]) for r in record] == [
+        ("ResNet-34", "CrossEntropy"),
+        ("DenseNet-121", "CrossEntropy"),
+        ("ResNet-34", "Mixup"),
+        ("DenseNet-121", "Mixup"),
+    ]
+    assert record[2]["label"] == label and record[2]["values"]["relu_fpr95"]["mean"] == 19.0
+    assert record[2]["accuracy_percent"] == 96.1 and "different network" in record[3]["network_note"]
+
+
+def test_another_network_still_sees_the_paper_s_rows_and_a_data_set_without_says_so(cifar_like) -> None:
     other = _result(cifar_like.rows, dataset="cifar10", model="resnet9")
-    assert other.reference_rows() == []  # not one of the paper's networks
-    assert paper_table.NOT_RECORDED not in studies_cli.format_objectives(other)
+    table = other.reference_table()
+    assert set(table.loc[table["row"] == paper_table.LABEL, "network"]) == {"ResNet-34", "DenseNet-121"}
+    notes = table.loc[table["row"] == paper_table.LABEL, "note"]
+    assert len(notes) == 4 and all("different network from ours (resnet9)" in n for n in notes)
+    assert "(+" not in table.iloc[0]["Rel-U FPR95 %"] and "(-" not in table.iloc[0]["Rel-U FPR95 %"]
+    elsewhere = _result(cifar_like.rows, dataset="fashion-mnist", model="cnn28")
+    assert elsewhere.reference_rows() == [] and elsewhere.reference_table().empty
+    printed = studies_cli.format_objectives(elsewhere)
+    assert paper_table.no_table("table1", "fashion-mnist") in printed
+    assert elsewhere.to_dict()["paper_reference"] == []
 
 
 @pytest.mark.slow

@@ -162,6 +162,8 @@ def _check_wheel_contents(wheel: Path) -> None:
     assert outside == [], f"the wheel holds more than relu_core: {outside[:10]}"
     sources = {p.relative_to(REPO).as_posix() for p in (REPO / "relu_core").rglob("*.py")}
     assert sources - set(names) == set(), "the wheel misses modules of relu_core"
+    tables = {p.relative_to(REPO).as_posix() for p in (REPO / "relu_core" / "reference" / "paper").glob("*.csv")}
+    assert len(tables) == 6 and tables - set(names) == set(), "the wheel misses the paper's tables"
     requires = {line.removeprefix("Requires-Dist: ") for line in metadata.splitlines() if line.startswith("Requires")}
     for text in PYPROJECT["dependencies"]:
         assert str(Requirement(text)) in requires, f"the wheel's metadata does not declare {text}"
@@ -213,6 +215,9 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart_and_the_cl
     # an installed package caches in the user's cache directory, never in site-packages
     assert any((tmp_path / "user-cache" / "relu-studio").rglob("*"))
     assert not (Path(site) / "data_cache").exists()
+    # the paper's tables are read from the installed package
+    read = "from relu_core.studies import paper_table as p; print(sum(len(p.rows(k)) for k in p.TABLES))"
+    assert run("-c", read).strip() == "193"
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 4, 600)

@@ -365,7 +365,9 @@ def format_objectives(result) -> str:
     ]
     reference = result.reference_table()
     if not reference.empty:
-        lines += ["", f"Beside the {paper_table.LABEL}:", reference.to_string(index=False)]
+        lines += ["", paper_table.objectives_heading(), reference.to_string(index=False)]
+        jpeg = {paper_table.images_note(row.run.source) for row in result.rows if row.run is not None} - {None}
+        lines += [f"Note: {note}" for note in sorted(jpeg)]
     missing = paper_table.not_recorded(result.dataset, result.model, [row.objective for row in result.rows])
     if missing:
         lines += ["", missing]
@@ -404,7 +406,30 @@ def handle(args: argparse.Namespace, bar) -> int:
         written = write_outputs(result, args.out, run)
         print(f"wrote {len(written)} files to {args.out}", file=sys.stderr)
     if args.json:
-        print(json.dumps(_with_run(result, run), indent=1))
+        print(json.dumps(_with_paper(_with_run(result, run), result, run), indent=1))
     else:
         print(f"Run: {run.source or 'logits'} (run id {run.run_id})\n{format_result(result)}")
+        print(_paper_text(result, run), end="")
     return 0
+
+
+def _with_paper(record: dict, result, run) -> dict:
+    """``record`` with the paper's rows of the study (``paper_reference``; the calibration study's only)."""
+    from relu_core.studies import calibration
+
+    if result.study != calibration.NAME:
+        return record
+    return {**record, "paper_reference": calibration.paper_reference_dict(run)}
+
+
+def _paper_text(result, run) -> str:
+    """The paper's rows beside ours, for the studies the paper has a table of (calibration), else ""."""
+    from relu_core.studies import calibration
+
+    if result.study != calibration.NAME:
+        return ""
+    frame, notes = calibration.paper_reference(result, run)
+    lines = [""]
+    if not frame.empty:
+        lines += [calibration.paper_heading(), frame.to_string(index=False)]
+    return "\n".join(lines + notes) + "\n"

@@ -232,3 +232,79 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
         )
 
     return common.study(NAME, TITLE, run, key, sweep)
+
+
+# ------------------------------------------------------------------------------------- the paper's table beside ours
+
+#: The paper's calibration columns (``tab:calibration``) and their headers here, in the paper's units.
+PAPER_COLUMNS = {
+    "ece_T1": "ECE, T = 1",
+    "ece_calibrated": "ECE, calibrated",
+    "doctor_uncal_fpr95": "Doctor FPR95 %, T = 1",
+    "doctor_cal_fpr95": "Doctor FPR95 %, calibrated",
+    "relu_uncal_fpr95": "Rel-U FPR95 %, T = 1",
+    "relu_cal_fpr95": "Rel-U FPR95 %, calibrated",
+}
+#: The summary's quantity behind each paper column (state ``uncalibrated``/``calibrated``, and whether the value
+#: is a fraction turned into % for the paper's units).
+_OURS = {
+    "ece_T1": ("ECE", "uncalibrated", False),
+    "ece_calibrated": ("ECE", "calibrated", False),
+    "doctor_uncal_fpr95": (f"{base.DOCTOR} {metric_info.get('fpr95').name}", "uncalibrated", True),
+    "doctor_cal_fpr95": (f"{base.DOCTOR} {metric_info.get('fpr95').name}", "calibrated", True),
+    "relu_uncal_fpr95": (f"{base.RELU} {metric_info.get('fpr95').name}", "uncalibrated", True),
+    "relu_cal_fpr95": (f"{base.RELU} {metric_info.get('fpr95').name}", "calibrated", True),
+}
+
+
+def paper_heading() -> str:
+    """The line above the paper's calibration rows: label, units, selection."""
+    from relu_core.studies import paper_table
+
+    return paper_table.heading(
+        "calibration", "ECE as a fraction and FPR95 in %, the paper's units (our FPR95 converted from fractions)"
+    )
+
+
+def paper_reference(result: base.StudyResult, run) -> tuple[pd.DataFrame, list[str]]:
+    """Our calibration summary beside the paper's ``tab:calibration`` rows of the run's data set (every network,
+    the run's first), in the paper's units (ECE a fraction, FPR95 in %, mean (std)), each paper row labelled with
+    its table and a note naming the paper's network (and saying so where ours differs); and the lines to show
+    under it (the data set without a paper row: one line; our JPEG test images)."""
+    from relu_core.studies import paper_table
+
+    dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
+    found = paper_table.calibration_rows(dataset, model=model)
+    if not found:
+        return pd.DataFrame(), [paper_table.no_table("calibration", dataset)]
+    summary = result.tables["summary"].set_index("quantity")
+    ours = {"row": "ours", "network": model or "logits only", "accuracy %": ""}
+    for column, header in PAPER_COLUMNS.items():
+        quantity, state, percent = _OURS[column]
+        scale = 100.0 if percent else 1.0
+        mean, std = summary.loc[quantity, f"{state}_mean"] * scale, summary.loc[quantity, f"{state}_std"] * scale
+        ours[header] = f"{mean:.1f} ({std:.1f})" if percent else f"{mean:.3f} ({std:.3f})"
+    ours["note"] = "mean (std) over our seeds"
+    lines = [ours]
+    for row in found:
+        line = {"row": row.label, "network": row.network, "accuracy %": row.accuracy_text()}
+        for column, header in PAPER_COLUMNS.items():
+            line[header] = row.value(column).text()
+        line["note"] = paper_table.network_note(row, model)
+        lines.append(line)
+    notes = [note for note in (paper_table.images_note(getattr(run, "source", "")),) if note]
+    return pd.DataFrame(lines), notes
+
+
+def paper_reference_dict(run) -> dict[str, object]:
+    """The paper's calibration rows of the run's data set for a JSON output: heading, rows (``PaperRow.to_dict``
+    with the network note), or the one line saying the paper has none."""
+    from relu_core.studies import paper_table
+
+    dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
+    found = paper_table.calibration_rows(dataset, model=model)
+    return {
+        "heading": paper_heading(),
+        "rows": [{**row.to_dict(), "network_note": paper_table.network_note(row, model)} for row in found],
+        "note": None if found else paper_table.no_table("calibration", dataset),
+    }

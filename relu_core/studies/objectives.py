@@ -10,8 +10,9 @@ by k-fold cross-validation inside the tuning part (``protocol.evaluate_with_sele
 part; ``selection="fixed"`` keeps T = 1 (ODIN 1000) and λ = 0.5. Under selection the Rel-U − Doctor interval is
 conditional on the settings each seed selected (it does not resample the selection). Beside the honest selection
 the table shows the **oracle** one (T and λ selected on the evaluation split, as the paper's tables were, labelled
-"oracle" wherever it appears), so a reader sees how much of an advantage is selection; and where data set and
-network are one of the paper's Table 1 (:mod:`relu_core.studies.paper_table`), the paper's own row beneath ours.
+"oracle" wherever it appears), so a reader sees how much of an advantage is selection; and where the data set is one
+of the paper's Table 1 (:mod:`relu_core.studies.paper_table`), the paper's rows of it beneath ours, every network,
+each naming its network and accuracy and saying so where ours differs.
 """
 
 from __future__ import annotations
@@ -214,30 +215,53 @@ class ObjectivesResult:
         )
 
     def reference_rows(self) -> list[paper_table.PaperRow]:
-        """The paper's Table 1 rows for this data set, network and these objectives (empty when none match)."""
-        return paper_table.rows_for(self.dataset, self.model, [row.objective for row in self.rows])
+        """The paper's Table 1 rows for this data set and these objectives, every network of the paper (ours
+        first where it is one of them); empty when the paper has no row of the data set."""
+        return paper_table.objective_rows(self.dataset, [row.objective for row in self.rows], model=self.model)
 
     def reference_table(self) -> pd.DataFrame:
-        """Per objective with a paper row: ours (honest selection, then oracle) and the paper's (labelled, with
-        where it came from), FPR95 of MSP, ODIN, Doctor and Rel-U in %, and ours − the paper's."""
+        """Per objective with paper rows: ours (honest selection, then oracle) and the paper's (labelled with its
+        table, network, accuracy, and a note where its network differs from ours), FPR95 of MSP, ODIN, Doctor
+        and Rel-U in % (the paper's units; ours converted from fractions). Where the paper has our network, ours −
+        that row's value follows ours in brackets."""
         out = []
-        ours = {row.objective: row for row in self.rows}
-        for ref in self.reference_rows():
-            row = ours[ref.objective]
+        references = self.reference_rows()
+        for row in self.rows:
+            objective, alias_note = paper_table.objective_of(row.objective)
+            refs = [ref for ref in references if ref.objective == objective]
+            if not refs:
+                continue
+            same = next((ref for ref in refs if ref.model == self.model), None)
             for label, result in (("ours", row.result), (f"ours, {ORACLE}", row.oracle)):
                 if result is None:
                     continue
-                line = {"objective": ref.objective, "row": label, "accuracy": f"{100 * row.accuracy:.1f}"}
+                line = {
+                    "objective": row.objective,
+                    "row": label,
+                    "network": self.model,
+                    "accuracy %": f"{100 * row.accuracy:.1f}",
+                }
                 for key, name in zip(TABLE_KEYS, paper_table.DETECTOR_NAMES, strict=True):
                     value = 100 * result.mean(key, "fpr95")
-                    paper = ref.fpr95.get(key)
-                    line[f"{name} FPR95 %"] = f"{value:.1f}" + ("" if paper is None else f" ({value - paper:+.1f})")
+                    paper = None if same is None else same.fpr95(key)
+                    gap = "" if paper is None else f" ({value - paper.mean:+.1f})"
+                    line[f"{name} FPR95 %"] = f"{value:.1f}{gap}"
+                line["note"] = "" if same is None else f"(ours − the paper's {same.network} row)"
                 out.append(line)
-            line = {"objective": ref.objective, "row": paper_table.LABEL, "accuracy": _maybe(ref.accuracy)}
-            for key, name in zip(TABLE_KEYS, paper_table.DETECTOR_NAMES, strict=True):
-                line[f"{name} FPR95 %"] = _maybe(ref.fpr95.get(key))
-            line["source"] = ref.source
-            out.append(line)
+            for ref in refs:
+                line = {
+                    "objective": row.objective,
+                    "row": ref.label,
+                    "network": ref.network,
+                    "accuracy %": _maybe(ref.accuracy),
+                }
+                for key, name in zip(TABLE_KEYS, paper_table.DETECTOR_NAMES, strict=True):
+                    value = ref.fpr95(key)
+                    line[f"{name} FPR95 %"] = "not given" if value is None else value.text()
+                line["note"] = "; ".join(
+                    part for part in (paper_table.network_note(ref, self.model), alias_note) if part
+                )
+                out.append(line)
         return pd.DataFrame(out)
 
     def to_dict(self) -> dict[str, object]:
@@ -271,7 +295,10 @@ class ObjectivesResult:
                 }
                 for row in self.rows
             },
-            "paper_reference": [ref.to_dict() for ref in self.reference_rows()],
+            "paper_reference": [
+                {**ref.to_dict(), "network_note": paper_table.network_note(ref, self.model)}
+                for ref in self.reference_rows()
+            ],
         }
 
 
