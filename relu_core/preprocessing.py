@@ -51,6 +51,9 @@ PAPER_EPSILONS: tuple[float, ...] = (
     0.0035,
     0.004,
 )
+#: The authors' ε grid (their ``src/RelU/main.py``: 0 to 0.004 in steps of 0.0005), the grid the honest selection
+#: searches by default where a run has its model (:func:`relu_core.protocol.evaluate_with_selection`).
+AUTHORS_EPSILONS: tuple[float, ...] = (0.0, 0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.0035, 0.004)
 #: The values of ``Detector.perturbation``: s = the detector's uncertainty, or s = max softmax(z / T).
 UNCERTAINTY, CONFIDENCE = "uncertainty", "confidence"
 
@@ -104,12 +107,7 @@ def perturbed_scores(
     setup = engine.inference(model, images, **options)
     check_detector(detector)
     if indices is not None:
-        indices = np.asarray(indices)
-        if indices.ndim != 1 or indices.dtype.kind not in "iu" or indices.size == 0:
-            raise InputError("indices must be a non-empty 1-D array of integers")
-        if indices.min() < -images.shape[0] or indices.max() >= images.shape[0]:
-            raise InputError(f"indices must lie in [0, {images.shape[0] - 1}]")
-        images = images[indices]
+        images = images[_check_indices(indices, images.shape[0])]
 
     from relu_core import models
 
@@ -144,6 +142,167 @@ def perturbed_scores(
         return {"uncertainty": np.asarray(detector.score(logits), dtype=np.float64)}
 
     return cache.cached("perturbed", key, compute)["uncertainty"]
+
+
+#: The most float32 logits one batched pass of :func:`perturbed_scores_grid` keeps at once (rows x ε x classes);
+#: more rows are scored in chunks.
+GRID_CHUNK_VALUES = 2**26
+
+
+def _check_epsilons(epsilons) -> tuple[float, ...]:
+    """The ε values as floats, each finite and >= 0, at least one, none repeated (InputError otherwise)."""
+    try:
+        values = tuple(float(e) for e in epsilons)
+    except (TypeError, ValueError):
+        raise InputError(f"epsilons must be numbers, got {epsilons!r}") from None
+    if not values:
+        raise InputError("give at least one ε")
+    bad = [e for e in values if not math.isfinite(e) or e < 0]
+    if bad:
+        raise InputError(f"ε must be a finite number >= 0, got {bad[0]!r}")
+    if len(set(values)) < len(values):
+        raise InputError(f"ε values must differ, got {', '.join(f'{e:g}' for e in values)}")
+    return values
+
+
+def perturbed_scores_grid(
+    model: nn.Module,
+    images: np.ndarray,
+    detector: Detector,
+    epsilons,
+    *,
+    indices: np.ndarray | None = None,
+    **options,
+) -> np.ndarray:
+    """Uncertainty (float64, shape ``(len(epsilons), n)``) of the fitted ``detector`` on the images (or
+    ``indices``) perturbed with every step in ``epsilons``, in two stages per batch: one backward pass gives
+    ``sign(-grad_x log s(x))`` (it depends on the detector and its setting, T and D*, never on ε), then one
+    forward pass per ε > 0 of ``x - eps * sign`` (ε = 0: the clean forward pass).
+
+    Row ``k`` equals :func:`perturbed_scores` with ``eps = epsilons[k]`` (the same arithmetic per batch: the
+    tests check it), at the cost of one backward pass instead of one per ε. Options as :func:`perturbed_scores`;
+    cached on disk per (weights, images, indices, normalisation, detector and its fitted state, the ε tuple,
+    precision, device type).
+    """
+    epsilons = _check_epsilons(epsilons)
+    setup = engine.inference(model, images, **options)
+    check_detector(detector)
+    if indices is not None:
+        images = images[_check_indices(indices, images.shape[0])]
+
+    from relu_core import models
+
+    key = {
+        "kind": "perturbed-scores-grid",
+        "weights": models.weights_hash(model),
+        "images": cache.array_digest(images),
+        "mean": setup.normalization.mean,
+        "std": setup.normalization.std,
+        "detector": _detector_key(detector),
+        "epsilons": list(epsilons),
+        "precision": setup.precision,
+        "device": setup.device.type,
+    }
+    steps = torch.tensor(epsilons, dtype=torch.float32)
+    need_grad = bool((steps > 0).any())
+
+    def grid_logits(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """The gradient sign once, then one forward pass per ε: (batch, E * C) float32 logits, ε-major."""
+        sign = None
+        if need_grad:
+            x.requires_grad_(True)
+            with engine.full_float32(x.device, setup.precision):
+                with torch.enable_grad():
+                    objective = log_score(detector, engine.forward(net, x, setup.precision)).sum()
+                (grad,) = torch.autograd.grad(objective, x)
+            x = x.detach()
+            sign = torch.sign(-grad)
+        outs = []
+        with torch.inference_mode():
+            for eps in epsilons:
+                outs.append(engine.forward(net, x if eps == 0 else x - eps * sign, setup.precision))
+        return torch.cat(outs, dim=1)
+
+    def compute() -> dict[str, np.ndarray]:
+        n = images.shape[0]
+        n_classes = None
+        scores = np.empty((len(epsilons), n), dtype=np.float64)
+        start = 0
+        chunk = n
+        while start < n:
+            part = images[start : start + chunk]
+            flat = setup.outputs(grid_logits, part, f"input pre-processing ({len(epsilons)} ε, one gradient)")
+            n_classes = flat.shape[1] // len(epsilons)
+            for k, block in enumerate(np.split(flat, len(epsilons), axis=1)):
+                scores[k, start : start + part.shape[0]] = np.asarray(detector.score(block), dtype=np.float64)
+            start += part.shape[0]
+            chunk = max(1, GRID_CHUNK_VALUES // (len(epsilons) * n_classes))
+        return {"uncertainty": scores}
+
+    return cache.cached("perturbed-grid", key, compute)["uncertainty"]
+
+
+def _check_indices(indices, n: int) -> np.ndarray:
+    indices = np.asarray(indices)
+    if indices.ndim != 1 or indices.dtype.kind not in "iu" or indices.size == 0:
+        raise InputError("indices must be a non-empty 1-D array of integers")
+    if indices.min() < -n or indices.max() >= n:
+        raise InputError(f"indices must lie in [0, {n - 1}]")
+    return indices
+
+
+class Perturbation:
+    """The ``perturbation`` :func:`relu_core.protocol.evaluate_with_selection` and ``grid_search`` take: a run's
+    model and images, called as ``perturbation(fitted detector, rows, epsilons)`` -> float64
+    ``(len(epsilons), len(rows))`` uncertainty of the rows' inputs perturbed with each ε
+    (:func:`perturbed_scores_grid`: one backward pass per call, one forward pass per ε).
+
+    ``engine_kw`` go to the engine (device, batch_size, precision, progress, cancel). ``calls``,
+    ``backward_images`` and ``forward_images`` count the work asked of it (cache hits included), ``seconds`` the
+    time spent in it: what ε selection cost. Made by :func:`make_perturbation`, which refuses a run without its
+    model and images.
+    """
+
+    def __init__(self, run: Run, **engine_kw) -> None:
+        self.run = run
+        self.engine_kw = engine_kw
+        self.calls = 0
+        self.backward_images = 0
+        self.forward_images = 0
+        self.seconds = 0.0
+
+    def __call__(self, detector: Detector, rows: np.ndarray, epsilons) -> np.ndarray:
+        import time
+
+        started = time.perf_counter()
+        epsilons = _check_epsilons(epsilons)
+        rows = np.asarray(rows)
+        scores = perturbed_scores_grid(
+            self.run.model,
+            self.run.images,
+            detector,
+            epsilons,
+            indices=rows,
+            mean=self.run.mean,
+            std=self.run.std,
+            **self.engine_kw,
+        )
+        self.calls += 1
+        self.backward_images += rows.size if any(e > 0 for e in epsilons) else 0
+        self.forward_images += rows.size * len(epsilons)
+        self.seconds += time.perf_counter() - started
+        return scores
+
+
+NO_MODEL = "input pre-processing needs the model and the images: uploaded logits cannot be perturbed"
+
+
+def make_perturbation(run: Run, **engine_kw) -> Perturbation:
+    """The :class:`Perturbation` of ``run`` for ε selection; InputError (one line) for a run of logits only
+    (an upload, a stored logits file) or an ONNX run (no gradients)."""
+    if run.model is None or run.images is None:
+        raise InputError(f"ε selection: {NO_MODEL}")
+    return Perturbation(run, **engine_kw)
 
 
 def make_perturbed_scorer(run: Run, eps: float, **engine_kw) -> Callable[[Detector, np.ndarray], np.ndarray]:

@@ -60,6 +60,13 @@ FPR_CONVENTIONS: dict[str, str] = {
 FPR_CONVENTION = FPR_CONVENTIONS["correct"]
 
 PerturbedScorer = Callable[[object, np.ndarray], np.ndarray]
+#: ``perturbation(fitted detector, rows, epsilons) -> (len(epsilons), len(rows))`` float64 uncertainty of the rows'
+#: inputs pre-processed with each ε: what ε selection calls (:class:`relu_core.preprocessing.Perturbation`, made from
+#: a run with its model and images by :func:`relu_core.preprocessing.make_perturbation`).
+Perturbation = Callable[[object, np.ndarray, tuple[float, ...]], np.ndarray]
+#: The authors' ε grid (``relu_core.preprocessing.AUTHORS_EPSILONS``, repeated here so the formulas layer needs no
+#: torch); a test checks the two agree.
+AUTHORS_EPSILONS: tuple[float, ...] = (0.0, 0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.0035, 0.004)
 
 
 # --------------------------------------------------------------------------------------------- splits
@@ -302,6 +309,17 @@ class EvaluationResult:
     fpr_positive: str = "correct"
     eps: float = 0.0
     paired: dict[str, stats.PairedDifference] | None = None
+    #: With ε selection (``evaluate_with_selection(epsilons=...)``): the ε grid searched, and per detector the ε
+    #: selected on each seed (0 for a detector without input pre-processing); None otherwise.
+    eps_grid: tuple[float, ...] | None = None
+    eps_per_seed: dict[str, list[float]] | None = None
+
+    @property
+    def eps_label(self) -> str:
+        """How ε was set, in words: ``"ε = 0.001"``, or the grid searched (:func:`describe_eps_grid`)."""
+        if self.eps_grid is None:
+            return f"input pre-processing ε = {self.eps:g}"
+        return f"input pre-processing ε selected like T over {describe_eps_grid(self.eps_grid)}"
 
     @property
     def fpr_convention(self) -> str:
@@ -325,9 +343,11 @@ class EvaluationResult:
         used = {
             "temperature": _seed_values([t for t, _ in self.params[key]]),
             "lambda": _seed_values([lam for _, lam in self.params[key]]),
-            "eps": self.eps,
+            "eps": self.eps if self.eps_per_seed is None else _seed_values(self.eps_per_seed[key]),
             "settings_searched": self.n_settings[key],
         }
+        if self.eps_grid is not None:
+            used["eps_grid"] = list(self.eps_grid) if eps_searchable(key) else [0.0]
         if detectors.REGISTRY[key].can_fall_back:
             used["hamming_fallback"] = _seed_values(self.fallback[key])
         return used
@@ -378,7 +398,9 @@ class GridResult:
     """Scores of one detector over a temperature x lam grid and the selected pair.
 
     ``table[i, j]`` is the criterion for ``temperatures[i]`` and ``lambdas[j]`` (one column, and
-    ``lambdas == ()``, for detectors without lam). Ties go to the first pair in grid order.
+    ``lambdas == ()``, for detectors without lam). Ties go to the first pair in grid order. With an ε grid
+    (``epsilons`` non-empty) ``table[i, j, k]`` is the criterion at ``epsilons[k]`` too and ``best_eps`` the
+    selected ε (ties: the first (T, lam, ε) in grid order); without one, ``epsilons == ()`` and ``best_eps`` 0.
     """
 
     method: str
@@ -390,6 +412,8 @@ class GridResult:
     best_temperature: float
     best_lam: float | None
     n_folds: int | None = None
+    epsilons: tuple[float, ...] = ()
+    best_eps: float = 0.0
 
 
 # ---------------------------------------------------------------------------------------- internals
@@ -773,17 +797,33 @@ def _grid_table(
     criterion: str,
     holdout: bool,
     positive: str = "correct",
+    epsilons: tuple[float, ...] = (),
+    perturbation: Perturbation | None = None,
 ) -> np.ndarray:
-    """Mean criterion over the ``score_groups`` for every (T, lam), with one softmax per T.
+    """Mean criterion over the ``score_groups`` for every (T, lam) [, ε], with one softmax per T.
 
     ``holdout=True`` (cross-validation): the groups partition ``fit_idx`` and each group is scored by
     the detector fitted on ``fit_idx`` minus that group; the fold's second moments are the totals minus
     the group's sums. ``holdout=False`` (oracle): fitted on all of ``fit_idx``, scored on each group.
     Rel-U's D* comes from those sums for every lam at once; another learned detector is refitted per cell.
+
+    With ``epsilons`` (and ``perturbation``) the table is (T, lam, ε): ε = 0 is scored from the clean logits,
+    every ε > 0 of a cell by one ``perturbation(detector, group, positive ε)`` call, that is one backward pass
+    over the group for the cell's detector (its T and D*) and one forward pass per ε.
     """
     cls = detectors.REGISTRY[method]
     moments = issubclass(cls, detectors.RelU)
-    table = np.zeros((len(temperatures), len(lambdas) or 1))
+    steps = epsilons or (0.0,)
+    positive_eps = tuple(e for e in steps if e > 0)
+    table = np.zeros((len(temperatures), len(lambdas) or 1, len(steps)))
+
+    def add(i: int, j: int, detector: detectors.Detector | None, clean: np.ndarray, group, c_score) -> None:
+        """The cell's criterion at every ε: the clean scores at ε = 0, the perturbed ones at each ε > 0."""
+        perturbed = iter(perturbation(detector, group, positive_eps)) if positive_eps else iter(())
+        for k, eps in enumerate(steps):
+            scores = clean if eps == 0 else np.asarray(next(perturbed), dtype=np.float64)
+            table[i, j, k] += _criterion_value(criterion, scores, c_score, positive)
+
     for i, t in enumerate(temperatures):
         if moments:
             probs = cache(t)
@@ -800,13 +840,59 @@ def _grid_table(
                 for j, lam in enumerate(lambdas):
                     d = _relu_matrix_from_sums(*sums, lam)
                     scores = cache.tied_equal(group, detectors.quadratic_score(p_score, d))
-                    table[i, j] += _criterion_value(criterion, scores, c_score, positive)
+                    add(i, j, _relu_with_matrix(t, lam, d) if positive_eps else None, scores, group, c_score)
             else:
                 fit_rows = np.setdiff1d(fit_idx, group) if holdout else fit_idx
                 for j, lam in enumerate(lambdas or (0.5,)):
                     detector = _fit(detectors.make_detector(method, temperature=t, lam=lam), cache, correct, fit_rows)
-                    table[i, j] += _criterion_value(criterion, _score(detector, cache, group), c_score, positive)
-    return table / len(score_groups)
+                    add(i, j, detector, _score(detector, cache, group), group, c_score)
+    table /= len(score_groups)
+    return table if epsilons else table[:, :, 0]
+
+
+def _relu_with_matrix(temperature: float, lam: float, matrix: np.ndarray) -> detectors.RelU:
+    """A Rel-U detector at ``temperature`` holding the fold's ``matrix`` (D* at ``lam``), as its fit would."""
+    detector = detectors.RelU(lam=lam, temperature=temperature)
+    detector.lam_, detector.matrix_, detector.fallback_ = float(lam), matrix, detectors.is_fallback(matrix)
+    return detector
+
+
+def eps_searchable(method: str) -> bool:
+    """Whether ε selection searches an ε grid for ``method``: it has hyperparameters to select (``grids``) and
+    an input pre-processing (``perturbation``): Rel-U, Doctor and ODIN; MSP (no setting, as in the authors'
+    code), Entropy and Energy (no pre-processing) are evaluated at ε = 0."""
+    cls = detectors.REGISTRY[detectors.detector_key(method)]
+    return bool(cls.grids) and cls.perturbation is not None
+
+
+def check_epsilons(epsilons: Sequence[float]) -> tuple[float, ...]:
+    """The ε grid of a selection as a sorted tuple of distinct floats, each finite and >= 0; InputError
+    otherwise (an empty grid, a negative or repeated value)."""
+    try:
+        values = tuple(float(e) for e in epsilons)
+    except (TypeError, ValueError):
+        raise InputError(f"the ε grid must hold numbers, got {epsilons!r}") from None
+    if not values:
+        raise InputError("the ε grid is empty")
+    bad = [e for e in values if not np.isfinite(e) or e < 0]
+    if bad:
+        raise InputError(f"every ε must be a finite number >= 0, got {bad[0]!r}")
+    if len(set(values)) < len(values):
+        raise InputError("the ε grid repeats a value")
+    return tuple(sorted(values))
+
+
+def describe_eps_grid(epsilons: Sequence[float]) -> str:
+    """The ε grid in words, saying whether it is the authors' grid, a subset of it (and how many of its values),
+    or another grid: ``"ε ∈ {0, 0.002, 0.004} (a subset of the authors' grid: 3 of its 9 values)"``."""
+    values = tuple(sorted(float(e) for e in epsilons))
+    text = "ε ∈ {" + ", ".join(f"{e:g}" for e in values) + "}"
+    authors = set(AUTHORS_EPSILONS)
+    if set(values) == authors:
+        return f"{text} (the authors' grid)"
+    if set(values) < authors:
+        return f"{text} (a subset of the authors' grid: {len(values)} of its {len(authors)} values)"
+    return f"{text} (not the authors' grid)"
 
 
 def _grids(
@@ -835,9 +921,11 @@ def grid_search(
     method: str = "relu",
     fold_seed: int = 0,
     criterion_positive: str = "correct",
+    epsilons: Sequence[float] | None = None,
+    perturbation: Perturbation | None = None,
     _cache: _ProbsCache | None = None,
 ) -> GridResult:
-    """Select (T, lam) for one detector over a grid, without looking at the evaluation part.
+    """Select (T, lam) [and ε] for one detector over a grid, without looking at the evaluation part.
 
     Parameters
     ----------
@@ -865,20 +953,40 @@ def grid_search(
     criterion_positive : {"correct", "error"}, default "correct"
         The FPR convention of the ``"fpr95"`` criterion (:data:`FPR_CONVENTIONS`; ``"error"`` is the authors'
         code's); the other criteria do not depend on it.
+    epsilons : sequence of float, optional
+        An input pre-processing grid searched jointly with (T, lam) (e.g. :data:`AUTHORS_EPSILONS`); needs
+        ``perturbation``. Each fold's detector (its T and fold-fitted D*) is scored on its held-out fold at every
+        ε: ε = 0 from the clean logits, the positive ε by one ``perturbation(detector, held-out rows, ε > 0)``
+        call (one backward pass, one forward pass per ε). Only the tuning rows are perturbed (``"oracle"``:
+        the evaluation rows). For a detector without pre-processing (:func:`eps_searchable` False) only
+        ε = 0 is meaningful: an InputError says so.
+    perturbation : callable, optional
+        :data:`Perturbation` (``relu_core.preprocessing.make_perturbation(run)``).
 
     Returns
     -------
     GridResult
-        The table and the selected pair; ties go to the first pair in grid order.
+        The table and the selected pair (and ε); ties go to the first setting in grid order.
 
     Raises
     ------
     InputError
         For a detector without hyperparameters (MSP), an unknown criterion or selection, an empty grid,
-        or too few errors / correct samples to cross-validate.
+        too few errors / correct samples to cross-validate, an ε grid without a perturbation or for a
+        detector without input pre-processing.
     """
     method = resolve_methods([method])[0]
     _check_fpr_positive(criterion_positive)
+    if epsilons is not None:
+        epsilons = check_epsilons(epsilons)
+        if not eps_searchable(method):
+            raise InputError(f"{detectors.label(method)} has no input pre-processing: it has no ε to select")
+        if perturbation is None and any(e > 0 for e in epsilons):
+            raise InputError(
+                "ε selection needs the model and the images (a perturbation); a run of logits only cannot be perturbed"
+            )
+    else:
+        epsilons = ()
     if not detectors.REGISTRY[method].grids:
         raise InputError(f"{method} has no hyperparameters to select")
     higher_is_better = metric_info.get(criterion, "criterion").higher_is_better
@@ -923,9 +1031,11 @@ def grid_search(
         criterion,
         holdout=k is not None,
         positive=criterion_positive,
+        epsilons=epsilons,
+        perturbation=perturbation,
     )
     flat = int(np.argmax(table) if higher_is_better else np.argmin(table))
-    i, j = np.unravel_index(flat, table.shape)
+    i, j, *e = np.unravel_index(flat, table.shape)
     return GridResult(
         method=method,
         criterion=criterion,
@@ -936,6 +1046,8 @@ def grid_search(
         best_temperature=temperatures[i],
         best_lam=lambdas[j] if lambdas else None,
         n_folds=k,
+        epsilons=epsilons,
+        best_eps=float(epsilons[e[0]]) if epsilons else 0.0,
     )
 
 
@@ -955,6 +1067,11 @@ def select_and_fit(
     without hyperparameters (MSP) is built at its standard setting, with no search. The fit (Rel-U's D*)
     reads the rows ``tune_idx`` only.
 
+    With ``epsilons`` and ``perturbation`` in ``search`` the ε is selected jointly with (T, lam); the
+    detector returned does not carry it: :func:`evaluate_with_selection` reads it from the grid
+    (:attr:`GridResult.best_eps`). A detector without pre-processing (:func:`eps_searchable` False) is
+    searched over (T, lam) only.
+
     Returns
     -------
     Detector
@@ -965,17 +1082,35 @@ def select_and_fit(
     InputError
         As :func:`grid_search`, and for bad logits or labels.
     """
+    return _select_and_fit(logits, labels, method, tune_idx=tune_idx, _cache=_cache, **search)[0]
+
+
+def _select_and_fit(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    method: str,
+    *,
+    tune_idx: np.ndarray,
+    _cache: _ProbsCache | None = None,
+    **search,
+) -> tuple[detectors.Detector, float]:
+    """:func:`select_and_fit` and the ε selected (0 where none was searched)."""
     method = resolve_methods([method])[0]
     inspect.signature(grid_search).bind_partial(**search)  # a misspelt option fails even where nothing is searched
+    if not eps_searchable(method):
+        search = {k: v for k, v in search.items() if k not in ("epsilons", "perturbation")}
     logits = np.asarray(logits)
     cache = _cache if _cache is not None else _ProbsCache(logits)
+    eps = 0.0
     if detectors.REGISTRY[method].grids:
         grid = grid_search(logits, labels, tune_idx=tune_idx, method=method, _cache=cache, **search)
         lam = grid.best_lam if grid.best_lam is not None else 0.5
         detector = detectors.make_detector(method, temperature=grid.best_temperature, lam=lam)
+        eps = grid.best_eps
     else:
         detector = detectors.make_detector(method)
-    return _fit(detector, cache, correctness(logits, np.asarray(labels)), np.asarray(tune_idx, dtype=np.int64))
+    fitted = _fit(detector, cache, correctness(logits, np.asarray(labels)), np.asarray(tune_idx, dtype=np.int64))
+    return fitted, eps
 
 
 @small_work
@@ -992,6 +1127,8 @@ def evaluate_with_selection(
     n_folds: int = 5,
     criterion: str = "fpr95",
     criterion_positive: str = "correct",
+    epsilons: Sequence[float] | None = None,
+    perturbation: Perturbation | None = None,
     **options,
 ) -> EvaluationResult:
     """The paper's protocol with selection: per seed and detector, :func:`select_and_fit`, then evaluate.
@@ -1006,6 +1143,20 @@ def evaluate_with_selection(
     ``fpr_positive`` sets the reported FPR convention only; the ``"fpr95"`` selection criterion uses
     ``criterion_positive`` (default the paper's text's, correct = positive; ``"error"`` the authors' code's).
 
+    ε selection (the paper: "we tuned the best lambda parameter (λ), T, and ε"): with ``epsilons`` (e.g.
+    :data:`AUTHORS_EPSILONS`, or a subset of it on a CPU) and ``perturbation`` (a
+    :data:`Perturbation`: ``relu_core.preprocessing.make_perturbation(run)``, which refuses a run of logits
+    only), the ε of Rel-U, Doctor and ODIN (:func:`eps_searchable`) is selected jointly with (T, lam) by the
+    same search, on the same rows: cross-validated inside each seed's tuning part (``"oracle"``: on its
+    evaluation part). The detector is refitted on the clean tuning part (D* never sees perturbed inputs) and
+    its evaluation-part scores are those of the inputs perturbed with the selected ε (the clean ones at
+    ε = 0); whether a sample is an error is read from the clean logits. MSP, Entropy and Energy run at ε = 0.
+    Cost per seed: one backward pass over the searched rows per (detector, T, lam and fold for Rel-U) and
+    one forward pass per positive ε, then one backward and one forward pass over the evaluation part per
+    detector whose selected ε is positive. The result's ``eps_grid`` is the grid searched (its
+    :attr:`EvaluationResult.eps_label` names it, and says when it is a subset of the authors' grid) and
+    ``eps_per_seed`` the ε chosen per detector and seed; ``perturbed_scorer`` and ``eps`` do not go with it.
+
     Returns
     -------
     EvaluationResult
@@ -1015,8 +1166,19 @@ def evaluate_with_selection(
     Raises
     ------
     InputError
-        As :func:`evaluate` and :func:`grid_search`.
+        As :func:`evaluate` and :func:`grid_search`; for an ε grid without a perturbation (a run of logits
+        only), or beside ``perturbed_scorer`` / ``eps``.
     """
+    if epsilons is not None:
+        epsilons = check_epsilons(epsilons)
+        if options.get("perturbed_scorer") is not None or options.get("eps"):
+            raise InputError("ε selection chooses ε itself: it does not go with a fixed eps or perturbed_scorer")
+        if perturbation is None and any(e > 0 for e in epsilons):
+            raise InputError(
+                "ε selection needs the model and the images (a perturbation): a run of logits only cannot be perturbed"
+            )
+    elif perturbation is not None:
+        raise InputError("a perturbation goes with an ε grid (epsilons)")
 
     search = {
         "selection": selection,
@@ -1026,10 +1188,15 @@ def evaluate_with_selection(
         "criterion": criterion,
         "criterion_positive": criterion_positive,
     }
+    if epsilons is not None:
+        search.update(epsilons=epsilons, perturbation=perturbation)
+    #: id(fitted detector) -> (detector, selected ε, the run's softmax cache), read by the evaluation's scorer
+    chosen: dict[int, tuple[detectors.Detector, float, _ProbsCache]] = {}
+    eps_per_seed: dict[str, list[float]] = {}
 
     def fit(data: _Splits, s: int, key: str) -> detectors.Detector:
         tune_idx, eval_idx = data.splits[s]
-        return select_and_fit(
+        detector, eps = _select_and_fit(
             data.logits,
             data.labels,
             key,
@@ -1039,26 +1206,49 @@ def evaluate_with_selection(
             _cache=data.cache,
             **search,
         )
+        chosen[id(detector)] = (detector, eps, data.cache)
+        eps_per_seed.setdefault(key, []).append(eps)
+        return detector
 
+    def selected_eps_scores(detector: detectors.Detector, eval_idx: np.ndarray) -> np.ndarray:
+        """The evaluation part's uncertainty at the detector's selected ε (clean at ε = 0)."""
+        _, eps, cache = chosen[id(detector)]
+        if eps == 0:
+            return _score(detector, cache, eval_idx)
+        return np.asarray(perturbation(detector, eval_idx, (eps,))[0], dtype=np.float64)
+
+    if epsilons is not None:
+        options["perturbed_scorer"] = selected_eps_scores
     label = ORACLE_LABEL if selection == "oracle" else TUNING_LABEL
-    return _run_protocol(
+    result = _run_protocol(
         logits,
         labels,
         methods,
         tune_fraction,
         seeds,
         lambda methods: fit,
-        lambda key: grid_size(key, temperatures, lambdas),
+        lambda key: grid_size(key, temperatures, lambdas, epsilons),
         label,
         **options,
     )
+    if epsilons is not None:
+        result.eps_grid = epsilons
+        result.eps_per_seed = {key: eps_per_seed[key] for key in result.methods}
+    return result
 
 
-def grid_size(method: str, temperatures: Sequence[float] | None = None, lambdas: Sequence[float] | None = None) -> int:
-    """How many settings a search over ``temperatures`` x ``lambdas`` (None: the detector's grids) compares
-    for ``method``: 1 for a detector without hyperparameters."""
+def grid_size(
+    method: str,
+    temperatures: Sequence[float] | None = None,
+    lambdas: Sequence[float] | None = None,
+    epsilons: Sequence[float] | None = None,
+) -> int:
+    """How many settings a search over ``temperatures`` x ``lambdas`` (None: the detector's grids) [x
+    ``epsilons``, for a detector with input pre-processing] compares for ``method``: 1 for a detector without
+    hyperparameters."""
     key = detectors.detector_key(method)
     if not detectors.REGISTRY[key].grids:
         return 1
     temperatures, lambdas = _grids(key, temperatures, lambdas)
-    return len(temperatures) * (len(lambdas) or 1)
+    n_eps = len(epsilons) if epsilons is not None and eps_searchable(key) else 1
+    return len(temperatures) * (len(lambdas) or 1) * n_eps
