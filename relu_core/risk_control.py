@@ -165,17 +165,64 @@ def check_delta(delta: object, what: str = "δ") -> float:
     return validation.fraction(delta, f"{what} (the guarantee holds with confidence 1 − δ)")
 
 
+#: The most samples any calibration split can hold, for :func:`check_certifiable`: 2^53, the largest count a
+#: float counts exactly (an array of that many float64 scores would need 64 PiB). An r* whose fewest certifying
+#: samples (:func:`min_accepted`) exceed it is certified by no sample size.
+MAX_CERTIFYING_SAMPLES = 2**53
+
+
+def _passes_with_no_error(n: float, log1p_risk: float, log_delta: float) -> bool:
+    """Whether n accepted samples, none wrong, pass: ``P(Binomial(n, r*) = 0) = (1 − r*)^n <= δ``, computed as
+    scipy's binomial does it (``exp(n log1p(−r*))``: ``1 − r*`` itself rounds to 1 for r* below 1e-16)."""
+    return n * log1p_risk <= log_delta
+
+
 def min_accepted(risk: float, delta: float) -> float:
     """The fewest accepted samples with which any threshold can be certified: with n accepted and no error the
-    bound is 1 − δ^(1/n) <= r* from n = ceil(log δ / log(1 − r*)); infinite for r* = 0."""
+    bound is 1 − δ^(1/n) <= r* from n = ceil(log δ / log(1 − r*)); infinite for r* = 0.
+
+    In closed form, with logs (``log1p``, so that a tiny r* keeps its digits), then the rounding of the division
+    checked a step either way with the binomial test's own arithmetic (:func:`_passes_with_no_error`); a count
+    beyond :data:`MAX_CERTIFYING_SAMPLES` is returned as it comes (``inf`` where the division overflows) and
+    :func:`check_certifiable` refuses it. Never loops over n."""
     if risk <= 0.0:
         return math.inf
-    n = math.ceil(math.log(delta) / math.log1p(-risk) - 1e-9)
-    while n > 1 and (1.0 - risk) ** (n - 1) <= delta:  # the rounding above, checked exactly as the test does
-        n -= 1
-    while (1.0 - risk) ** n > delta:
-        n += 1
-    return float(max(n, 1))
+    log1p_risk, log_delta = math.log1p(-risk), math.log(delta)
+    try:
+        exact = log_delta / log1p_risk
+    except (OverflowError, ZeroDivisionError):  # r* = 5e-324: log(1 − r*) is the smallest float
+        return math.inf
+    if not math.isfinite(exact):
+        return math.inf
+    n = max(1, math.ceil(exact))
+    if n > MAX_CERTIFYING_SAMPLES:  # past exact integers: one step is below the rounding
+        return float(n)
+    for _ in range(2):  # the division's rounding, at most a step or two either way
+        if n > 1 and _passes_with_no_error(n - 1, log1p_risk, log_delta):
+            n -= 1
+        elif not _passes_with_no_error(n, log1p_risk, log_delta):
+            n += 1
+    return float(n)
+
+
+def check_certifiable(risk: object, delta: object, what: str = "r*") -> tuple[float, float]:
+    """``(r*, δ)`` checked (:func:`check_risk`, :func:`check_delta`) and certifiable by some sample size: r* = 0
+    passes (:func:`guaranteed_risk` refuses it with its own line), an r* > 0 whose fewest certifying samples
+    exceed :data:`MAX_CERTIFYING_SAMPLES` is refused in one line (InputError naming ``what``), before any work.
+    Every place r* enters calls it: the CLI's ``evaluate``/``export --risk``, :class:`explore.Setting`, a URL's
+    ``risk=``, :func:`guaranteed_risk` and :func:`start_threshold`."""
+    risk, delta = check_risk(risk, what), check_delta(delta)
+    n_min = min_accepted(risk, delta)
+    if risk > 0.0 and n_min > MAX_CERTIFYING_SAMPLES:
+        needed = "more than 10^308" if math.isinf(n_min) else f"{n_min:.3g}"
+        smallest = -math.expm1(math.log(delta) / MAX_CERTIFYING_SAMPLES)
+        raise InputError(
+            f"{what} = {risk:g} at {percent(1 - delta)} confidence is certified by no sample size: it needs "
+            f"{needed} accepted samples, none wrong, more than any calibration split can hold (2^53, "
+            f"relu_core.risk_control.MAX_CERTIFYING_SAMPLES); the smallest r* certifiable at this δ is "
+            f"{smallest:.3g}"
+        )
+    return risk, delta
 
 
 @functools.lru_cache(maxsize=16)
@@ -267,7 +314,7 @@ def start_threshold(other_scores, n_calibration: int, risk: float, delta: float 
     practice: a sequence from the data's own start must pass there too. ``inf`` (accept everything: one test) when
     ``m`` exceeds ``n_calibration``; ``-inf`` for r* = 0 (nothing can be certified) or no other scores."""
     other = np.sort(np.asarray(other_scores, dtype=np.float64).ravel())
-    n_min = min_accepted(check_risk(risk), check_delta(delta))
+    n_min = min_accepted(*check_certifiable(risk, delta))
     if not math.isfinite(n_min) or other.size == 0 or n_calibration <= 0:
         return -math.inf
     spread = START_MARGIN_SD * math.sqrt(1.0 + n_calibration / other.size)
@@ -343,7 +390,7 @@ def guaranteed_risk(
     (False, 'too few calibration samples', 0.0)
     """
     u, c = _checked(uncertainty, correct)
-    risk, delta = check_risk(risk), check_delta(delta)
+    risk, delta = check_certifiable(risk, delta)
     n = u.size
     words = guarantee_words(risk, delta)
 
@@ -504,6 +551,11 @@ class CoverageDifference:
                 f"{winner} lets you act on {100 * abs(self.estimate):.1f} points more predictions than {loser} "
                 f"({ci} {100 * low:.1f} to {100 * high:.1f}, for the thresholds certified here)"
             )
+        elif not (math.isfinite(self.low) and math.isfinite(self.high)):  # no resample read every split
+            text = (
+                f"no significant difference shown in coverage ({a} − {b} = {100 * self.estimate:+.1f} points, no "
+                f"{ci}: too few evaluation samples for a resample to read every split)"
+            )
         else:
             text = (
                 f"no significant difference in coverage ({a} − {b} = {100 * self.estimate:+.1f} points, {ci} "
@@ -525,9 +577,9 @@ class CoverageDifference:
 
         return {
             "metric": "coverage on the evaluation split at the same guarantee",
-            "estimate": self.estimate,
-            "ci_low": self.low,
-            "ci_high": self.high,
+            "estimate": number(self.estimate),
+            "ci_low": number(self.low),
+            "ci_high": number(self.high),
             "n_resamples": self.n_resamples,
             "significant": self.significant,
             "conditional_on": "the thresholds certified on the calibration splits (the evaluation samples are "
@@ -556,7 +608,9 @@ def coverage_difference(
     pool (``n_pool`` samples, every evaluation id of every split) with replacement once, for both detectors and
     every split, and reads both coverages on it (module docstring: why the thresholds are not certified again on
     each resample). The range over calibration draws comes from :func:`calibration_draws` or the seeds
-    (:func:`with_draws`)."""
+    (:func:`with_draws`). A resample that draws none of some split's evaluation samples has no coverage there
+    and is left out (tiny splits; ``n_resamples`` counts the resamples kept, and the interval is NaN, None in
+    :meth:`CoverageDifference.to_dict`, when none is)."""
     validation.integer(n_resamples, "n_resamples", minimum=1, maximum=100_000)
     n_pool = n_pool or 1 + max(int(s.eval_ids.max()) for s in splits)
     accepted = [s.accepted() for s in splits]
@@ -565,7 +619,8 @@ def coverage_difference(
         total = np.zeros(weights.shape[0])
         for s, (a, b) in zip(splits, accepted, strict=True):
             w = weights[:, s.eval_ids].astype(np.float64)
-            total += (w @ a.astype(np.float64) - w @ b.astype(np.float64)) / w.sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):  # NaN: a resample drew none of this split
+                total += (w @ a.astype(np.float64) - w @ b.astype(np.float64)) / w.sum(axis=1)
         return total / len(splits)
 
     estimate = float(difference(np.ones((1, n_pool)))[0])
@@ -578,8 +633,9 @@ def coverage_difference(
         size = min(block, n_resamples - start)
         drawn.append(difference(_draw_counts(rng, size, n_pool)))
     values = np.concatenate(drawn)
+    values = values[np.isfinite(values)]  # the resamples that drew samples of every split's evaluation part
     tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(values, [tail, 100 - tail])
+    low, high = np.percentile(values, [tail, 100 - tail]) if values.size else (math.nan, math.nan)
     return CoverageDifference(estimate, float(low), float(high), int(values.size), confidence)
 
 
@@ -744,7 +800,7 @@ def at_risk(
     seeds (one seed: over 200 random re-cuts of its held-out samples, :func:`calibration_draws`). Methods keep their own T where they have one
     (MSP), and ``temperature`` is read as ``protocol.evaluate`` reads it (one T, ``{key: T}``, or None: each
     detector's default, ODIN's 1000); samples of identical logits get one score."""
-    risk, delta = check_risk(risk), check_delta(delta)
+    risk, delta = check_certifiable(risk, delta)
     methods = protocol.resolve_methods(methods)
     seeds = protocol.resolve_seeds(seeds)
     logits = np.asarray(logits)

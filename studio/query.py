@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from relu_core import explore, jobs, protocol, runs
+from relu_core import explore, jobs, protocol, risk_control, runs
+from relu_core.errors import InputError
 from studio import session
 from studio.jobbox import wait_for
 from studio.runs import register_if_run, select_run
@@ -40,6 +41,11 @@ def parse_param(name: str, text: str) -> object:
             value = math.nan
         if not math.isfinite(value) or not 0 < value < 1:
             raise ValueError("a number strictly between 0 and 1")
+        if name == "risk":  # an r* no sample size certifies (even at the loosest δ) is refused, not rounded up
+            try:
+                risk_control.check_certifiable(value, max(explore.DELTAS))
+            except InputError as error:
+                raise ValueError(f"an r* that some sample size can certify ({error})") from None
         return _nearest(value, explore.RISKS if name == "risk" else explore.DELTAS)
     if name == "lam" and text == "auto":
         return "auto"

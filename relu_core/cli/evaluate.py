@@ -277,7 +277,8 @@ def _guarantee_options(args: argparse.Namespace) -> tuple[float, float] | None:
         delta = risk_control.DEFAULT_DELTA if args.delta is None else float(args.delta)
     except ValueError:
         raise InputError(f"--risk and --delta must be numbers, got {args.risk!r} and {args.delta!r}") from None
-    return risk_control.check_risk(risk, "--risk"), risk_control.check_delta(delta, "--delta")
+    risk, delta = risk_control.check_risk(risk, "--risk"), risk_control.check_delta(delta, "--delta")
+    return risk_control.check_certifiable(risk, delta, "--risk")
 
 
 def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:

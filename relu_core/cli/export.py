@@ -109,7 +109,7 @@ def _operating_point(args: argparse.Namespace) -> tuple[str, float, float]:
     if args.risk is not None:
         risk = risk_control.check_risk(_number(args.risk, "--risk"), "--risk")
         delta = risk_control.DEFAULT_DELTA if args.delta is None else _number(args.delta, "--delta")
-        return "risk", risk, risk_control.check_delta(delta, "--delta")
+        return "risk", *risk_control.check_certifiable(risk, risk_control.check_delta(delta, "--delta"), "--risk")
     kind, target = ("coverage", args.target_coverage) if args.target_coverage is not None else ("tpr", args.target_tpr)
     value = _number(target or "0.95", f"--target-{kind}")
     if not 0 < value <= 1:

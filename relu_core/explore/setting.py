@@ -66,6 +66,8 @@ class Setting:
         }
         if self.op_kind not in OPERATING_KINDS:
             raise InputError(f"the operating point must be one of {', '.join(OPERATING_KINDS)}, got {self.op_kind!r}")
+        if self.op_kind == "risk":  # an r* that no sample size can certify: refused here, before any work
+            risk_control.check_certifiable(checked["op_target"], checked["op_delta"])
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
