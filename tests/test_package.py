@@ -51,14 +51,6 @@ def test_every_public_name_has_a_numpydoc_example_that_runs(name):
     assert runner.summarize(verbose=False).failed == 0, f"{name}'s example fails (output above)"
 
 
-def test_readme_names_every_public_name():
-    """README's paragraph of public names lists each name of ``__all__`` (it left ``Detector`` out)."""
-    readme = (REPO / "README.md").read_text()
-    start = readme.index("The public names are `rc.__all__`")
-    paragraph = readme[start : readme.index("\n\n", start)]
-    assert [name for name in PUBLIC if f"`{name}`" not in paragraph] == []
-
-
 def test_all_lists_each_public_name_once_and_dir_shows_them():
     assert len(set(relu_core.__all__)) == len(relu_core.__all__)
     assert {"RelU", "Doctor", "MSP", "ODIN", "fpr_at_tpr", "auroc", "aurc", "evaluate", "paired_bootstrap"} <= set(
@@ -255,7 +247,7 @@ def test_the_stored_quickstart_shows_each_figure_as_an_image_too():
 def test_the_quickstart_notebook_runs_and_draws_its_figures(shared_data, monkeypatch):
     from nbmake.nb_run import NotebookRun
 
-    # the kernel imports this checkout's relu_core (a user's has it installed: README "As a library")
+    # the kernel imports this checkout's relu_core (a user's has it installed: docs/how-to/library.md)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     result = NotebookRun(NOTEBOOK, default_timeout=600).execute()
     assert result.error is None, result.error.summary if result.error else ""
