@@ -133,19 +133,42 @@ def adopt_finished_jobs() -> None:
             messages.append(("warning", f"{job.label}: {_cancelled_text(job)}."))
 
 
+def job_rows(running: list[jobs.Job]) -> list[tuple[str, str, float, list[jobs.Job]]]:
+    """The rows that list ``running`` jobs: one per label and message (jobs that read the same are one row, "×2"
+    after its label, not two identical ones), in the order of their first job: the row's label, its message, its
+    mean progress and its jobs."""
+    groups: dict[tuple[str, str], list[jobs.Job]] = {}
+    for job in running:
+        groups.setdefault((job.label, job.message), []).append(job)
+    return [
+        (
+            f"{label}{f' (×{len(group)})' if len(group) > 1 else ''}",
+            message,
+            sum(job.fraction for job in group) / len(group),
+            group,
+        )
+        for (label, message), group in groups.items()
+    ]
+
+
+def _cancel_all(group: list[jobs.Job], by: str) -> None:
+    for job in group:
+        job.cancel(by=by)
+
+
 @st.fragment(run_every=1.0)
 def _running_jobs_panel() -> None:
     pending = st.session_state.get(session.PENDING_JOBS, {})
     running = [job for job in jobs.MANAGER.jobs() if job.running]
     if not any(job.key in pending for job in running) and pending:
         st.rerun()  # one of this session's jobs ended: the whole page picks up its run
-    for job in running:
-        st.progress(job.fraction, text=plain(f"{job.label}: {job.message}"))
+    for label, message, fraction, group in job_rows(running):
+        st.progress(fraction, text=plain(f"{label}: {message}"))
         st.button(
             "Cancel",
-            key=session.item_key(session.CANCEL_PANEL, job.key),
-            on_click=job.cancel,
-            kwargs={"by": session.session_id()},
+            key=session.item_key(session.CANCEL_PANEL, group[0].key),
+            on_click=_cancel_all,
+            args=(group, session.session_id()),
         )
 
 
@@ -183,11 +206,11 @@ def _long_running(own: tuple[str, ...]) -> list[jobs.Job]:
 
 @st.fragment(run_every=1.0)
 def _running_rows(own: tuple[str, ...]) -> None:
-    running = _long_running(own)
-    for job in running[:STATUS_MAX]:
-        st.progress(job.fraction, text=f"Running: {job.label} ({job.message})")
-    if len(running) > STATUS_MAX:
-        st.caption(f"and {len(running) - STATUS_MAX} more running: see the jobs panel in the sidebar")
+    rows = job_rows(_long_running(own))
+    for label, message, fraction, _ in rows[:STATUS_MAX]:
+        st.progress(fraction, text=f"Running: {label} ({message})")
+    if len(rows) > STATUS_MAX:
+        st.caption(f"and {len(rows) - STATUS_MAX} more running: see the jobs panel in the sidebar")
 
 
 def running_work(area: DeltaGenerator, own: tuple[str, ...]) -> None:

@@ -409,12 +409,22 @@ def paired_job_key(view: View) -> str:
     return f"paired:{cache.array_digest(*parts)}{refit}"
 
 
+def paired_job_label(view: View) -> str:
+    """What the jobs panel calls :func:`paired_job`: the bootstraps of λ's neighbours run beside the view's own, so
+    each is named by its λ and T (two identical "paired bootstrap: starting" rows told nothing)."""
+    lam = f"λ auto = {view.lam_used:.3g}" if view.setting.lam == "auto" else f"λ = {view.setting.lam:g}"
+    return f"Rel-U − Doctor paired bootstrap at {lam}, T = {view.setting.temperature:g}"
+
+
 def paired_job(view: View) -> jobs.Job:
     """:func:`paired_for` as a background job, keyed by the content it depends on (:func:`paired_job_key`): a
     setting seen again, in any session, reuses its result."""
-    return jobs.MANAGER.submit(
-        paired_job_key(view), "Rel-U − Doctor paired bootstrap", lambda progress, cancel: paired_for(view, cancel)
-    )
+
+    def work(progress, cancel):
+        progress(0, 0, f"resampling {view.eval_idx.size:,} evaluation samples")
+        return paired_for(view, cancel)
+
+    return jobs.MANAGER.submit(paired_job_key(view), paired_job_label(view), work)
 
 
 def ensure_paired(view: View) -> dict[str, stats.PairedDifference]:
