@@ -17,7 +17,8 @@ from studio.text import plain
 
 run = page.page_header(
     "More baselines",
-    "The paper's comparison with other families of detectors (its Table 5 and conformal appendix), on the same "
+    "The paper's comparison with other families of detectors (its tables tab:bayes and "
+    "tab:main_misclassification_detection_conformal, shown beside ours where the paper has the data set), on the same "
     "seeded splits as Rel-U and Doctor: an **MLP** trained on the tuning split's soft-predictions to predict "
     "errors (early stopping on a held-out part of the tuning split), **MC-Dropout** (10 passes with dropout 0.2 "
     "before the classifier head; entropy of the softmax of the averaged logits), **Deep Ensembles** (MSP of the "
@@ -105,6 +106,12 @@ st.caption(
     "not a ranking." + plain(f" How they ran: {'; '.join(notes)}." if notes else "")
 )
 if result.paired:
+for paper_key, (reference, reference_notes) in baselines.paper_reference(result, run).items():
+    if not reference.empty:
+        st.markdown(f"**{baselines.paper_heading(paper_key)}**")
+        st.dataframe(reference, hide_index=True)
+    for line in reference_notes:
+        st.caption(line)
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
     st.dataframe(detector_comparison.paired_rows(result.paired), hide_index=True)
     st.caption(

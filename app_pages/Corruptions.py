@@ -25,6 +25,7 @@ from relu_core import (
 )
 from relu_core.progress import count
 from relu_core.runs import get_run
+from relu_core.studies import paper_table
 from studio import jobbox, page, session
 from studio.text import plain
 
@@ -223,6 +224,12 @@ if result is not None:
     st.subheader("Mean ± std over seeds, per corruption and detector")
     st.dataframe(result.summary_table(), hide_index=True)
     downloads = (
+    reference, reference_notes = paper_table.corruption_reference(result, run)
+    if not reference.empty:
+        st.markdown(f"**{paper_table.corruption_heading(result.tune_fraction)}**")
+        st.dataframe(reference, hide_index=True)
+    for line in reference_notes:
+        st.caption(line)
         ("Table (CSV: corruption, severity, detector, metric, mean, std)", result.table, "", session.ROB_DL_TABLE),
         ("Per-seed values (CSV)", result.per_seed, "_per_seed", session.ROB_DL_SEEDS),
     )

@@ -22,7 +22,7 @@ from studio import frame, jobbox, page, session
 from studio.runs import select_run
 
 # a subheader like every page's heading (studio.page.page_header): a title took two lines and 90 px at 1280 x 720
-st.subheader("Training objectives: where does Rel-U help?")
+st.subheader("Training objectives: where does Rel-U help?", help=page.manual_help("how-to/training-objectives.md"))
 answer_slot = st.empty()  # the answer, in one sentence, once the table is computed
 
 gpu = engine.select_device("auto").type == "cuda"
@@ -194,7 +194,7 @@ reference = result.reference_table()
 if not reference.empty:
     st.markdown(f"**{paper_table.objectives_heading()}**")
     st.dataframe(reference, hide_index=True)
-    for note in sorted({paper_table.images_note(row.run.source) for row in result.rows if row.run} - {None}):
+    for note in sorted({paper_table.images_note(row.run) for row in result.rows if row.run} - {None}):
         st.caption(note)
 missing = paper_table.not_recorded(result.dataset, result.model, [row.objective for row in result.rows])
 if missing:

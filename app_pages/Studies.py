@@ -12,7 +12,7 @@ import streamlit as st
 
 from relu_core import figures, onnx_model, protocol, scorecard
 from relu_core.progress import count
-from relu_core.studies import STUDIES, ablation
+from relu_core.studies import STUDIES, ablation, calibration
 from relu_core.studies import figures as study_figures
 from studio import jobbox, page, query, session
 from studio.text import plain
@@ -194,6 +194,12 @@ if "summary" in result.tables:
     }
     st.dataframe(result.tables["summary"].rename(columns=headers), hide_index=True)
 
+    reference, reference_notes = calibration.paper_reference(result, run)
+    if not reference.empty:
+        st.markdown(f"**{calibration.paper_heading()}**")
+        st.dataframe(reference, hide_index=True)
+    for line in reference_notes:
+        st.caption(line)
 image_format = st.radio(
     "the camera button of each chart saves",
     ["png", "svg"],

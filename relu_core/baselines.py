@@ -834,3 +834,92 @@ def study_figures(result: BaselinesResult, max_points: int | None = 1500) -> tup
         rc_curves, max_points=max_points, title=f"Risk-coverage, seed {seed}'s evaluation split"
     )
     return roc, rc
+
+
+# --------------------------------------------------------------------------- the paper's tables beside ours
+
+#: The paper's Bayesian (``tab:bayes``) and conformal (``tab:main_misclassification_detection_conformal``) columns:
+#: paper table key -> (paper column, our detector key, header), FPR95 in % (the paper's units).
+PAPER_COLUMNS = {
+    "bayes": (
+        ("mc_dropout_fpr95", "mc_dropout", "MC-Dropout FPR95 %"),
+        ("deep_ensembles_fpr95", "deep_ensemble", "Deep Ensembles FPR95 %"),
+        ("mlp_fpr95", "mlp", "MLP FPR95 %"),
+        ("relu_fpr95", "relu", "Rel-U FPR95 %"),
+    ),
+    "conformal": (
+        ("msp_fpr95", "msp", "MSP FPR95 %"),
+        ("odin_fpr95", "odin", "ODIN FPR95 %"),
+        ("doctor_fpr95", "doctor", "Doctor FPR95 %"),
+        ("relu_fpr95", "relu", "Rel-U FPR95 %"),
+        ("conformal_fpr95", "conformal", "Conf. FPR95 %"),
+    ),
+}
+#: Said beside our conformal number: the two are not the same method.
+CONFORMAL_NOTE = (
+    "ours under Conf.: the split-conformal APS sets' rejection rule; the paper's Conf. column is its conformalized "
+    "model's FPR95"
+)
+
+
+def paper_heading(key: str) -> str:
+    """The line above the paper's ``key`` rows (``bayes`` or ``conformal``): label, units, selection."""
+    from relu_core.studies import paper_table
+
+    return paper_table.heading(key, "FPR95 in %, the paper's units (ours converted from fractions)")
+
+
+def paper_reference(result: BaselinesResult, run) -> dict[str, tuple[pd.DataFrame, list[str]]]:
+    """Per paper table (``bayes``, ``conformal``): ours (the detectors this study ran; "not run" elsewhere) beside
+    the paper's rows of the run's data set (every network, the run's first; the conformal table's three
+    objectives), FPR95 in % as the paper prints them, each paper row labelled with its table and a note naming its
+    network and accuracy, and the lines to show under it (no paper row of the data set: one line)."""
+    from relu_core.studies import paper_table
+
+    dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
+    ours_by_key = result.table.set_index("key")
+    out: dict[str, tuple[pd.DataFrame, list[str]]] = {}
+    jpeg = paper_table.images_note(run)
+    for key, columns in PAPER_COLUMNS.items():
+        found = paper_table.dataset_rows(key, dataset, model=model)
+        if not found:
+            out[key] = (pd.DataFrame(), [paper_table.no_table(key, dataset)])
+            continue
+        ours = {"row": "ours", "network": model or "logits only"}
+        if key == "conformal":
+            ours["objective"] = "this run's"
+        for _, detector, header in columns:
+            if detector in ours_by_key.index:
+                mean, std = ours_by_key.loc[detector, "fpr95_mean"], ours_by_key.loc[detector, "fpr95_std"]
+                ours[header] = f"{100 * mean:.1f} ({100 * std:.1f})"
+            else:
+                ours[header] = "not run"
+        ours["note"] = CONFORMAL_NOTE if key == "conformal" else "mean (std) over our seeds"
+        lines = [ours]
+        for row in found:
+            line = {"row": row.label, "network": row.network}
+            if key == "conformal":
+                line["objective"] = row.objective
+            for column, _, header in columns:
+                line[header] = row.value(column).text()
+            line["note"] = paper_table.network_note(row, model)
+            lines.append(line)
+        out[key] = (pd.DataFrame(lines), [jpeg] if jpeg else [])
+    return out
+
+
+def paper_reference_dict(run) -> dict[str, object]:
+    """The paper's Bayesian and conformal rows of the run's data set for a JSON output: per table its heading, the
+    rows (``PaperRow.to_dict`` with the network note), or the one line saying the paper has none."""
+    from relu_core.studies import paper_table
+
+    dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
+    out = {}
+    for key in PAPER_COLUMNS:
+        found = paper_table.dataset_rows(key, dataset, model=model)
+        out[key] = {
+            "heading": paper_heading(key),
+            "rows": [{**row.to_dict(), "network_note": paper_table.network_note(row, model)} for row in found],
+            "note": None if found else paper_table.no_table(key, dataset),
+        }
+    return out

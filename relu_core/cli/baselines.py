@@ -159,7 +159,23 @@ def run_command(args: argparse.Namespace, bar) -> int:
         for path in write_outputs(result, out):
             print(f"wrote {path}", file=sys.stderr)
     if args.json:
-        print(json.dumps(_json(result), indent=2, default=str))
+        record = {**_json(result), "paper_reference": baselines.paper_reference_dict(run)}
+        print(json.dumps(record, indent=2, default=str))
     else:
         print(format_result(result, title))
+        print(format_paper(result, run))
     return 0
+
+
+def format_paper(result, run) -> str:
+    """The paper's Bayesian and conformal rows of the run's data set beside ours (or one line each saying the paper
+    has none)."""
+    from relu_core import baselines
+
+    lines = []
+    for key, (frame, notes) in baselines.paper_reference(result, run).items():
+        lines.append("")
+        if not frame.empty:
+            lines += [baselines.paper_heading(key), frame.to_string(index=False)]
+        lines += notes
+    return "\n".join(lines)

@@ -366,7 +366,7 @@ def format_objectives(result) -> str:
     reference = result.reference_table()
     if not reference.empty:
         lines += ["", paper_table.objectives_heading(), reference.to_string(index=False)]
-        jpeg = {paper_table.images_note(row.run.source) for row in result.rows if row.run is not None} - {None}
+        jpeg = {paper_table.images_note(row.run) for row in result.rows if row.run is not None} - {None}
         lines += [f"Note: {note}" for note in sorted(jpeg)]
     missing = paper_table.not_recorded(result.dataset, result.model, [row.objective for row in result.rows])
     if missing:

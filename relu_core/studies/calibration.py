@@ -270,9 +270,12 @@ def paper_reference(result: base.StudyResult, run) -> tuple[pd.DataFrame, list[s
     """Our calibration summary beside the paper's ``tab:calibration`` rows of the run's data set (every network,
     the run's first), in the paper's units (ECE a fraction, FPR95 in %, mean (std)), each paper row labelled with
     its table and a note naming the paper's network (and saying so where ours differs); and the lines to show
-    under it (the data set without a paper row: one line; our JPEG test images)."""
+    under it (the data set without a paper row: one line; our JPEG test images). Another study's ``result``: an
+    empty frame and no line."""
     from relu_core.studies import paper_table
 
+    if getattr(result, "study", NAME) != NAME:  # another study's result (its summary is not this one's)
+        return pd.DataFrame(), []
     dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
     found = paper_table.calibration_rows(dataset, model=model)
     if not found:
@@ -292,7 +295,7 @@ def paper_reference(result: base.StudyResult, run) -> tuple[pd.DataFrame, list[s
             line[header] = row.value(column).text()
         line["note"] = paper_table.network_note(row, model)
         lines.append(line)
-    notes = [note for note in (paper_table.images_note(getattr(run, "source", "")),) if note]
+    notes = [note for note in (paper_table.images_note(run),) if note]
     return pd.DataFrame(lines), notes
 
 

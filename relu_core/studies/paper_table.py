@@ -397,11 +397,28 @@ def network_note(row: PaperRow, model: str | None) -> str:
     return f"{theirs}: a different network from ours ({model or 'unknown'})"
 
 
-def images_note(source: str) -> str | None:
-    """A line when our CIFAR-10 test images are the JPEG folder (quality 75), not the paper's original images."""
-    if "jpeg" in (source or "").lower():
+def images_note(run_or_source) -> str | None:
+    """A line when our CIFAR-10 test images are the JPEG folder (quality 75), not the paper's original images: a
+    run (``dataset_name`` and ``source``) whose data set is registered CIFAR-10 read from that folder on this
+    machine, or a ``source`` text naming it."""
+    if isinstance(run_or_source, str):
+        source, dataset = run_or_source, ""
+    else:
+        source, dataset = getattr(run_or_source, "source", ""), getattr(run_or_source, "dataset_name", "")
+    jpeg = "jpeg" in (source or "").lower()
+    if not jpeg and _shown(dataset) == "cifar10":
+        jpeg = "jpeg" in _cifar10_test_location().lower()
+    if jpeg:
         return "our test images are the CIFAR-10 JPEG folder (quality 75), not the original images the paper used"
     return None
+
+
+def _cifar10_test_location() -> str:
+    """Where the registered CIFAR-10 test split is read from on this machine ("" where it is not found)."""
+    from relu_core import datasets
+
+    found, _searched = datasets.DATASETS["cifar10"].find("test")
+    return "" if found is None else found.location
 
 
 def _ordered(found: list[PaperRow], model: str | None) -> list[PaperRow]:
@@ -581,7 +598,7 @@ def corruption_reference(result, run) -> tuple[object, list[str]]:
         notes.append(
             f"the paper's tables are at severity {CORRUPTION_SEVERITY}; this study ran severity {result.severity}"
         )
-    jpeg = images_note(getattr(run, "source", ""))
+    jpeg = images_note(run)
     if jpeg:
         notes.append(jpeg)
     return pd.DataFrame(lines), notes
