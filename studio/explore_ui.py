@@ -39,6 +39,8 @@ def controls(has_model: bool, no_eps: str = "ε needs the model and the images; 
     ``no_eps`` says why ε is off when the run has no model (the ε slider's help)."""
     session.share(session.explore_shared(has_model))  # a fragment run: a change here reaches every page
     state = st.session_state
+    # a fragment run: the controls the browser has not mounted yet (under "More settings") get their values again
+    session.resend_unreported(session.explore_defaults())
     with st.container(border=True):
         c_lam, c_t, c_eps, c_split, c_more = st.columns([2.6, 2.5, 1.9, 1.6, 1.8], vertical_alignment="bottom")
         c_lam.slider(

@@ -167,6 +167,34 @@ def keep(keys: Iterable[str], kept_key: str) -> None:
     st.session_state.setdefault(kept_key, {}).update({key: st.session_state[key] for key in keys})
 
 
+def browser_reported(key: str) -> bool:
+    """Whether the browser sent a value of the widget ``key`` with this script run's request (False when it
+    cannot be told: Streamlit's internals moved). A widget the browser has never mounted (one in a popover not
+    yet opened) sends none."""
+    try:
+        from streamlit.runtime.state.session_state_proxy import get_session_state
+
+        inner = get_session_state()._state
+        widget_id = inner._key_id_mapper.get_id_from_key(key)
+        return widget_id is not None and widget_id in inner._new_widget_state.states
+    except AttributeError:
+        return False
+
+
+def resend_unreported(keys: Iterable[str]) -> None:
+    """Write again, before their widgets are drawn, the values of ``keys`` the browser did not send with this
+    run, so that this run's widgets carry them to the browser.
+
+    A widget in a popover is mounted only when the popover opens, and it then takes the value of the last
+    message that set it; a fragment's rerun does not set it (only a value written in that run does), so a
+    popover first opened after one (Explore's paired-interval poll) showed its first option (a shared link's
+    guaranteed risk as "target TPR", r* 0.5 %), and the next rerun sent those back. A widget the browser has
+    reported is left alone: writing it would undo a move of it still on its way to the server."""
+    for key in keys:
+        if key in st.session_state and not browser_reported(key):
+            st.session_state[key] = st.session_state[key]
+
+
 # ---- Start (app_pages/Start.py)
 START_DSTAR = "start_dstar"
 START_CONFUSION = "start_confusion"
