@@ -1,0 +1,330 @@
+"""The paper's protocol (authors' code) and the ladder, checked against a small independent implementation.
+
+The reference below is written from the facts of the authors' code (``shared/reference/paper/README.md``):
+numpy softmax, D* from the two second moments (ReLU, zero diagonal, Frobenius norm), Doctor as (1 - g) / g,
+ODIN as -max p, scikit-learn's ``roc_curve`` / ``roc_auc_score`` directly, the shuffle with Python's global
+``random`` as ``main.py`` does it, and the five-row aggregation with pandas as ``tables.py`` does it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score, roc_curve
+
+from relu_core import cli, metrics, paper_protocol, protocol
+from relu_core.errors import InputError
+from relu_core.runs import Run
+from relu_core.studies import ladder
+
+
+# ----------------------------------------------------------------------------------------------- reference
+def ref_softmax(logits: np.ndarray, t: float) -> np.ndarray:
+    z = logits / t
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def ref_matrix(probs: np.ndarray, correct: np.ndarray, lam: float) -> np.ndarray:
+    pos, neg = probs[correct], probs[~correct]
+    m = lam * np.einsum("ij,ik->jk", neg, neg) / len(neg) - (1 - lam) * np.einsum("ij,ik->jk", pos, pos) / len(pos)
+    m = np.tril(m, -1)
+    m = np.maximum(m + m.T, 0.0)
+    if not (m > 0).any():
+        m = 1.0 - np.eye(len(m))
+    return m / np.linalg.norm(m)
+
+
+def ref_score(method: str, probs: np.ndarray, matrix: np.ndarray | None = None) -> np.ndarray:
+    if method == "relu":
+        return np.einsum("ij,jk,ik->i", probs, matrix, probs)
+    if method == "doctor":
+        g = (probs**2).sum(axis=1)
+        return (1 - g) / g
+    return -probs.max(axis=1)  # odin, msp
+
+
+def ref_fpr95(uncertainty: np.ndarray, correct: np.ndarray) -> float:
+    """The authors' eval.py: roc_curve(preds != targets, scores), first index with tpr >= 0.95."""
+    fprs, tprs, _ = roc_curve(~correct, uncertainty)
+    return float(fprs[min(i for i, x in enumerate(tprs) if x >= 0.95)])
+
+
+def ref_split(n: int, r: int, seed: int):
+    random.seed(seed)
+    indices = list(range(n))
+    random.shuffle(indices)
+    n_fit = n // r
+    rest = indices[n_fit:]
+    return np.array(indices[:n_fit]), np.array(rest[len(rest) // 5 :])
+
+
+def ref_rows(logits, labels, splits, temperatures, lambdas, methods=("msp", "odin", "doctor", "relu")):
+    correct = logits.argmax(1) == labels
+    rows = []
+    for seed, fit, ev in splits:
+        for method in methods:
+            grid = (
+                [(1.0, None)]
+                if method == "msp"
+                else [(t, lam) for t in temperatures for lam in (lambdas if method == "relu" else [None])]
+            )
+            for t, lam in grid:
+                probs = ref_softmax(logits, t)
+                matrix = ref_matrix(probs[fit], correct[fit], lam) if method == "relu" else None
+                u = ref_score(method, probs[ev], matrix)
+                rows.append(
+                    {
+                        "method": method,
+                        "temperature": t,
+                        "lbd": lam,
+                        "seed": seed,
+                        "fpr": ref_fpr95(u, correct[ev]),
+                        "auc": roc_auc_score(~correct[ev], u),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def ref_table(df: pd.DataFrame, metric: str = "fpr") -> pd.DataFrame:
+    """tables.py: sort by (method, metric), keep each method's last five (the best), mean and std."""
+    res = df.sort_values(["method", metric], ascending=metric == "auc")
+    res = res.groupby("method").tail(5)
+    return res.groupby("method").agg({metric: ["mean", "std"]})
+
+
+def synthetic(n: int = 600, c: int = 4, seed: int = 0, scale: float = 1.5):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, c, n)
+    logits = rng.normal(size=(n, c)) + scale * np.eye(c)[labels]
+    return logits, labels
+
+
+# ---------------------------------------------------------------------------------------------------- split
+def test_split_arithmetic_and_the_authors_permutation():
+    assert paper_protocol.split_sizes(10_000, 10) == (1000, 1800, 7200)
+    assert paper_protocol.split_sizes(10_000, 2) == (5000, 1000, 4000)
+    assert paper_protocol.split_sizes(10_001, 2) == (5000, 1000, 4001)
+    for n, r, seed in ((10_000, 10, 1), (10_000, 2, 7), (1_001, 3, 0)):
+        fit, aside, ev = paper_protocol.authors_split(n, r, seed)
+        ref_fit, ref_ev = ref_split(n, r, seed)
+        np.testing.assert_array_equal(fit, ref_fit)
+        np.testing.assert_array_equal(ev, ref_ev)
+        assert (len(fit), len(aside), len(ev)) == paper_protocol.split_sizes(n, r)
+        together = np.concatenate([fit, aside, ev])
+        np.testing.assert_array_equal(np.sort(together), np.arange(n))  # disjoint and covering
+    assert not np.array_equal(paper_protocol.authors_split(100, 2, 1)[0], paper_protocol.authors_split(100, 2, 2)[0])
+
+
+def test_bad_split_options_are_one_line():
+    with pytest.raises(InputError, match="ratio"):
+        paper_protocol.split_sizes(100, 1)
+    with pytest.raises(InputError, match="empty"):
+        paper_protocol.authors_split(3, 4, 0)
+
+
+# --------------------------------------------------------------------------------------------------- FPR95
+def test_fpr95_equals_sklearn_thinned_curve_on_tied_scores():
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(300):
+        n = int(rng.integers(30, 200))
+        u = rng.integers(0, int(rng.integers(2, 12)), n).astype(float)  # heavy ties
+        c = rng.random(n) < rng.uniform(0.2, 0.9)
+        if c.all() or not c.any():
+            continue
+        assert paper_protocol.fpr95(u, c) == pytest.approx(ref_fpr95(u, c), abs=1e-12)
+        assert metrics.fpr_at_tpr(u, c, positive="error") <= paper_protocol.fpr95(u, c) + 1e-12
+        checked += 1
+    assert checked > 200
+
+
+def test_the_thinned_curve_can_skip_the_crossing_point():
+    # 40 errors: 37 alone at the top, then three groups of (1 error, 1 correct) on one straight line, then 10 correct.
+    u = np.r_[np.arange(37) + 10.0, 3, 3, 2, 2, 1, 1, np.zeros(10)]
+    c = np.r_[np.zeros(37, bool), [False, True] * 3, np.ones(10, bool)]
+    full_fpr, full_tpr, _ = roc_curve(~c, u, drop_intermediate=False)
+    assert full_fpr[np.argmax(full_tpr >= 0.95)] == pytest.approx(1 / 13)  # the full curve crosses at value 3
+    assert metrics.fpr_at_tpr(u, c, positive="error") == pytest.approx(1 / 13)
+    assert paper_protocol.fpr95(u, c) == pytest.approx(3 / 13)  # the thinned curve dropped the points at 3 and 2
+    assert paper_protocol.fpr95(u, c) == pytest.approx(ref_fpr95(u, c))
+
+
+def test_fpr95_orientation_higher_uncertainty_is_an_error():
+    c = np.array([True] * 50 + [False] * 50)
+    u = np.r_[np.zeros(50), np.ones(50)] + np.linspace(0, 0.01, 100)
+    assert paper_protocol.fpr95(u, c) == 0.0  # errors scored higher: caught without flagging a correct one
+    assert paper_protocol.fpr95(-u, c) == 1.0
+
+
+def test_roc_curve_with_errors_positive_is_sklearns():
+    rng = np.random.default_rng(2)
+    u = rng.integers(0, 5, 80).astype(float)
+    c = rng.random(80) < 0.6
+    for thinned in (True, False):
+        ours = metrics.roc_curve(u, c, drop_intermediate=thinned, positive="error")
+        theirs = roc_curve(~c, u, drop_intermediate=thinned)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b)
+
+
+# ---------------------------------------------------------------------------------------------------- rows
+def test_every_setting_row_matches_the_reference():
+    logits, labels = synthetic()
+    temps, lams = (0.4, 1.0, 2.0), (0.5, 1.0)
+    splits = [(s, *(lambda f, ev: (f, ev))(*ref_split(len(labels), 2, s))) for s in (1, 2)]
+    rows = paper_protocol.setting_rows(logits, labels, splits, temperatures=temps, lambdas=lams)
+    ref = ref_rows(logits, labels, splits, temps, lams)
+    assert len(rows) == len(ref) == 2 * (1 + 3 + 3 + 6)
+    np.testing.assert_array_equal(rows.method.astype(str), ref["method"].to_numpy(str))
+    np.testing.assert_allclose(rows.values["fpr95"], ref["fpr"], atol=1e-9)
+    np.testing.assert_allclose(rows.values["auroc"], ref["auc"], atol=1e-9)
+    np.testing.assert_array_equal(rows.seed, ref["seed"])
+
+
+def test_the_five_row_aggregation_matches_the_authors_table_script():
+    logits, labels = synthetic(seed=3)
+    temps, lams = paper_protocol.TEMPERATURES, (0.4, 0.5, 1.0)
+    splits = [(s, *ref_split(len(labels), 2, s)) for s in (1, 2, 3)]
+    rows = paper_protocol.setting_rows(logits, labels, splits, temperatures=temps, lambdas=lams)
+    ref = ref_rows(logits, labels, splits, temps, lams)
+    for metric, ref_metric in (("fpr95", "fpr"), ("auroc", "auc")):
+        agg = paper_protocol.aggregate(rows, metric)
+        table = ref_table(ref, ref_metric)
+        for method in ("odin", "doctor", "relu"):
+            assert agg[method].mean == pytest.approx(table.loc[method, (ref_metric, "mean")], abs=1e-9)
+            assert agg[method].std == pytest.approx(table.loc[method, (ref_metric, "std")], abs=1e-9)
+            assert len(agg[method].rows) == 5
+        assert np.isnan(table.loc["msp", (ref_metric, "std")]) or agg["msp"].std == pytest.approx(
+            table.loc["msp", (ref_metric, "std")], abs=1e-9
+        )
+
+
+def test_ties_at_the_fifth_place_go_to_the_last_rows_as_pandas_tail_does():
+    fpr = np.array([0.3, 0.1, 0.2, 0.2, 0.2, 0.5, 0.1, 0.2, 0.4])
+    auc = np.arange(fpr.size) / 10.0  # tells the rows apart
+    rows = paper_protocol.Rows(
+        method=np.array(["relu"] * fpr.size, dtype=object),
+        temperature=np.ones(fpr.size),
+        eps=np.zeros(fpr.size),
+        lam=np.full(fpr.size, 0.5),
+        seed=np.arange(fpr.size),
+        fallback=np.zeros(fpr.size, bool),
+        accuracy=np.ones(fpr.size),
+        values={"fpr95": fpr, "auroc": auc, "aurc": fpr},
+    )
+    kept = paper_protocol.aggregate(rows, "fpr95")["relu"].rows
+    df = pd.DataFrame({"method": "relu", "fpr": fpr, "auc": auc})
+    tail = df.sort_values(["method", "fpr"], ascending=False).groupby("method").tail(5)
+    assert sorted(kept) == sorted(tail.index.tolist())
+    assert float(np.mean(auc[list(kept)])) == pytest.approx(tail["auc"].mean())
+
+
+def test_the_protocol_end_to_end_equals_the_reference():
+    logits, labels = synthetic(n=500, seed=4)
+    result = paper_protocol.evaluate(logits, labels, r=2, seeds=3, lambdas=(0.5, 0.8))
+    splits = [(s, *ref_split(500, 2, s)) for s in (1, 2, 3)]
+    table = ref_table(ref_rows(logits, labels, splits, paper_protocol.TEMPERATURES, (0.5, 0.8)))
+    expected = table.loc["relu", ("fpr", "mean")] - table.loc["doctor", ("fpr", "mean")]
+    assert result.difference("fpr95") == pytest.approx(expected, abs=1e-9)
+    record = result.to_dict()
+    json.dumps(record, allow_nan=False)
+    assert record["protocol"] == paper_protocol.LABEL
+    assert record["rows_per_method"] == {"msp": 3, "odin": 33, "doctor": 33, "relu": 66}
+    assert "no confidence interval" in record["interval"]
+
+
+def test_eps_needs_a_model_and_calls_one_scorer_per_eps():
+    logits, labels = synthetic(n=300, seed=5)
+    with pytest.raises(InputError, match="logits only"):
+        paper_protocol.evaluate(logits, labels, seeds=1, epsilons=(0.0, 0.001))
+    calls = []
+
+    def scorer(detector, eval_idx):
+        calls.append((detector.key, len(eval_idx)))
+        return np.asarray(detector.score(logits[eval_idx]), dtype=np.float64)  # a stand-in: the clean scores
+
+    result = paper_protocol.evaluate(
+        logits, labels, seeds=1, temperatures=(1.0,), lambdas=(0.5,), epsilons=(0.0, 0.001), perturbed={0.001: scorer}
+    )
+    assert sorted(calls) == [("doctor", 120), ("odin", 120), ("relu", 120)]  # MSP runs at ε = 0 only
+    clean = result.rows.eps == 0
+    for key in ("odin", "doctor", "relu"):
+        at = result.rows.method == key
+        np.testing.assert_allclose(result.rows.values["fpr95"][at & clean], result.rows.values["fpr95"][at & ~clean])
+
+
+def test_only_the_papers_methods():
+    logits, labels = synthetic(n=200)
+    with pytest.raises(InputError, match="paper's protocol runs"):
+        paper_protocol.evaluate(logits, labels, seeds=1, methods=["entropy"])
+
+
+# ---------------------------------------------------------------------------------------------------- ladder
+def _run(logits, labels) -> Run:
+    return Run("test-ladder", logits, labels, tuple("abcd"), source="synthetic (test)")
+
+
+def test_the_ladder_rungs_agree_with_the_reference():
+    logits, labels = synthetic(n=800, seed=6)
+    result = ladder.run_study(_run(logits, labels), seeds=2, n_resamples=50, use_cache=False)
+    table = result.tables["summary"]
+    assert table["rung"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert all(table["changed"].str.len() > 10)
+    assert np.isfinite(table.loc[table["rung"] <= 4, ["fpr95_low", "fpr95_high"]].to_numpy()).all()
+    assert table.loc[table["rung"] >= 5, ["fpr95_low", "fpr95_high"]].isna().all().all()
+    assert all("no interval" in v for v in table.loc[table["rung"] >= 5, "verdict"])
+    rungs = result.settings["rungs"]
+    assert [r["rung"] for r in rungs] == [1, 2, 3, 4, 5, 6] and rungs[4]["interval"] == paper_protocol.NO_INTERVAL
+
+    correct = logits.argmax(1) == labels
+    lams = paper_protocol.LAMBDAS
+    # rung 5: every (T, λ) row on the studio's stratified splits, five best per detector
+    studio = [(s, t, e) for s, t, e in protocol.seeded_splits(correct, 0.5, (0, 1))]
+    ref5 = ref_table(ref_rows(logits, labels, studio, paper_protocol.TEMPERATURES, lams, ("doctor", "relu")))
+    rung5 = table.set_index("rung").loc[5, "fpr95"]
+    assert rung5 == pytest.approx(ref5.loc["relu", ("fpr", "mean")] - ref5.loc["doctor", ("fpr", "mean")], abs=1e-9)
+    # rung 6: the same on the authors' split (r = 2, seeds as given)
+    authors = [(s, *ref_split(800, 2, s)) for s in (0, 1)]
+    ref6 = ref_table(ref_rows(logits, labels, authors, paper_protocol.TEMPERATURES, lams, ("doctor", "relu")))
+    rung6 = table.set_index("rung").loc[6, "fpr95"]
+    assert rung6 == pytest.approx(ref6.loc["relu", ("fpr", "mean")] - ref6.loc["doctor", ("fpr", "mean")], abs=1e-9)
+
+    # rungs 2-4 read FPR95 with errors positive (every threshold) at the settings they selected
+    per_seed = result.per_seed
+    for rung in (2, 3, 4):
+        temps = rungs[rung - 1]["settings"]["doctor"]["temperature"]
+        temps = temps if isinstance(temps, list) else [temps, temps]
+        for i, (seed, _tune, ev) in enumerate(studio):
+            u = ref_score("doctor", ref_softmax(logits[ev], temps[i]))
+            fpr, tpr, _ = roc_curve(~correct[ev], u, drop_intermediate=False)
+            got = per_seed[
+                (per_seed["x"] == rung)
+                & (per_seed["detector"] == "Doctor")
+                & (per_seed["metric"] == "fpr95")
+                & (per_seed["seed"] == seed)
+            ]["value"].item()
+            assert got == pytest.approx(fpr[np.argmax(tpr >= 0.95)], abs=1e-9)
+    # rung 3 onwards searches the authors' T grid; rung 1 the studio's
+    assert rungs[2]["settings"]["relu"]["settings_searched"] == len(paper_protocol.TEMPERATURES) * len(lams)
+    assert rungs[0]["settings"]["relu"]["settings_searched"] != rungs[2]["settings"]["relu"]["settings_searched"]
+
+
+def test_the_cli_prints_one_object_a_rung(tmp_path, capsys):
+    logits, labels = synthetic(n=500, seed=7)
+    path = tmp_path / "run.npz"
+    np.savez(path, logits=logits, labels=labels)
+    rc = cli.main(["study", "paper-protocol", "--logits", str(path), "--seeds", "2", "--bootstrap", "0", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["rung"] for r in out["rungs"]] == [1, 2, 3, 4, 5, 6]
+    assert out["rungs"][5]["relu_minus_doctor"]["fpr95"]["interval"] is None
+    rc = cli.main(["study", "paper-protocol", "--logits", str(path), "--seeds", "2", "--bootstrap", "0"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "6. authors' split" in text and "no interval" in text
+    assert cli.main(["study", "paper-protocol", "--logits", str(path), "--val-fraction", "2"]) == 2
