@@ -80,26 +80,66 @@ if len(loaded) < run_comparison.MIN_RUNS:
     )
     st.stop()
 
+
+def _offered(run_ids: list[str]) -> tuple[list[str], list[str]]:
+    """The runs offered (those comparable with the current run, or, when it has no partner, with the first run that
+    has one) and one line per run not offered saying why; ``([], lines)`` when no two runs are comparable."""
+    by_id = {rid: runs.RUNS[rid] for rid in run_ids}
+    current = st.session_state.get(session.RUN_ID)
+    order = ([current] if current in by_id else []) + [rid for rid in run_ids if rid != current]
+    for reference in order:
+        fits, others = run_comparison.comparable_with(by_id[reference], list(by_id.values()))
+        if len(fits) >= run_comparison.MIN_RUNS:
+            first = by_id[reference]
+            return [run.run_id for run in fits], [
+                f"{run_label(run)}: it and the offered runs "
+                + run_comparison.why_not_comparable(first, run).split(":")[0]
+                + f" ({run.labels.size:,} samples, {run.logits.shape[1]} classes)"
+                for run in others
+            ]
+    return [], [
+        f"{run_label(run)} ({run.labels.size:,} samples, {run.logits.shape[1]} classes)" for run in by_id.values()
+    ]
+
+
+offered, not_offered = _offered(loaded)
+if not offered:
+    st.info(
+        "No two runs loaded in this session hold the same samples (one data set, in one order), and runs are "
+        "compared sample by sample. Add another run of the same data set in the sidebar: it appears here."
+    )
+    st.caption(plain("Loaded: " + "; ".join(not_offered) + "."))
+    st.stop()
+
 session.share(session.CMP_SHARED)  # T, λ, the tuning fraction and the seeds every page shares
-session.restore(session.cmp_defaults(loaded), session.CMP_KEPT)
-st.session_state[session.CMP_RUNS] = [rid for rid in st.session_state[session.CMP_RUNS] if rid in loaded]
+session.restore(session.cmp_defaults(offered), session.CMP_KEPT)
+# only runs that can be compared are chosen: a choice from another data set (kept from an earlier visit) is dropped
+st.session_state[session.CMP_RUNS] = [rid for rid in st.session_state[session.CMP_RUNS] if rid in offered]
 # a run loaded since the page last offered its runs joins the comparison while there is room; a run the user took
 # out stays out
 seen = st.session_state.get(session.CMP_SEEN)
 if seen is not None:
     room = run_comparison.MAX_RUNS - len(st.session_state[session.CMP_RUNS])
-    joining = [rid for rid in loaded if rid not in seen and rid not in st.session_state[session.CMP_RUNS]]
+    joining = [rid for rid in offered if rid not in seen and rid not in st.session_state[session.CMP_RUNS]]
     if joining and room > 0:
         st.session_state[session.CMP_RUNS] = [*st.session_state[session.CMP_RUNS], *joining[:room]]
 st.session_state[session.CMP_SEEN] = list(loaded)
 with st.container(border=True):
     st.multiselect(
         f"runs ({run_comparison.MIN_RUNS} to {run_comparison.MAX_RUNS}; the first is the reference)",
-        loaded,
+        offered,
         format_func=lambda rid: run_label(runs.RUNS[rid]),
         max_selections=run_comparison.MAX_RUNS,
         key=session.CMP_RUNS,
     )
+    if not_offered:  # the runs of other samples, and how to compare them
+        st.caption(
+            plain(
+                "Not offered (runs are compared sample by sample): "
+                + "; ".join(not_offered)
+                + ". To compare those, make one of them the current run in the sidebar."
+            )
+        )
     # the detectors' chips need half the width at 1280 x 720 (in a third, the last one was cut)
     c_det, c_t, c_lam, c_split, c_seeds = st.columns([6, 2, 2, 2, 1.2])
     c_det.multiselect(

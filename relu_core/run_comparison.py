@@ -82,14 +82,30 @@ def _check_runs(runs: Sequence) -> np.ndarray:
         raise InputError("the same run is chosen twice: choose different runs")
     first = runs[0]
     for run in runs[1:]:
-        if run.labels.shape != first.labels.shape or not np.array_equal(run.labels, first.labels):
-            raise InputError(
-                f"{run.source} and {first.source} do not hold the same samples (another data set, or another "
-                "order): runs are compared sample by sample, so choose runs of one data set"
-            )
-        if run.logits.shape[1] != first.logits.shape[1]:
-            raise InputError(f"{run.source} and {first.source} have different numbers of classes")
+        why = why_not_comparable(first, run)
+        if why:
+            raise InputError(f"{run.source} and {first.source} {why}")
     return first.labels
+
+
+def why_not_comparable(first, other) -> str:
+    """Why the run ``other`` cannot be compared with ``first`` (the words after both runs' names), "" when it
+    can: both must hold the same samples (labels equal in the same order) and the same number of classes."""
+    if other.labels.shape != first.labels.shape or not np.array_equal(other.labels, first.labels):
+        return (
+            "do not hold the same samples (another data set, or another order): runs are compared sample by "
+            "sample, so choose runs of one data set"
+        )
+    if other.logits.shape[1] != first.logits.shape[1]:
+        return "have different numbers of classes"
+    return ""
+
+
+def comparable_with(first, candidates: Sequence) -> tuple[list, list]:
+    """``candidates`` split into those comparable with the run ``first`` (:func:`why_not_comparable`; ``first``
+    itself among them when it is a candidate) and the others, each in the given order."""
+    fits = [run for run in candidates if run is first or not why_not_comparable(first, run)]
+    return fits, [run for run in candidates if all(run is not f for f in fits)]
 
 
 def joint_strata(correct: np.ndarray) -> np.ndarray:

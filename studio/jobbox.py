@@ -329,10 +329,11 @@ def study_run(
 ):
     """A study page's **Run the study** button (disabled unless ``ready``) and the result to show
     (:func:`study_result`, ``found`` included), or None before the first run, with a line asking to press the
-    button (then ``hint``); a result computed with other settings is shown with a line saying so."""
+    button (then ``hint``; not under the refusal or cancellation of the run just pressed); a result computed with
+    other settings is shown with a line saying so."""
     pressed = st.button("Run the study", key=session.run_button_key(page), type="primary", disabled=not ready)
     result, current = study_result(page, scope, settings, pressed, label, work, found)
-    if result is None:
+    if result is None and not pressed:  # after a press, the failure or cancellation said above is the news
         st.info(f"Press **Run the study**. {hint}".rstrip())
     elif not current:
         st.info("The settings changed since this study was run: press **Run the study** to update it.")

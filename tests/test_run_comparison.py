@@ -266,3 +266,55 @@ def test_progress_and_cancel(two_runs):
     assert [(done, total) for done, total, _ in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
     with pytest.raises(Cancelled):
         run_comparison.compare_runs(two_runs, cancel=lambda: True)
+
+
+def test_why_not_comparable(two_runs):
+    labels = two_runs[0].labels
+    assert run_comparison.why_not_comparable(*two_runs) == ""
+    assert "same samples" in run_comparison.why_not_comparable(two_runs[0], _run(2.0, 5, np.roll(labels, 1), "x"))
+    fewer = Run.from_logits(two_runs[0].logits[:, :4], labels % 4, tuple("abcd"), source="four classes")
+    assert "same samples" in run_comparison.why_not_comparable(two_runs[0], fewer)  # other labels first
+    wider = Run.from_logits(np.hstack([two_runs[0].logits, two_runs[0].logits[:, :1]]), labels, tuple("abcdef"))
+    assert run_comparison.why_not_comparable(two_runs[0], wider) == "have different numbers of classes"
+    fits, others = run_comparison.comparable_with(two_runs[1], [two_runs[0], wider, two_runs[1]])
+    assert fits == [two_runs[0], two_runs[1]] and others == [wider]
+
+
+def test_page_offers_only_comparable_runs_and_says_why_not_the_others(two_runs):
+    """Runs of another data set are neither preselected nor offered, and the page says why (issue 43: they were
+    preselected, then refused after Run)."""
+    from relu_core import runs
+
+    other = _run(2.0, 6, np.random.default_rng(9).integers(0, C, N + 40), "model on another data set")
+    for run in (*two_runs, other):
+        runs.register_run(run)
+    at = app(COMPARE, 120)
+    at.session_state["run_id"] = other.run_id  # the current run has no partner: the pair that has one is offered
+    at.session_state["run_ids"] = [two_runs[0].run_id, other.run_id, two_runs[1].run_id]
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    chosen = at.multiselect(key="cmp_runs")
+    assert chosen.value == [r.run_id for r in two_runs]
+    assert len(chosen.options) == 2 and not any("another data set" in label for label in chosen.options)
+    said = " ".join(c.value for c in at.caption)
+    assert "Not offered" in said and "model on another data set" in said and "same samples" in said
+    assert f"{N + 40:,} samples" in said
+
+
+def test_a_refused_run_leaves_no_prompt_to_press_run(two_runs):
+    """A comparison refused after Run (a run without errors) says why, without "Press Run the study." under it."""
+    from relu_core import runs
+
+    labels = two_runs[0].labels
+    perfect = Run.from_logits(np.eye(C, dtype=np.float32)[labels] * 9, labels, tuple("abcde"), source="perfect")
+    for run in (two_runs[0], perfect):
+        runs.register_run(run)
+    at = app(COMPARE, 120)
+    at.session_state["run_id"] = perfect.run_id
+    at.session_state["run_ids"] = [two_runs[0].run_id, perfect.run_id]
+    at.run()
+    assert any("Press **Run the study**" in i.value for i in at.info)  # before the press: the prompt
+    at.button(key="cmp_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.error and "perfect" in at.error[0].value
+    assert not any("Press **Run the study**" in i.value for i in at.info), [i.value for i in at.info]
