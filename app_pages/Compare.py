@@ -25,6 +25,7 @@ page.page_header(
     "errors can be told apart, beside the runs' accuracies. The difference of each run from the first carries a "
     "95 % paired bootstrap interval (the same resampled samples score both runs). "
     f"{protocol.FPR_CONVENTION}.",
+    manual_page="how-to/compare-runs.md",
 )
 
 loaded = [rid for rid in session_runs() if rid in runs.RUNS]

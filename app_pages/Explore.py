@@ -20,7 +20,7 @@ query.init_from_query_params()
 query.take_guarantee_param()  # the Start scorecard's guaranteed-risk row opens Explore at its r* and δ
 
 # a subheader, not a title: with the one-row control bar, D* and the confusion matrix fit in 1280 x 720
-st.subheader("Explore: Rel-U vs Doctor")
+st.subheader("Explore: Rel-U vs Doctor", help=page.manual_help("reference/dashboard.md"))
 st.caption(plain(f"Run: {runs.run_label(run)}"))
 query.query_params_notice()
 

@@ -41,7 +41,9 @@ st.html(
     '<style>[data-testid="stMainBlockContainer"] { padding-top: 0.5rem; }'
     f" .st-key-{session.START_SCORECARD} [data-testid='stVerticalBlock'] {{ gap: 0.5rem; }}</style>"
 )
-st.markdown("### Rel-U Studio: when should a prediction not be trusted?")
+st.markdown(
+    "### Rel-U Studio: when should a prediction not be trusted?", help=page.manual_help("reference/dashboard.md")
+)
 # Start shows clean scores (ε = 0) at the shared T, λ and tuning fraction, on the split Explore opens on
 setting = explore.Setting(temperature=shared.temperature, lam=shared.lam, tune_fraction=shared.tune_fraction)
 try:

@@ -18,11 +18,19 @@ from studio.text import plain
 MIME_TYPES = {".csv": "text/csv", ".html": "text/html", ".json": "application/json"}
 
 
-def page_header(title: str, introduction: str):
-    """The top of a study page: its title, the current run (``frame.current_run``) and what the page does
-    (markdown). Returns the run."""
+def manual_help(manual_page: str) -> str:
+    """The "?" of a page's heading: the page of the manual that explains it (``docs/<manual_page>``, which
+    ``./run_docs.sh`` serves); tests/test_docs.py checks that every page names one that exists."""
+    return f"Manual: docs/{manual_page} (served by ./run_docs.sh)."
+
+
+def page_header(title: str, introduction: str, manual_page: str | None = None):
+    """The top of a study page: its title with its manual page in the "?" (:func:`manual_help`), the current run
+    (``frame.current_run``) and what the page does (markdown). Returns the run."""
     run = frame.current_run()
-    st.subheader(title)  # like Explore's heading: a title took 90 px of a 1280 x 720 window
+    st.subheader(
+        title, help=manual_help(manual_page) if manual_page else None
+    )  # like Explore's heading: a title took 90 px of 1280 x 720
     st.caption(plain(f"Run: {run_label(run)}"))
     st.markdown(introduction)
     return run

@@ -145,6 +145,17 @@ def test_relative_links_point_at_files_that_exist(source):
     assert broken == []
 
 
+_MANUAL = re.compile(r'manual_(?:help\(|page=)"([^"]+)"')
+
+
+@pytest.mark.parametrize("source", sorted((REPO / "app_pages").glob("*.py")), ids=lambda p: p.name)
+def test_every_app_page_names_its_manual_page(source):
+    """Each page's heading has a "?" naming the manual page that explains it, and that page exists."""
+    named = _MANUAL.findall(source.read_text())
+    assert len(named) == 1, f"{source.name} names {named or 'no'} manual page"
+    assert (DOCS / named[0]).is_file(), named[0]
+
+
 def test_the_architecture_page_includes_architecture_md():
     """ARCHITECTURE.md stays at the top level and the manual shows the same text (a snippet, not a copy)."""
     page = (DOCS / "explanation" / "architecture.md").read_text()
