@@ -63,6 +63,19 @@ def add_parser(sub) -> None:
         help="select T (and lam) on the evaluation part (optimistic, labelled oracle; replaces --temperature/--lambda)",
     )
     ev.add_argument(
+        "--protocol",
+        choices=["honest", "oracle", "paper"],
+        default=None,
+        help="how settings are chosen: honest (= --select, inside the tuning split), oracle (= --oracle) or paper: "
+        "the paper's protocol as the authors' code runs it (their T grid, λ grid, split n // r, errors-positive "
+        "thinned FPR95, mean of the five best setting x seed rows; no interval)",
+    )
+    ev.add_argument(
+        "--r",
+        default="2",
+        help="--protocol paper: the fit part is n // r (the authors offer 10 and 2; default 2, their table's)",
+    )
+    ev.add_argument(
         "--criterion",
         default="fpr95",
         choices=list(metric_info.KEYS),
@@ -284,6 +297,13 @@ def _guarantee_options(args: argparse.Namespace) -> tuple[float, float] | None:
 def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     from relu_core import protocol
 
+    if args.protocol is not None:
+        if args.select or args.oracle:
+            raise InputError("--protocol names the selection itself: it does not go with --select or --oracle")
+        if args.protocol == "paper":
+            return _cmd_paper(args, bar)
+        args.select, args.oracle = args.protocol == "honest", args.protocol == "oracle"
+
     methods = protocol.resolve_methods(args.methods)
     temperature = None if args.temperature is None else shared.parse_temperature(args.temperature)
     lam = shared.parse_lambda(args.lam)
@@ -386,3 +406,83 @@ def _cmd_demo(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     _emit(result, args.json, f"Demo: {run.source}")
     print(f"Model weights and logits are cached under {paths.cache_dir()}", file=sys.stderr)
     return 0
+
+
+def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
+    """``evaluate --protocol paper``: :func:`relu_core.paper_protocol.evaluate` on the run the flags name (ε = 0 on
+    logits; with a model, ``--eps-grid paper`` adds the authors' ε grid), its text or JSON."""
+    from relu_core import paper_protocol, protocol
+
+    ignored = [f for f, v in (("--temperature", args.temperature), ("--risk", args.risk)) if v is not None]
+    if args.fpr_positive != "correct":
+        ignored.append("--fpr-positive")
+    if ignored:
+        raise InputError(f"{ignored[0]} does not go with --protocol paper (it has its own grids and FPR95 convention)")
+    r = parse_int(args.r, "--r", minimum=2)
+    seeds = parse_int(args.seeds, "--seeds", minimum=1)
+    methods = paper_protocol.METHODS if args.methods is None else protocol.resolve_methods(args.methods)
+    batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
+    epsilons: tuple[float, ...] = (0.0,)
+    if getattr(args, "eps_grid", None) is not None:
+        if args.eps_grid.strip().lower() != "paper":
+            raise InputError("--protocol paper searches the authors' ε grid: give --eps-grid paper, or no --eps-grid")
+        if args.logits is not None or shared.onnx_weights(args):
+            raise InputError("ε > 0 needs the run's model and images (input pre-processing): this run has logits only")
+        epsilons = paper_protocol.EPSILONS
+    run, title = shared.run_from_args(args, bar, batch_size)
+    perturbed = None
+    if len(epsilons) > 1:
+        from relu_core import preprocessing
+
+        perturbed = {
+            e: preprocessing.make_perturbed_scorer(run, e, device=args.device, batch_size=batch_size)
+            for e in epsilons
+            if e > 0
+        }
+    result = paper_protocol.evaluate(
+        run.logits,
+        run.labels,
+        r=r,
+        seeds=seeds,
+        methods=methods,
+        epsilons=epsilons,
+        perturbed=perturbed,
+        progress=bar,
+    )
+    bar.close()
+    if args.json:
+        print(json.dumps({"run": title, **result.to_dict()}, indent=1, allow_nan=False))
+        return 0
+    print(paper_text(result, title))
+    return 0
+
+
+def paper_text(result, title: str) -> str:
+    """The paper's protocol as text: what ran, per method the mean (std) of its five best rows, Rel-U − Doctor."""
+    from relu_core import metric_info, paper_protocol
+
+    fit, aside, evaluated = result.sizes
+    lines = [
+        f"{title}: {result.label}",
+        f"Split: {result.n:,} samples, r = {result.r}: {fit:,} fit, {aside:,} set aside, {evaluated:,} evaluated; "
+        f"seeds {', '.join(map(str, result.seeds))}",
+        f"Grids: T {', '.join(f'{t:g}' for t in result.temperatures)}; ε {', '.join(f'{e:g}' for e in result.epsilons)}; "
+        f"λ {', '.join(f'{x:g}' for x in result.lambdas)}",
+        f"{result.fpr_convention}; each value the mean (std) of the method's {paper_protocol.TOP_K} best rows over "
+        "every setting x seed, measured on the evaluation part",
+        *(f"Note: {n}" for n in result.notes),
+    ]
+    methods = list(dict.fromkeys(result.rows.method.tolist()))
+    header = ["method", *(metric_info.get(m).header for m in paper_protocol.ROW_METRICS)]
+    table = [header]
+    for key in methods:
+        cells = [result.aggregates[m][key] for m in paper_protocol.ROW_METRICS]
+        table.append([key, *(f"{a.mean:.4f} ({a.std:.4f})" if a.std == a.std else f"{a.mean:.4f}" for a in cells)])
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in table]
+    if "relu" in methods and "doctor" in methods:
+        diffs = "; ".join(
+            f"{metric_info.get(m).label} {metric_info.signed(result.difference(m))}" for m in paper_protocol.ROW_METRICS
+        )
+        lines.append(f"Rel-U − Doctor: {diffs} ({paper_protocol.NO_INTERVAL})")
+    return "\n".join(lines)
