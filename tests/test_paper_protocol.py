@@ -328,3 +328,22 @@ def test_the_cli_prints_one_object_a_rung(tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 0 and "6. authors' split" in text and "no interval" in text
     assert cli.main(["study", "paper-protocol", "--logits", str(path), "--val-fraction", "2"]) == 2
+
+
+def test_evaluate_protocol_paper_equals_the_library(tmp_path, capsys):
+    logits, labels = synthetic(n=500, seed=8)
+    path = tmp_path / "run.npz"
+    np.savez(path, logits=logits, labels=labels)
+    rc = cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--seeds", "2", "--r", "10", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = paper_protocol.evaluate(logits, labels, r=10, seeds=2)
+    assert out["relu_minus_doctor"]["fpr95"] == pytest.approx(expected.difference("fpr95"))
+    assert (out["fit"], out["set_aside"], out["evaluated"]) == (50, 90, 360)
+    assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--select"]) == 2
+    assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--r", "1"]) == 2
+    assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--eps-grid", "paper"]) == 2
+    assert "logits only" in capsys.readouterr().err
+    assert cli.main(["evaluate", "--logits", str(path), "--protocol", "honest", "--seeds", "2", "--json"]) == 0
+    honest = json.loads(capsys.readouterr().out)
+    assert "tuning" in honest["relu"]["selection"]
