@@ -27,6 +27,7 @@ run = page.page_header(
     "the tuning split; a prediction is rejected when its set holds more than one label). Rel-U (λ = 0.5) and "
     "Doctor at T = 1. "
     f"Every detector judges the run's own predictions; {protocol.FPR_CONVENTION}.",
+    manual_page="how-to/baselines.md",
 )
 
 available = baselines.available_keys(run)

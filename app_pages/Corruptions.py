@@ -36,6 +36,7 @@ run = page.page_header(
     "predictions on **corrupted** copies of the evaluation images (the 19 CIFAR-10-C corruptions of Hendrycks "
     "& Dietterich). Neither the clean nor the corrupted evaluation images take part in the tuning. "
     f"Positives are correctly classified samples ({protocol.FPR_CONVENTION}).",
+    manual_page="how-to/corruptions.md",
 )
 
 try:

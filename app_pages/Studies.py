@@ -22,6 +22,7 @@ run = page.page_header(
     "Every study fits D* on tuning splits only and scores the evaluation splits only, averages over seeded splits "
     "(mean ± std) and reports the paired difference Rel-U − Doctor with its 95 % bootstrap interval. "
     f"Convention: {protocol.FPR_CONVENTION}. Results are cached by their settings.",
+    manual_page="how-to/studies.md",
 )
 
 has_model = run.model is not None and run.images is not None
