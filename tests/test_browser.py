@@ -352,6 +352,61 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     assert not page.get_by_test_id("stException").count()
 
 
+class _HeldLink:
+    """The page's websocket to the server, its messages to the server held back while ``hold`` is on."""
+
+    def __init__(self, page) -> None:
+        self.held: list = []
+        self.hold = False
+        self.server = None
+        page.route_web_socket("**/_stcore/stream", self._route)
+
+    def _route(self, ws) -> None:
+        self.server = ws.connect_to_server()
+        ws.on_message(lambda message: self.held.append(message) if self.hold else self.server.send(message))
+
+    def release(self) -> None:
+        self.hold = False
+        while self.held:
+            self.server.send(self.held.pop(0))
+
+
+def test_lambda_back_and_forth_is_drawn_before_the_server_answers(app_url, chromium):
+    """Issue 43: back and forth between two λ already shown, the browser drew the first move itself but waited
+    for the server on the way back (the value it came from was not among the neighbours it had been sent). With
+    every message to the server held back, both moves are drawn."""
+    start = _lam_where_everything_moves([0.5 + k / 100 for k in range(47)] + [0.5 - k / 100 for k in range(1, 51)])
+    lam_at = [f"{round(start + k / 100, 2):.2f}" for k in range(2)]
+    page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
+    link = _HeldLink(page)
+    page.goto(f"{app_url}/Explore?lam={start:g}")
+    page.wait_for_function("() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=150_000)
+    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[1], timeout=150_000)
+    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(_LAMBDA_CONTENT, timeout=60_000)
+    before = page.evaluate(_LAMBDA_CONTENT)
+    lam = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors").get_by_role("slider")
+    lam.focus()
+    link.hold = True
+    title_is = "(t) => document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes(t)"
+    content_is = f"(c) => ({_LAMBDA_CONTENT})() === c"
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(title_is, arg=f"λ = {float(lam_at[1]):g})", timeout=10_000)
+    moved = page.evaluate(_LAMBDA_CONTENT)  # drawn in the same task as D*'s title
+    assert all(a != b for a, b in zip(json.loads(before)[:4], json.loads(moved)[:4], strict=True))
+    page.keyboard.press("ArrowLeft")  # back: the value the server's last answer was for
+    page.wait_for_function(title_is, arg=f"λ = {start:g})", timeout=10_000)
+    page.wait_for_function(content_is, arg=before, timeout=10_000)
+    page.keyboard.press("ArrowRight")  # and again: a neighbour kept from that answer
+    page.wait_for_function(content_is, arg=moved, timeout=10_000)
+    assert link.held and f"lam={start:g}" in page.url  # drawn by the browser alone: nothing reached the server
+    link.release()
+    page.wait_for_url(f"**lam={float(lam_at[1]):g}**", timeout=60_000)
+    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(content_is, arg=moved, timeout=60_000)
+    assert not page.get_by_test_id("stException").count()
+
+
 def _has_an_example() -> bool:
     """Whether the Start page's default run has an error one detector flags and the other accepts (the page then
     shows its picture): a trained model's errors need not include one."""

@@ -49,6 +49,7 @@ function followers() {
     if (!element || element.closest(NOT_SETTINGS) || !element.closest(STREAMLIT.controls)) return;
     for (const target of registry.targets) if (target.follow && element.closest(`.${target.follow.slider}`)) return;
     registry.blockedAt = registry.lastRun;
+    for (const target of registry.targets) target.seen.clear();  // views of the old settings
   };
   for (const type of ["pointerdown", "keydown", "change"]) document.addEventListener(type, interaction, true);
   // the slider's input is marked on every render of the slider, the user's moves included
@@ -62,20 +63,33 @@ function followers() {
   return registry;
 }
 
+// The views each element keeps of the values its slider had since following last resumed (the server's own and
+// the neighbours'), so that a value already shown is shown again at once: back and forth between two values the
+// slider returns to one whose view is no longer among the latest answer's neighbours.
+const SEEN_MAX = 24;
+
+function remember(target, value, view) {
+  target.seen.delete(value);
+  target.seen.set(value, view);
+  if (target.seen.size > SEEN_MAX) target.seen.delete(target.seen.keys().next().value);
+}
+
 // Registers ``element`` (drawn by ``show(view)``, which returns false when drawing failed) for this render's
 // payload and shows the view its slider's value asks for, else the server's own. Returns the cleanup.
 function follow(element, payload, current, show) {
   const registry = followers();
   let target = element.reluFollowTarget;
   if (!target) {
-    target = element.reluFollowTarget = { shown: null };
-    // rendered: the server's answer, its own view unless the slider has moved on to a neighbour's; a value
-    // without a neighbour's view keeps what is shown until the server answers for it
+    target = element.reluFollowTarget = { shown: null, seen: new Map() };
+    // rendered: the server's answer, its own view unless the slider has moved on to another value's (this
+    // answer's neighbours', or one kept from an earlier answer); a value without a view keeps what is shown
+    // until the server answers for it
     target.update = (rendered) => {
       const follow = target.follow, value = follow && sliderValue(follow);
       const ahead = value && value !== follow.current;  // the slider left the value this answer is for
-      const own = rendered && (!ahead || target.shown === null) ? target.current : null;
-      const view = (value && follow.views[value]) || own;
+      const own = !ahead || (rendered && target.shown === null) ? target.current : null;
+      const kept = registry.blockedAt === null && ahead ? follow.views[value] || target.seen.get(value) : null;
+      const view = kept || own;
       if (view && view.id !== target.shown) {
         target.shown = view.id;
         Promise.resolve(show(view)).then((drawn) => { if (drawn === false) target.shown = null; });
@@ -84,10 +98,15 @@ function follow(element, payload, current, show) {
   }
   target.follow = payload.follow || null;
   target.current = current;
+  if (!target.follow) target.seen.clear();
   if (target.follow) {
     if (target.follow.run < registry.lastRun) registry.blockedAt = null;  // a new session (a restarted server)
     registry.lastRun = target.follow.run;
     if (registry.blockedAt !== null && target.follow.run >= registry.blockedAt + 2) registry.blockedAt = null;
+    if (registry.blockedAt === null) {  // an answer for the settings shown: its views may be shown again later
+      remember(target, target.follow.current, current);
+      for (const [value, view] of Object.entries(target.follow.views)) remember(target, value, view);
+    }
   }
   registry.targets.add(target);
   target.update(true);
