@@ -54,6 +54,9 @@ PAPER_EPSILONS: tuple[float, ...] = (
 #: The authors' ε grid (their ``src/RelU/main.py``: 0 to 0.004 in steps of 0.0005), the grid the honest selection
 #: searches by default where a run has its model (:func:`relu_core.protocol.evaluate_with_selection`).
 AUTHORS_EPSILONS: tuple[float, ...] = (0.0, 0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.0035, 0.004)
+#: A bounded subset of :data:`AUTHORS_EPSILONS` for 2 CPU cores: no step, the authors' range cut in quarters
+#: where their grid holds the value (0.001, 0.002) and its end (0.004); see docs/results/eps-selection.md.
+CPU_EPSILONS: tuple[float, ...] = (0.0, 0.001, 0.002, 0.004)
 #: The values of ``Detector.perturbation``: s = the detector's uncertainty, or s = max softmax(z / T).
 UNCERTAINTY, CONFIDENCE = "uncertainty", "confidence"
 

@@ -199,3 +199,40 @@ def test_evaluate_with_eps_selection_end_to_end(digits_run):
     assert "subset" not in result.eps_label and "ε selected" in result.eps_label
     json.dumps(table)  # plain JSON
     assert result.paired is not None and "fpr95" in result.paired
+
+
+def test_cli_evaluate_eps_grid_names_the_grid(digits_run, monkeypatch, capsys):
+    from relu_core import cli
+    from relu_core.cli import shared
+
+    monkeypatch.setattr(shared, "model_run", lambda args, batch_size, progress: digits_run)
+    argv = ["evaluate", "--model", "linear", "--dataset", "digits", "--select", "--t-grid", "1", "--folds", "3"]
+    argv += ["--lambda-grid", "0.5", "--eps-grid", "0,0.01", "--seeds", "1", "--bootstrap", "0", "--device", "cpu"]
+    assert cli.main([*argv, "--methods", "relu,doctor,msp", "--json"]) == 0
+    captured = capsys.readouterr()
+    table = json.loads(captured.out)
+    assert table["relu"]["eps_grid"] == [0.0, 0.01] and table["msp"]["eps_grid"] == [0.0]
+    assert "ε ∈ {0, 0.01} (not the authors' grid)" in table["doctor"]["eps_selection"]
+    assert table["relu"]["settings_searched"] == 2
+    assert "ε selection:" in captured.err and "backward pass" in captured.err
+    assert cli.main([*argv, "--methods", "relu,doctor"]) == 0
+    assert "input pre-processing ε selected like T over ε ∈ {0, 0.01}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--select", "--eps-grid", "cpu"], "a logits file cannot be perturbed"),
+        (["--eps-grid", "authors"], "goes with --select or --oracle"),
+        (["--select", "--eps-grid", "0,0.001,0.001"], "repeats a value"),
+    ],
+)
+def test_cli_eps_grid_on_logits_is_refused_with_one_line(tmp_path, capsys, extra, message):
+    from relu_core import cli
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 300)
+    np.savez(tmp_path / "l.npz", logits=(rng.normal(size=(300, 3)) + 2 * np.eye(3)[labels]), labels=labels)
+    assert cli.main(["evaluate", "--logits", str(tmp_path / "l.npz"), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

@@ -82,6 +82,17 @@ def add_parser(sub) -> None:
         help="selection criterion for --select/--oracle (default fpr95)",
     )
     ev.add_argument("--folds", default="5", help="cross-validation folds for --select (default 5)")
+    ev.add_argument("--eps-grid", default=None, metavar="GRID", help=shared.EPS_GRID_HELP)
+    ev.add_argument(
+        "--t-grid",
+        default=None,
+        metavar="T,...",
+        help="the temperatures --select/--oracle search (default: each detector's grid); e.g. 1,1.5 to bound an "
+        "ε selection on a CPU",
+    )
+    ev.add_argument(
+        "--lambda-grid", default=None, metavar="L,...", help="the λ values --select/--oracle search for Rel-U"
+    )
     ev.add_argument(
         "--eps",
         type=float,
@@ -144,10 +155,12 @@ def format_table(result, *, title: str = "") -> str:
         return text
 
     searched = any(n > 1 for n in result.n_settings.values())
+    eps_selected = result.eps_per_seed is not None
     header = [
         "method",
         "T",
         "λ",
+        *(["ε"] if eps_selected else []),
         *(["settings searched"] if searched else []),
         *(f"{m.label} ({m.better})" for m in metric_info.METRICS),
     ]
@@ -157,6 +170,7 @@ def format_table(result, *, title: str = "") -> str:
             result.names[key],
             describe_values([t for t, _ in result.params[key]]),
             lam_cell(key),
+            *([describe_values(result.eps_per_seed[key])] if eps_selected else []),
             *([str(result.n_settings[key])] if searched else []),
             *(pm(key, m) for m in metric_info.METRICS),
         ]
@@ -173,7 +187,7 @@ def format_table(result, *, title: str = "") -> str:
         f"{result.fpr_convention}; mean ± std over {len(result.seeds)} seed(s).",
         f"Split per seed: {result.n_tune} tuning / {result.n_eval} evaluation samples "
         f"(tuning fraction {result.tune_fraction:g}, stratified by correctness).",
-        f"Hyperparameters: {result.selection}; input pre-processing ε = {result.eps:g}"
+        f"Hyperparameters: {result.selection}; {result.eps_label}"
         + (" (scores on perturbed inputs)" if result.perturbed else "")
         + ".",
         f"Classifier accuracy on the evaluation part: {acc.mean():.4f} ± {acc.std():.4f}",
@@ -265,6 +279,8 @@ def _emit(result, as_json: bool, title: str, at_risk=None) -> None:
         for row in table.values():  # the conventions travel with the numbers they qualify
             row["fpr95_positives"] = result.fpr_positive
             row["selection"] = result.selection
+            if result.eps_grid is not None:
+                row["eps_selection"] = result.eps_label
         if at_risk is not None:
             for key, guarantee in guarantee_json(at_risk).items():
                 table[key]["guarantee"] = guarantee
@@ -315,6 +331,11 @@ def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     if not math.isfinite(args.eps) or args.eps < 0:
         raise InputError(f"--eps must be a non-negative number, got {args.eps}")
     guarantee = _guarantee_options(args)
+    eps_grid, grids = _selection_grids(args)
+    if eps_grid is not None and shared.onnx_weights(args):
+        from relu_core.onnx_model import NO_EPS
+
+        raise InputError(NO_EPS)
     if args.eps > 0 and shared.onnx_weights(args):
         from relu_core.onnx_model import NO_EPS
 
@@ -327,9 +348,14 @@ def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
             methods = perturbable
         elif len(perturbable) < len(methods):
             preprocessing.check_detector(next(detectors.REGISTRY[k]() for k in methods if k not in perturbable))
-    perturbed_scorer = None
+    perturbed_scorer = perturbation = None
     if args.logits is not None and args.eps > 0:
         raise InputError("--eps perturbs the inputs, so it needs --model and --dataset instead of --logits")
+    if args.logits is not None and eps_grid is not None:
+        raise InputError(
+            "--eps-grid selects ε by perturbing the inputs, so it needs --model and --dataset: a logits file cannot "
+            "be perturbed"
+        )
     run, title = shared.run_from_args(args, bar, batch_size)
     logits, labels = run.logits, run.labels
     if args.logits is None:
@@ -344,6 +370,10 @@ def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
                 run, args.eps, device=args.device, batch_size=batch_size
             )
             title += f" (input pre-processing eps={args.eps:g})"
+        if eps_grid is not None:
+            from relu_core import preprocessing
+
+            perturbation = preprocessing.make_perturbation(run, device=args.device, batch_size=batch_size, progress=bar)
     n_seeds = len(protocol.resolve_seeds(seeds))  # checked first: the estimate names valid work only
     protocol.check_resamples(n_resamples)
     estimate = protocol.evaluation_seconds(len(labels), logits.shape[1], n_seeds, methods, n_resamples, fraction)
@@ -366,8 +396,11 @@ def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     }
     if args.select or args.oracle:
         selection = "oracle" if args.oracle else "tuning"
+        if eps_grid is not None:
+            options.update(epsilons=eps_grid, perturbation=perturbation)
+            del options["perturbed_scorer"], options["eps"]
         result = protocol.evaluate_with_selection(
-            logits, labels, methods, selection=selection, n_folds=folds, criterion=args.criterion, **options
+            logits, labels, methods, selection=selection, n_folds=folds, criterion=args.criterion, **grids, **options
         )
     else:
         result = protocol.evaluate(logits, labels, methods, temperature=temperature, lam=lam, **options)
@@ -389,8 +422,41 @@ def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
             progress=bar,
         )
     bar.close()
+    if perturbation is not None:  # what ε selection cost, on stderr: stdout holds only the result
+        print(
+            f"ε selection: {perturbation.backward_images:,} images through one backward pass each, "
+            f"{perturbation.forward_images:,} forward passes, {progress.duration_words(perturbation.seconds)} in the "
+            "model",
+            file=sys.stderr,
+        )
     _emit(result, args.json, title, at_risk)
     return 0
+
+
+def _selection_grids(args: argparse.Namespace) -> tuple[tuple[float, ...] | None, dict[str, tuple[float, ...]]]:
+    """``--eps-grid`` (None when not given) and the ``--t-grid``/``--lambda-grid`` options of the selection;
+    InputError for flags that need --select or --oracle, or that do not go together."""
+    given = [
+        flag
+        for flag, value in (
+            ("--eps-grid", args.eps_grid),
+            ("--t-grid", args.t_grid),
+            ("--lambda-grid", args.lambda_grid),
+        )
+        if value is not None
+    ]
+    if given and not (args.select or args.oracle):
+        raise InputError(f"{given[0]} is a grid to select over: it goes with --select or --oracle")
+    grids: dict[str, tuple[float, ...]] = {}
+    if args.t_grid is not None:
+        grids["temperatures"] = shared.parse_grid(args.t_grid, "--t-grid", "temperatures")
+    if args.lambda_grid is not None:
+        grids["lambdas"] = shared.parse_grid(args.lambda_grid, "--lambda-grid", "λ values in [0, 1]")
+    if args.eps_grid is None:
+        return None, grids
+    if args.eps > 0:
+        raise InputError("--eps-grid selects ε: it does not go with a fixed --eps")
+    return shared.parse_eps_grid(args.eps_grid), grids
 
 
 def _cmd_demo(args: argparse.Namespace, bar: shared.ProgressBar) -> int:

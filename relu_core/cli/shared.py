@@ -114,6 +114,40 @@ def parse_lambda(text: str) -> float | str:
         raise InputError(f"--lambda must be a number in [0, 1] or 'auto', got {text!r}") from None
 
 
+#: ``--eps-grid``'s named grids: the authors' whole ε grid, and the bounded subset for 2 CPU cores.
+EPS_GRID_NAMES = ("authors", "cpu")
+EPS_GRID_HELP = (
+    "also select ε inside the tuning part, jointly with T and λ (with --select; --oracle: on the evaluation part): "
+    "'authors' (0, 0.0005, ..., 0.004, the authors' grid), 'cpu' (0, 0.001, 0.002, 0.004: a subset of it for 2 CPU "
+    "cores) or comma-separated values; needs --model (a logits file cannot be perturbed); the output names the grid"
+)
+
+
+def parse_eps_grid(text: str, flag: str = "--eps-grid") -> tuple[float, ...]:
+    """``authors``, ``cpu`` or comma-separated ε values (``protocol.check_epsilons``), InputError otherwise."""
+    from relu_core import protocol
+
+    name = text.strip().lower()
+    if name == "authors":
+        return protocol.AUTHORS_EPSILONS
+    if name == "cpu":
+        from relu_core import preprocessing
+
+        return preprocessing.CPU_EPSILONS
+    return protocol.check_epsilons(parse_grid(text, flag, "ε values, or authors or cpu"))
+
+
+def parse_grid(text: str, flag: str, what: str = "numbers") -> tuple[float, ...]:
+    """Comma-separated numbers (a grid a selection searches), InputError naming ``flag`` otherwise."""
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"{flag} expects comma-separated {what}, got {text!r}") from None
+    if not values:
+        raise InputError(f"{flag} is empty")
+    return values
+
+
 WEIGHTS_HELP = (
     "checkpoint for --model (default: its known weights), or hf:REPO for one of the authors' Hugging Face Hub "
     "checkpoints (e.g. hf:edadaltocg/resnet34_cifar10; downloaded once), or an ONNX classifier FILE.onnx "
