@@ -241,10 +241,11 @@ def explore_panel(run_id: str) -> None:
         c_lam.caption(f"auto: λ = {view.lam_used:.3g}")
     # The paired bootstrap (D* refitted in each resample: about a second at 10k) runs beside the figures in a
     # background job; the tables below wait for it briefly, else show it when it lands (_paired_section). A λ the
-    # slider passed over has its bootstrap cancelled.
-    paired_job = None if view.paired else explore.paired_job(view)
+    # slider passed over has its bootstrap cancelled. λ's neighbours come first, before the bootstrap takes a
+    # core: on a busy machine they decide whether the next press is drawn at once.
     neighbours = explore_ui.neighbours(run_, s)
     explore_ui.cancel_superseded_paired(st.session_state, view, neighbours)
+    paired_job = None if view.paired else explore.paired_job(view)
     _dstar_and_confusion(run_, view, neighbours, s)
     _curves(view, neighbours, s)
     pending, error = explore.settle_paired(view, paired_job)
