@@ -313,7 +313,9 @@ def write_outputs(result, folder: str | Path, run) -> list[Path]:
 def handle_objectives(args: argparse.Namespace, bar) -> int:
     """``study objectives``: every option checked and ``--out`` checked before any training; train what is
     missing, evaluate, write ``--out``, print the answer and the table (or ``--json``)."""
+    from relu_core import engine, training
     from relu_core.studies import objectives
+    from relu_core.training import estimate
 
     dataset = args.dataset or "fashion-mnist"
     model = shared.trainable_model_name(args.model or _default_model(dataset), dataset)
@@ -321,7 +323,9 @@ def handle_objectives(args: argparse.Namespace, bar) -> int:
     options = {
         "objectives": chosen,
         "recipe": args.recipe,
-        "epochs": None if args.epochs is None else validation.parse_int(args.epochs, "--epochs", minimum=1),
+        "epochs": None
+        if args.epochs is None
+        else training.recipes.check_epochs(validation.parse_int(args.epochs, "--epochs", minimum=1), "--epochs"),
         "train_seed": validation.parse_int(args.train_seed, "--train-seed", minimum=0),
         "outliers": args.outliers,
         "seeds": 10 if args.seeds is None else validation.parse_int(args.seeds, "--seeds", minimum=1),
@@ -331,6 +335,13 @@ def handle_objectives(args: argparse.Namespace, bar) -> int:
         "device": args.device,
     }
     out = None if args.out is None else validation.output_folder(args.out)  # before the work
+    # what the training costs, before any work (the Objectives page's estimate and warning; cached models take none)
+    recipe = training.recipes.get(args.recipe or training.recipes.default_for(dataset)).name
+    epochs = objectives.default_epochs(recipe, model) if options["epochs"] is None else options["epochs"]
+    trained = chosen or objectives.supported_objectives(dataset)
+    device = engine.select_device(args.device).type
+    for line in estimate.before_training(model, dataset, trained, epochs, device):
+        print(line, file=sys.stderr)
     result = objectives.objectives_study(dataset, model, **options, progress=bar)
     bar.close()
     if out is not None:  # the files first: a reader of stdout that stops early must not lose them

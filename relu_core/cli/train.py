@@ -8,6 +8,7 @@ each batch (DistributedDataParallel) and rank 0 writes and prints.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 
@@ -32,7 +33,8 @@ def _number(text: str | None, flag: str) -> float | None:
 
 def cmd_train(args, bar) -> int:
     """Train (or load the cached model), compute its test-split logits, remember the run, print a summary."""
-    from relu_core import datasets, distributed, runs, training
+    from relu_core import datasets, distributed, engine, runs, training
+    from relu_core.training import estimate
 
     if args.dataset not in datasets.DATASETS:
         raise InputError(
@@ -51,7 +53,7 @@ def cmd_train(args, bar) -> int:
         "recipe": recipe.name,
         "epochs": training.recipes.default_epochs(recipe, model_name)
         if args.epochs is None
-        else validation.parse_int(args.epochs, "--epochs", minimum=1),
+        else training.recipes.check_epochs(validation.parse_int(args.epochs, "--epochs", minimum=1), "--epochs"),
         "seed": validation.parse_int(args.seed, "--seed", minimum=0),
     }
     if objective.uses_outliers and not args.outliers:
@@ -64,6 +66,11 @@ def cmd_train(args, bar) -> int:
     out = validation.output_file(args.out) if args.out and main_process else None  # checked before any work
     options = {"device": args.device, "download": args.download}
     bar_here = bar if main_process else None
+    if main_process:  # what the training costs, before any work (the Objectives page's estimate and warning)
+        device = engine.select_device(args.device).type
+        objectives = [objective.name]
+        for line in estimate.before_training(model_name, args.dataset, objectives, settings["epochs"], device):
+            print(line, file=sys.stderr)
     # Training first: it reads the training split only and fails fast when it is missing; the run's logits on
     # the test split then load the stored weights (a cache hit).
     trained = runs.trained_model(model_name, args.dataset, settings, progress=bar_here, **options)

@@ -110,8 +110,8 @@ def _validate(
     validation.integer(num_classes, "num_classes", minimum=2)
     if labels.min() < 0 or labels.max() >= num_classes:
         raise InputError(f"labels must lie in 0..{num_classes - 1}, found {labels.min()}..{labels.max()}")
-    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        validation.integer(value, name, minimum=1)
+    recipes.check_epochs(epochs, "epochs")
+    validation.integer(batch_size, "batch_size", minimum=1)
     return labels.astype(np.int64)
 
 

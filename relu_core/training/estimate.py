@@ -194,6 +194,20 @@ def cpu_warning(
     return text
 
 
+def before_training(
+    model: str, dataset: str, objectives: Sequence[str], epochs: int, device: str, *, machine: Machine | None = None
+) -> list[str]:
+    """What the command line says on stderr before it trains (``train``, ``study objectives``), the Objectives
+    page's words: the :func:`estimate`'s sentence and, on a CPU (``device`` a device type), the :func:`cpu_warning`
+    when one model takes longer than :data:`WARN_SECONDS` (on ``machine``, None: this machine now)."""
+    if device == "cpu":
+        machine = current_machine() if machine is None else machine
+    lines = [estimate(model, dataset, objectives, epochs, device, machine=machine).sentence()]
+    if device == "cpu" and (warning := cpu_warning(model, dataset, objectives, epochs, machine=machine)):
+        lines.append(warning)
+    return lines
+
+
 def duration(seconds: float) -> str:
     """``seconds`` rounded for a person: "40 s", "12 min", "3 h 10 min", "31 h", "24 days"."""
     if seconds < 90:

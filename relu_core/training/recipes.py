@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from relu_core import validation
 from relu_core.errors import InputError
 
 #: A continuously annealed schedule enters its final phase when the learning rate is at most this share of its peak.
@@ -67,10 +68,11 @@ class Schedule:
         if self.kind not in ("one-cycle", "linear", "step"):
             raise ValueError(f"unknown schedule kind {self.kind!r}")
 
-    def multipliers(self, total: int) -> np.ndarray:
-        """The learning rate of each of the ``total`` steps (index s: the rate the (s+1)-th optimiser step uses),
-        divided by the peak."""
-        steps = np.arange(total, dtype=np.float64)
+    def multiplier_at(self, steps, total: int) -> np.ndarray:
+        """The learning rate of the optimiser steps ``steps`` (an index or an array of them; index s: the rate the
+        (s+1)-th step uses) in a schedule of ``total`` steps, divided by the peak: the formula evaluated at those
+        steps only, so that a schedule of any length allocates nothing per step (``train --epochs 10**9``)."""
+        steps = np.asarray(steps, dtype=np.float64)  # one element as an array: the table's own arithmetic
         if self.kind == "one-cycle":  # torch.optim.lr_scheduler.OneCycleLR, anneal_strategy="cos", two phases
             initial = 1.0 / ONE_CYCLE_DIV
             final = initial / ONE_CYCLE_FINAL_DIV
@@ -85,28 +87,50 @@ class Schedule:
             peak = max(self.warmup * total, 1e-12)
             last = max(total - 1, 1)
             return np.where(steps <= peak, steps / peak, np.clip((last - steps) / max(last - peak, 1e-12), 0.0, 1.0))
-        drops = np.zeros(total)
+        drops = np.zeros(steps.shape)
         for milestone in self.milestones:
             drops += steps >= round(milestone * total)
         return self.gamma**drops
 
+    def multipliers(self, total: int) -> np.ndarray:
+        """The learning rate of each of the ``total`` steps (index s: the rate the (s+1)-th optimiser step uses),
+        divided by the peak: :meth:`multiplier_at` of every step, a table of ``total`` floats (the tests'; the
+        training loop never builds it)."""
+        return self.multiplier_at(np.arange(total), total)
+
     def lr_lambda(self, total: int):
-        """A ``LambdaLR`` function of the step count (the ``linear`` and ``step`` kinds)."""
-        table = self.multipliers(total)
-        return lambda step: float(table[min(step, total - 1)])
+        """A ``LambdaLR`` function of the step count (the ``linear`` and ``step`` kinds): the formula at that step
+        (:meth:`multiplier_at`), no table."""
+        return lambda step: float(self.multiplier_at([min(step, total - 1)], total)[0])
+
+    def _peak_step(self, total: int) -> int:
+        """The first step of the largest rate (``argmax`` of :meth:`multipliers`) without the table: the rate rises
+        up to the warm-up's end and falls after it, so the peak is the step at or just after that end (or 0)."""
+        end = float(self.warmup * total) - (1 if self.kind == "one-cycle" else 0)
+        base = math.floor(end) if math.isfinite(end) and end >= 0 else 0
+        candidates = sorted({min(max(k, 0), total - 1) for k in (0, base, base + 1)})
+        rates = self.multiplier_at(np.array(candidates), total)
+        return int(candidates[int(np.argmax(rates))])
 
     def final_phase_start(self, total: int) -> int:
         """The first step of the schedule's final phase, where early stopping may act: for ``step``, the last
         drop; otherwise the first step after the peak whose rate is at most :data:`FINAL_PHASE_FRACTION` of the
-        peak (the last step at the latest)."""
+        peak (the last step at the latest). Found by bisection on the falling part of the formula (it only falls
+        after the peak), never from a table of every step."""
         if total <= 1:
             return 0
         if self.kind == "step":
             return min(max((round(m * total) for m in self.milestones), default=0), total - 1)
-        table = self.multipliers(total)
-        after_peak = np.arange(total) >= int(np.argmax(table))
-        found = np.flatnonzero(after_peak & (table <= FINAL_PHASE_FRACTION))
-        return int(found[0]) if found.size else total - 1
+        low, high = self._peak_step(total), total - 1
+        if float(self.multiplier_at([high], total)[0]) > FINAL_PHASE_FRACTION:
+            return total - 1
+        while low < high:  # the first step in [peak, total - 1] at most the fraction
+            middle = (low + high) // 2
+            if float(self.multiplier_at([middle], total)[0]) <= FINAL_PHASE_FRACTION:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def first_stopping_epoch(self, epochs: int, steps_per_epoch: int) -> int:
         """The first epoch (1-based) that ends inside the final phase: where held-out accuracy starts to count."""
@@ -213,6 +237,23 @@ DATASET_RECIPES = {"cifar10": "fast", "cifar100": "fast", "svhn": "fast"}
 #: logits on two quiet cores (52 s an epoch; 85.8 % on the JPEG test folder), inside the 15-minute budget with room
 #: for a slower CPU (README, "CIFAR-10 trained here").
 EPOCHS_BY_MODEL = {("fast", "resnet9_small"): 14}
+
+
+#: The largest epoch cap the studio takes: the schedule spans the cap (its warm-up and drops are shares of it), so a
+#: cap far beyond any training that can run would never anneal, and its step count must stay an exact integer.
+#: The paper's recipe runs 200 epochs; 10,000 epochs of CIFAR-10 on one H200 with the fast network take about 2 h.
+MAX_EPOCHS = 10_000
+
+
+def check_epochs(value: object, what: str = "the epoch cap") -> int:
+    """``value`` as an epoch cap from 1 to :data:`MAX_EPOCHS`; else InputError naming ``what`` and the limit."""
+    epochs = validation.integer(value, what, minimum=1)
+    if epochs > MAX_EPOCHS:
+        raise InputError(
+            f"{what} must be at most {MAX_EPOCHS:,} epochs (relu_core.training.recipes.MAX_EPOCHS), got {epochs:,}: "
+            "the learning-rate schedule spans the cap, so a longer one would not anneal within any training that runs"
+        )
+    return epochs
 
 
 def default_epochs(recipe: str | TrainingRecipe, model: str) -> int:
