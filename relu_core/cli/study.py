@@ -125,7 +125,7 @@ def add_objectives_parser(names) -> None:
         default=None,
         metavar="NAME",
         help="the network: cnn (the data set's small CNN), resnet9, resnet9_small, resnet34, densenet121 or a "
-        "registered name (default: the data set's, see README)",
+        "registered name (default: the data set's; docs/how-to/training-objectives.md)",
     )
     ob.add_argument(
         "--objectives",

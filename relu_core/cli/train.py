@@ -125,7 +125,7 @@ def add_parser(sub) -> None:
     tp.add_argument(
         "--recipe",
         choices=list(RECIPE_CHOICES),
-        help="training recipe (default: fast for CIFAR-10/100 and SVHN, plain otherwise; README, Training recipes)",
+        help="training recipe (default: fast for CIFAR-10/100 and SVHN, plain otherwise; docs/how-to/training-objectives.md)",
     )
     tp.add_argument(
         "--epochs",
