@@ -1,4 +1,5 @@
-"""More baselines (the paper's Table 5 and its conformal appendix) and the "baselines" study.
+"""More baselines (the paper's tables tab:bayes and tab:main_misclassification_detection_conformal) and the
+"baselines" study.
 
 Five detectors, registered in :data:`relu_core.detectors.REGISTRY` on import, each with the uncertainty
 convention of :mod:`relu_core.detectors` (higher = more likely misclassified):

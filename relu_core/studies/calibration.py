@@ -1,4 +1,4 @@
-"""Calibration (the paper's Table 2): does temperature scaling change the detectors?
+"""Calibration (the paper's table tab:calibration): does temperature scaling change the detectors?
 
 Per seed (the protocol's split, stratified by correctness):
 
