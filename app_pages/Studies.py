@@ -76,7 +76,7 @@ def _controls() -> dict:
                 key=session.STUDY_BOOTSTRAP,
             )
         )
-        if name in ("ablation", "calibration"):
+        if name in ("ablation", "calibration", "paper-protocol"):
             options["tune_fraction"] = page.fraction_slider(c3, "tuning fraction", key=session.STUDY_FRACTION)
         if name in ("tuning-split", "mismatch"):
             # a row of their own: in a third of the width the four presets' chips were hidden at 1280 x 720
@@ -201,6 +201,15 @@ if "summary" in result.tables:
         st.dataframe(reference, hide_index=True)
     for line in reference_notes:
         st.caption(line)
+if "ladder" in result.tables:
+    st.subheader("Rel-U − Doctor, rung by rung")
+    st.caption(
+        "Each rung changes one thing from the rung above. Rungs 1-4: the 95 % paired bootstrap interval "
+        "(conditional on the selected settings); rungs 5-6 are the mean of each detector's five best rows, a "
+        "minimum over settings and seeds measured on the evaluation split: no interval is valid for them."
+    )
+    st.dataframe(result.tables["ladder"], hide_index=True)
+
 image_format = st.radio(
     "the camera button of each chart saves",
     ["png", "svg"],
