@@ -208,9 +208,61 @@ def _sentence(result: base.StudyResult, series: str, metric: str) -> str:
     return text
 
 
+def ladder_figure(ladder: pd.DataFrame, metric: str = "fpr95") -> go.Figure:
+    """The ladder (:mod:`relu_core.studies.ladder`): Rel-U − Doctor per rung, a bar each, with the 95 % paired
+    interval where one is valid (rungs 1-4) and none where the rung is a minimum over rows (5-6)."""
+    shown = metric_info.get(metric)
+    low, high = ladder[f"{metric}_low"].to_numpy(float), ladder[f"{metric}_high"].to_numpy(float)
+    value = ladder[metric].to_numpy(float)
+    has = np.isfinite(low)
+    labels = [f"{r}. {n}" for r, n in zip(ladder["rung"], ladder["name"])]
+    fig = core_figures.new_figure()
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=value,
+            name="Rel-U − Doctor",
+            marker={
+                "color": [core_figures.detector_color(base.RELU) if h else "rgba(120,120,120,0.6)" for h in has],
+            },
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": np.where(has, high - value, 0.0),
+                "arrayminus": np.where(has, value - low, 0.0),
+                "visible": True,
+            },
+            hovertext=list(ladder["changed"]),
+        )
+    )
+    fig.add_hline(y=0.0, line_color="#333", line_width=1)
+    fig.update_layout(
+        title=f"Rel-U − Doctor, {shown.name}, rung by rung ({'above' if shown.higher_is_better else 'below'} 0: "
+        "Rel-U better)",
+        yaxis={"title": f"Δ {shown.name}"},
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        showlegend=False,
+    )
+    return fig
+
+
 def figures_for(result: base.StudyResult) -> list[tuple[str, go.Figure, str]]:
     """Every figure of ``result``: ``(slug, figure, plain-language sentence)``."""
     out = []
+    if "ladder" in result.tables:
+        out.append(
+            (
+                "ladder_fpr95",
+                ladder_figure(result.tables["ladder"]),
+                (
+                    "Rel-U − Doctor in FPR at 95 % TPR (rung 1: correct samples positive; from rung 2 on: errors "
+                    "positive), one bar a rung, each rung changing one thing from the one "
+                    "before (below 0: Rel-U better). Rungs 1-4 carry the 95 % paired bootstrap interval; the grey "
+                    "bars (5-6) are the mean of each detector's five best rows, a minimum over settings and seeds "
+                    "with no valid interval."
+                ),
+            )
+        )
     for series in result.series:
         for metric in STUDY_METRICS:
             out.append((f"{series}_{metric}", band_figure(result, series, metric), _sentence(result, series, metric)))
