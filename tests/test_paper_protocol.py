@@ -273,7 +273,7 @@ def _run(logits, labels) -> Run:
 def test_the_ladder_rungs_agree_with_the_reference():
     logits, labels = synthetic(n=800, seed=6)
     result = ladder.run_study(_run(logits, labels), seeds=2, n_resamples=50, use_cache=False)
-    table = result.tables["summary"]
+    table = result.tables["ladder"]
     assert table["rung"].tolist() == [1, 2, 3, 4, 5, 6]
     assert all(table["changed"].str.len() > 10)
     assert np.isfinite(table.loc[table["rung"] <= 4, ["fpr95_low", "fpr95_high"]].to_numpy()).all()
@@ -347,3 +347,19 @@ def test_evaluate_protocol_paper_equals_the_library(tmp_path, capsys):
     assert cli.main(["evaluate", "--logits", str(path), "--protocol", "honest", "--seeds", "2", "--json"]) == 0
     honest = json.loads(capsys.readouterr().out)
     assert "tuning" in honest["relu"]["selection"]
+
+
+@pytest.mark.slow  # AppTest of a whole page
+def test_the_studies_page_runs_the_ladder_as_a_study(pages):
+    from apptest_charts import charts
+    from test_studies import synthetic_run
+
+    at = pages.open("Studies.py", synthetic_run(), study_bootstrap=50, study_seeds=2, study_name="paper-protocol")
+    pages.ok(at)
+    at.button(key="study_run").click().run()
+    pages.ok(at)
+    titles = [chart["layout"]["title"]["text"] for chart in charts(at)]
+    assert titles == ["Rel-U − Doctor, FPR at 95 % TPR, rung by rung (below 0: Rel-U better)"]
+    ladder_frame = next(df.value for df in at.dataframe if "changed" in df.value.columns)
+    assert ladder_frame["rung"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert any("no interval is valid" in c.value for c in at.caption)

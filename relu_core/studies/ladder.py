@@ -132,7 +132,7 @@ def _rows_rung(rows: paper_protocol.Rows) -> dict[str, dict[str, paper_protocol.
 def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult:
     """The ladder on ``run`` (logits and labels; ε stays 0); the keyword ``options`` as :func:`base.options`.
 
-    Returns a :class:`~relu_core.studies.base.StudyResult` whose ``tables["summary"]`` is the ladder
+    Returns a :class:`~relu_core.studies.base.StudyResult` whose ``tables["ladder"]`` is the ladder
     (:data:`LADDER_COLUMNS`, one row per rung: Rel-U − Doctor per metric, the interval for rungs 1-4, NaN bounds
     and the words of :data:`relu_core.paper_protocol.NO_INTERVAL` for rungs 5-6), ``paired`` the rows of
     :func:`relu_core.stats.paired_rows` per rung (series ``"ladder"``, x = the rung), ``curves`` each detector's
@@ -356,11 +356,11 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
             pd.DataFrame(per_seed, columns=list(base.PER_SEED_COLUMNS)),
             settings,
             {},
-            {"summary": pd.DataFrame(ladder, columns=list(LADDER_COLUMNS))},
+            {"ladder": pd.DataFrame(ladder, columns=list(LADDER_COLUMNS))},
             notes,
         )
 
-    return common.cached(NAME, run, {"tune_fraction": tune_fraction, "r": r, "version": 1}, compute)
+    return common.cached(NAME, run, {"tune_fraction": tune_fraction, "r": r, "version": 2}, compute)
 
 
 def _finite(value: float) -> float | None:
@@ -375,7 +375,7 @@ def rung_objects(result: base.StudyResult) -> list[dict]:
 def ladder_text(result: base.StudyResult, rungs: Sequence[int] | None = None) -> str:
     """The ladder as text lines: per rung what it changed and Rel-U − Doctor per metric with its interval or the
     words saying why there is none."""
-    table = result.tables["summary"]
+    table = result.tables["ladder"]
     lines = []
     for row in table.itertuples(index=False):
         if rungs is not None and row.rung not in rungs:
