@@ -374,7 +374,15 @@ def test_a_fixed_start_is_tested_first_and_a_start_that_cannot_pass_refuses():
     assert not early.certified and early.refusal.startswith("too few calibration samples below the sequence's")
     assert not rc.guaranteed_risk(u, correct, 0.1, 0.1, start=-math.inf).certified  # nothing accepted there
     everything = rc.guaranteed_risk(u, correct, 0.1, 0.1, start=math.inf)  # one test: all 200, 50 wrong
-    assert not everything.certified and "out of reach" in everything.refusal
+    # the 22 most confident would pass: the start refused, not r*, and the refusal says so (issue 43)
+    assert not everything.certified and "out of reach" not in everything.refusal
+    assert everything.refusal.startswith("the sequence's first threshold (fixed before calibration) already fails: ")
+    assert "the 200 most confident calibration samples already hold 50 errors" in everything.refusal
+    assert "the start refused, not r*" in everything.refusal
+    reached = correct.copy()
+    reached[:3] = False  # 3 errors among the 22 most confident: no start can pass, r* is out of reach
+    beyond = rc.guaranteed_risk(u, reached, 0.1, 0.1, start=math.inf)
+    assert beyond.refusal.startswith("r* = 10 % is out of reach: the 200 most confident calibration samples")
     late = rc.guaranteed_risk(u, correct, 0.1, 0.1, start=140.0)  # 141 accepted, none wrong: passes, then on
     assert late.certified and late.threshold == free.threshold
     # a start between two calibration scores tests the count below it, and reports that start if it is the last
@@ -459,3 +467,37 @@ def test_a_significant_verdict_says_every_difference_as_the_winner_minus_the_oth
         risk_control.CoverageDifference(0.02, 0.01, 0.03, 1000), np.array([0.01, 0.02]), "seeds"
     )
     assert "gives Rel-U − Doctor between +1.0 and +2.0 points" in relu_wins.verdict()
+
+
+def test_refusals_count_in_the_singular_and_the_plural():
+    """ "1 error", "1 calibration sample ... holds" (issue 43: "1 errors")."""
+    u = np.arange(300, dtype=np.float64)
+    one = np.ones(300, bool)
+    one[0] = False  # the most confident sample wrong: 1 error among the 114 most confident
+    g = rc.guaranteed_risk(u, one, risk=0.02, delta=0.1)
+    assert g.refusal.startswith(
+        "r* = 2 % is out of reach: the 114 most confident calibration samples already hold 1 error "
+    )
+    single = rc.guaranteed_risk(np.zeros(1), np.zeros(1, bool), risk=0.5, delta=0.6)  # n_min = 1
+    assert "the 1 most confident calibration sample already holds 1 error " in single.refusal, single.refusal
+
+
+def test_a_winner_needs_the_calibration_draws_too():
+    """Issue 43: on the ResNet-56 at r* = 2 % the interval for the certified thresholds was +14.5 to +15.6 points
+    while the seeds ranged from −2.7 to +37.2: no winner. The verdict names the rule it used."""
+    fixed_only = risk_control.CoverageDifference(0.151, 0.145, 0.156, 1000)
+    assert fixed_only.significant_here and not fixed_only.significant  # no draws: nothing accounts for them
+    assert fixed_only.outcome() == "no significant difference"
+    assert "not called better: no range over calibration draws" in fixed_only.verdict()
+    seeds = np.array([-0.027, 0.05, 0.12, 0.2, 0.372])
+    spread = risk_control.with_draws(fixed_only, seeds, "seeds")
+    assert spread.significant_here and not spread.significant
+    words = spread.verdict()
+    assert words.startswith("no significant difference in coverage (Rel-U − Doctor = +15.1 points, 95 % CI +14.5 to")
+    assert "not called better: " + risk_control.VERDICT_RULE in words
+    assert spread.to_dict()["significant"] is False and spread.to_dict()["significant_for_these_thresholds"] is True
+    agreeing = risk_control.with_draws(fixed_only, np.abs(seeds) + 0.01, "seeds")
+    assert agreeing.significant and agreeing.verdict().startswith("Rel-U lets you act on 15.1 points more")
+    assert "not called better" not in agreeing.verdict()
+    opposite = risk_control.with_draws(fixed_only, -np.abs(seeds) - 0.01, "seeds")  # the draws on the other side
+    assert not opposite.significant
