@@ -8,10 +8,13 @@ here without an edit. mkdocstrings then renders each directive from the numpydoc
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 MARKER = "<!-- api-reference -->"
+#: A Sphinx role before inline code in a rendered docstring (``:func:`x` `` renders as ``:func:<code>x</code>``).
+_ROLE = re.compile(r":(?:func|class|data|meth|attr|mod|exc|obj):(?=<code>)")
 PAGE = "reference/api.md"
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +63,10 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
     if MARKER not in markdown:
         raise ValueError(f"{PAGE} lost its marker {MARKER}: the API reference would not be generated")
     return markdown.replace(MARKER, render())
+
+
+def on_page_content(html: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs hook signature)
+    """The docstrings' Sphinx roles (``:func:``, ``:class:`` ...) dropped before their names, which stay code."""
+    if page.file.src_uri != PAGE:
+        return html
+    return _ROLE.sub("", html)
