@@ -236,3 +236,26 @@ def test_cli_eps_grid_on_logits_is_refused_with_one_line(tmp_path, capsys, extra
     assert cli.main(["evaluate", "--logits", str(tmp_path / "l.npz"), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_objectives_study_selects_eps_through_each_trained_model():
+    from relu_core.studies import objectives
+
+    def study():
+        return objectives.objectives_study(
+            "digits", "cnn8", objectives=("cross-entropy",), epochs=1, seeds=1, n_resamples=50, epsilons=(0, 0.01)
+        )
+
+    first = study()
+    row = first.rows[0]
+    assert row.result.eps_grid == (0.0, 0.01) and row.oracle.eps_grid == (0.0, 0.01)
+    assert row.result.eps_per_seed["msp"] == [0.0]
+    assert "T, λ and ε chosen inside the tuning split, ε ∈ {0, 0.01}" in first.answer()
+    record = first.to_dict()
+    assert record["eps_grid"] == [0.0, 0.01]
+    assert record["objectives"]["cross-entropy"]["detectors"]["doctor"]["eps_grid"] == [0.0, 0.01]
+    again = study().rows[0].result  # read back from the study's cache: ε travels with it
+    assert again.eps_grid == row.result.eps_grid and again.eps_per_seed == row.result.eps_per_seed
+    with pytest.raises(InputError, match="goes with selection 'tuning'"):
+        objectives.objectives_study("digits", "cnn8", selection="fixed", epsilons=(0, 0.01))

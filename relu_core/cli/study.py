@@ -158,6 +158,7 @@ def add_objectives_parser(names) -> None:
         help="T and λ chosen by cross-validation inside each tuning split (the paper's, default; the oracle "
         "selection is shown beside it) or fixed T = 1, λ = 0.5",
     )
+    ob.add_argument("--eps-grid", default=None, metavar="GRID", help=shared.EPS_GRID_HELP + " (each trained model)")
     _common(ob, run=False)
     ob.add_argument(
         "--out",
@@ -333,7 +334,10 @@ def handle_objectives(args: argparse.Namespace, bar) -> int:
         "selection": args.selection,
         "n_resamples": validation.parse_int(args.bootstrap, "--bootstrap", minimum=0),
         "device": args.device,
+        "epsilons": None if args.eps_grid is None else shared.parse_eps_grid(args.eps_grid),
     }
+    if options["epsilons"] is not None and args.selection != "tuning":
+        raise InputError("--eps-grid is searched by the selection: it goes with --selection tuning")
     out = None if args.out is None else validation.output_folder(args.out)  # before the work
     # what the training costs, before any work (the Objectives page's estimate and warning; cached models take none)
     recipe = training.recipes.get(args.recipe or training.recipes.default_for(dataset)).name

@@ -117,6 +117,8 @@ class ObjectivesResult:
     rows: tuple[ObjectiveRow, ...]
     recipe: str = training.recipes.PLAIN.name
     notes: tuple[str, ...] = ()
+    #: The ε grid searched with T and λ (``objectives_study(epsilons=...)``), None when ε was not selected (0).
+    epsilons: tuple[float, ...] | None = None
 
     def table(self) -> pd.DataFrame:
         """One row per objective, the answer first: accuracy, Rel-U − Doctor on FPR95 with its interval and the
@@ -208,6 +210,8 @@ class ObjectivesResult:
         if tied:
             parts.append(f"no significant difference under {count(tied, 'objective')}")
         selection = "T and λ chosen inside the tuning split" if self.selection == "tuning" else "fixed T = 1, λ = 0.5"
+        if self.epsilons is not None:
+            selection = f"T, λ and ε chosen inside the tuning split, {protocol.describe_eps_grid(self.epsilons)}"
         sentence = "; ".join(parts)
         return (
             f"{sentence[0].upper()}{sentence[1:]} (FPR95, paired 95 % intervals over {count(len(self.seeds), 'seed')}; "
@@ -277,6 +281,8 @@ class ObjectivesResult:
             "seeds": list(self.seeds),
             "tune_fraction": self.tune_fraction,
             "selection": self.selection,
+            "eps_grid": None if self.epsilons is None else list(self.epsilons),
+            "eps_selection": None if self.epsilons is None else protocol.describe_eps_grid(self.epsilons),
             "fpr95_positives": "correct",
             "answer": self.answer(),
             "notes": list(self.notes),
@@ -378,6 +384,7 @@ def objectives_study(
     device: str = "auto",
     progress: Progress | None = None,
     cancel: Cancel | None = None,
+    epsilons: Sequence[float] | None = None,
 ) -> ObjectivesResult:
     """Train (or read from the cache) one model per objective and evaluate MSP, ODIN, Doctor and Rel-U on each.
 
@@ -386,8 +393,11 @@ def objectives_study(
     ``epochs`` is each model's cap (None: :func:`default_epochs`; early stopping on the training split's
     held-out part may stop it sooner); ``selection`` "tuning" (the paper's protocol, T and λ chosen inside each
     tuning part) or "fixed"; under "tuning", ``oracle`` also evaluates each model with T and λ chosen on the
-    evaluation split (labelled :data:`ORACLE`). Progress: one step per objective for its model (the training's
-    own progress inside it), then one per objective for its evaluation.
+    evaluation split (labelled :data:`ORACLE`). ``epsilons`` (an ε grid, e.g. ``protocol.AUTHORS_EPSILONS``,
+    with ``selection="tuning"``) also selects ε jointly with T and λ, inside the tuning split (the oracle: on the
+    evaluation split), through each trained model (``preprocessing.make_perturbation``); ODIN, Doctor and Rel-U
+    get an ε, MSP none. Progress: one step per objective for its model (the training's own progress inside it),
+    then one per objective for its evaluation.
     """
     notes = []
     if objectives is None:
@@ -401,6 +411,10 @@ def objectives_study(
         raise InputError("choose at least one objective")
     if selection not in SELECTIONS:
         raise InputError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+    if epsilons is not None:
+        epsilons = protocol.check_epsilons(epsilons)
+        if selection != "tuning":
+            raise InputError("an ε grid is searched by the selection: it goes with selection 'tuning', not 'fixed'")
     recipe = training.recipes.get(recipe or training.recipes.default_for(dataset)).name
     epochs = default_epochs(recipe, model) if epochs is None else epochs
     seeds = protocol.resolve_seeds(seeds)
@@ -428,6 +442,10 @@ def objectives_study(
     rows = []
     for i, (name, run) in enumerate(zip(objectives, trained, strict=True)):
         options = {"seeds": seeds, "tune_fraction": tune_fraction, "n_resamples": n_resamples, "cancel": cancel}
+        if epsilons is not None:
+            from relu_core import preprocessing
+
+            options.update(epsilons=epsilons, perturbation=preprocessing.make_perturbation(run, cancel=cancel))
         honest = _evaluation(run, selection, options)
         beside = _evaluation(run, ORACLE, options) if oracle and selection == "tuning" else None
         rows.append(ObjectiveRow(name, run, honest, beside))
@@ -444,6 +462,7 @@ def objectives_study(
         tuple(rows),
         recipe,
         tuple(notes),
+        epsilons,
     )
 
 
@@ -460,6 +479,8 @@ def _evaluation(run, selection: str, options: dict) -> protocol.EvaluationResult
         "n_resamples": int(options["n_resamples"]),
         "version": CACHE_VERSION,
     }
+    if options.get("epsilons") is not None:  # the model's weights are the logits' (the run's content)
+        key["epsilons"] = list(options["epsilons"])
     stored = cache.load(NAMESPACE, key)
     if stored is not None:
         return _from_arrays(stored)
@@ -483,6 +504,10 @@ def _to_arrays(result: protocol.EvaluationResult) -> dict[str, np.ndarray]:
         "labels": np.array([result.selection, result.fpr_positive]),
         "eps": np.array(result.eps),
     }
+    if result.eps_grid is not None:
+        arrays["eps_grid"] = np.array(result.eps_grid, dtype=np.float64)
+        for k in result.methods:
+            arrays[f"eps_per_seed/{k}"] = np.array(result.eps_per_seed[k], dtype=np.float64)
     for k in result.methods:
         for metric, values in result.per_seed[k].items():
             arrays[f"per_seed/{k}/{metric}"] = np.asarray(values)
@@ -533,4 +558,9 @@ def _from_arrays(arrays: dict[str, np.ndarray]) -> protocol.EvaluationResult:
         fpr_positive=fpr_positive,
         eps=float(arrays["eps"]),
         paired=paired or None,
+        eps_grid=tuple(float(v) for v in arrays["eps_grid"]) if "eps_grid" in arrays else None,
+        eps_per_seed={k: [float(v) for v in arrays[f"eps_per_seed/{k}"]] for k in methods}
+        if "eps_grid" in arrays
+        else None,
+        perturbed="eps_grid" in arrays,
     )
