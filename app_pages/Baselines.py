@@ -106,13 +106,13 @@ st.caption(
     "Only Rel-U − Doctor is tested (below): the other rows are not compared with each other, so close means are "
     "not a ranking." + plain(f" How they ran: {'; '.join(notes)}." if notes else "")
 )
-if result.paired:
 for paper_key, (reference, reference_notes) in baselines.paper_reference(result, run).items():
     if not reference.empty:
-        st.markdown(f"**{baselines.paper_heading(paper_key)}**")
+        st.markdown(baselines.paper_heading(paper_key))
         st.dataframe(reference, hide_index=True)
     for line in reference_notes:
         st.caption(line)
+if result.paired:
     st.markdown("**Rel-U − Doctor, paired on the same evaluation samples**")
     st.dataframe(detector_comparison.paired_rows(result.paired), hide_index=True)
     st.caption(

@@ -224,13 +224,13 @@ if result is not None:
     # ------------------------------------------------------------------ table and downloads
     st.subheader("Mean ± std over seeds, per corruption and detector")
     st.dataframe(result.summary_table(), hide_index=True)
-    downloads = (
     reference, reference_notes = paper_table.corruption_reference(result, run)
     if not reference.empty:
-        st.markdown(f"**{paper_table.corruption_heading(result.tune_fraction)}**")
+        st.markdown(paper_table.corruption_heading(result.tune_fraction))
         st.dataframe(reference, hide_index=True)
     for line in reference_notes:
         st.caption(line)
+    downloads = (
         ("Table (CSV: corruption, severity, detector, metric, mean, std)", result.table, "", session.ROB_DL_TABLE),
         ("Per-seed values (CSV)", result.per_seed, "_per_seed", session.ROB_DL_SEEDS),
     )

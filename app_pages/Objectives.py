@@ -192,7 +192,7 @@ st.markdown("**FPR95 by detector** (mean (std) over the split seeds; * the row's
 st.dataframe(result.fpr_table(), hide_index=True)
 reference = result.reference_table()
 if not reference.empty:
-    st.markdown(f"**{paper_table.objectives_heading()}**")
+    st.markdown(paper_table.objectives_heading())
     st.dataframe(reference, hide_index=True)
     for note in sorted({paper_table.images_note(row.run) for row in result.rows if row.run} - {None}):
         st.caption(note)

@@ -194,13 +194,13 @@ if "summary" in result.tables:
         "calibrated_std": "T = T_cal: std",
     }
     st.dataframe(result.tables["summary"].rename(columns=headers), hide_index=True)
-
     reference, reference_notes = calibration.paper_reference(result, run)
     if not reference.empty:
-        st.markdown(f"**{calibration.paper_heading()}**")
+        st.markdown(calibration.paper_heading())
         st.dataframe(reference, hide_index=True)
     for line in reference_notes:
         st.caption(line)
+
 if "ladder" in result.tables:
     st.subheader("Rel-U − Doctor, rung by rung")
     st.caption(

@@ -4,6 +4,7 @@ shipped CSV's), and what the command prints where the paper has none."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -125,6 +126,22 @@ def test_the_paper_rows_of_the_data_set_show_under_ours_every_network_labelled(c
     ]
     assert record[2]["label"] == label and record[2]["values"]["relu_fpr95"]["mean"] == 19.0
     assert record[2]["accuracy_percent"] == 96.1 and "different network" in record[3]["network_note"]
+
+
+def test_out_writes_the_paper_s_rows_as_csv(cifar_like, tmp_path) -> None:
+    import csv
+
+    studies_cli.write_objectives(cifar_like, tmp_path)
+    with open(tmp_path / "paper_reference.csv", newline="", encoding="utf-8") as handle:
+        written = [row for row in csv.DictReader(handle) if row["row"] == paper_table.LABEL]
+    with open(paper_table.PACKAGED_FOLDER / "table1_fpr95.csv", newline="", encoding="utf-8") as handle:
+        table1 = {(r["network"], r["objective"]): r for r in csv.DictReader(handle) if r["dataset"] == "CIFAR-10"}
+    assert len(written) == 4
+    for row in written:
+        cells = table1[(row["network"], {"cross-entropy": "CrossEntropy", "mixup": "Mixup"}[row["objective"]])]
+        assert row["Doctor FPR95 %"] == f"{float(cells['doctor_fpr95']):.1f} ({float(cells['doctor_std']):.1f})"
+    record = json.loads((tmp_path / "result.json").read_text())
+    assert {r["label"] for r in record["paper_reference"]} == {paper_table.LABEL}
 
 
 def test_another_network_still_sees_the_paper_s_rows_and_a_data_set_without_says_so(cifar_like) -> None:

@@ -43,11 +43,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from relu_core.errors import InputError
 
 #: The paper, as every reference row cites it.
-PAPER = "Dadalto et al., ICLR 2024 (arXiv 2306.01710)"
+PAPER = "Dadalto et al., ICLR 2024, arXiv 2306.01710"
 #: How the paper's numbers were selected (the reference README's account of the authors' table script).
 FIVE_BEST = (
     "selected on the evaluation split by the authors' five-best aggregation (their table script keeps, per model "
@@ -60,8 +61,9 @@ CORRUPTION_SELECTION = (
     "the reference does not say whether the authors' five-best table script (selection on the evaluation split) "
     "made this table"
 )
-#: The folder, inside the package, that holds the tables.
+#: The folder, inside the package, that holds the tables (its parts under ``relu_core``, and its path).
 PACKAGE_FOLDER = ("reference", "paper")
+PACKAGED_FOLDER = Path(__file__).resolve().parent.parent.joinpath(*PACKAGE_FOLDER)
 PERCENT, FRACTION = "percent", "fraction"
 
 
@@ -523,7 +525,7 @@ def heading(key: str, shown: str) -> str:
     """The line above a table of ``key``'s rows: its label, the paper, what is ``shown`` in which units, and how
     the paper's numbers were selected."""
     table = _table(key)
-    return f"Beside ours, the {table.label} ({PAPER}): {shown}; {table.selection}."
+    return f"Beside ours: {table.label}, {PAPER}. {shown[0].upper()}{shown[1:]}; {table.selection}."
 
 
 def objectives_heading() -> str:
@@ -557,7 +559,7 @@ def corruption_heading(tune_fraction: float) -> str:
     )
     labels = " and ".join(TABLES[key].label for key in CORRUPTION_TABLES)
     return (
-        f"Beside ours, the {labels} ({PAPER}), severity {CORRUPTION_SEVERITY}, {same}: AUROC and FPR95 as fractions "
+        f"Beside ours: {labels}, {PAPER}; severity {CORRUPTION_SEVERITY}, {same}. AUROC and FPR95 as fractions "
         f"(0.31 = 31 %), the paper's units and ours, mean ± std; {CORRUPTION_SELECTION}."
     )
 
