@@ -157,6 +157,7 @@ def _guarantee_section(view: explore.View, s: explore.Setting) -> None:
         jobbox.show_error(InputError(error), "the coverage bootstrap")
     st.markdown(f"**{plain(certified.sentence())}**")
     html(explore.guarantee_html(view, s, pending), "guarantee", None, explore_ui.PAIRED_POLL_S if pending else None)
+    st.caption(certified.realised_note(view.setting.detectors))  # the sentence says r*, the table may show more
     html(explore.operating_html(view, s), "operating", None)
     refused = any(not result.certificate.certified for result in certified.results.values())
     st.caption(

@@ -125,3 +125,26 @@ def test_explore_draws_the_guaranteed_risk_mode(pages):
     assert at.slider(key=session.EX_OP_TARGET).disabled
     button = next(b for b in at.get("download_button") if b.proto.label == "Export this detector")
     assert not button.proto.disabled
+
+
+def test_a_realised_risk_above_r_star_is_explained_beside_the_table():
+    """Issue 43: "At most 5 % errors among accepted" beside a realised risk of 0.0543 on the evaluation half, without
+    a word. The line names the detectors above r* and says why the guarantee still holds."""
+    import dataclasses
+
+    run = _run()
+    setting = explore.Setting(seed=1).replace(**RISKY)
+    certified = explore.view(run, setting).marked(setting).guarantee
+    rates = certified.rates
+    below = {k: {**r, "risk": dataclasses.replace(r["risk"], estimate=0.08)} for k, r in rates.items()}
+    certified.__dict__["rates"] = below  # the cached property, as if both were under r* = 10 %
+    general = certified.realised_note()
+    assert general.startswith("The realised risk on the evaluation half may exceed r* while the guarantee holds: ")
+    assert "80 % over the calibration draw" in general and f"{certified.eval_pos.size:,} evaluation samples" in general
+    above = {**below, "relu": {**below["relu"], "risk": dataclasses.replace(below["relu"]["risk"], estimate=0.1043)}}
+    certified.__dict__["rates"] = above
+    named = certified.realised_note()
+    assert named.startswith("Rel-U's (0.1043) realised risk is above r* = 10 % on this evaluation half, and the ")
+    assert "guarantee still holds" in named and "Doctor" not in named.split(":")[0]
+    certified.__dict__["rates"] = rates
+    assert certified.results["relu"].certificate.certified  # the seeded run certifies: the note is for a real view

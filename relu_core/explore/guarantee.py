@@ -113,6 +113,27 @@ class GuaranteeView:
             }
         return pd.DataFrame.from_dict(rows, orient="index")
 
+    def realised_note(self, keys: tuple[str, ...] = protocol.PAIRED) -> str:
+        """One line on why the realised risk on the evaluation half may exceed r* while the guarantee holds,
+        naming the detectors of ``keys`` whose realised risk is above r* here."""
+        above = [
+            f"{self.names[k]}'s ({self.rates[k]['risk'].estimate:.4f})"  # "Rel-U's (0.0543)"
+            for k in keys
+            if self.results[k].certificate.certified and self.rates[k]["risk"].estimate > self.risk
+        ]
+        lead = (
+            f"{' and '.join(above)} realised risk{' is' if len(above) == 1 else 's are'} above r* = "
+            f"{risk_control.percent(self.risk)} on this evaluation half, and the guarantee still holds: "
+            if above
+            else "The realised risk on the evaluation half may exceed r* while the guarantee holds: "
+        )
+        return lead + (
+            "r* bounds the risk among accepted predictions of the population the samples come from, with "
+            f"confidence {risk_control.percent(1 - self.delta)} over the calibration draw; "
+            f"{self.eval_pos.size:,} evaluation samples are one finite draw of that population, so their share of "
+            "errors scatters around the true risk (its interval beside it), above r* in some draws."
+        )
+
     def note(self) -> str:
         """How the thresholds were found, the split sizes and the assumptions, in words."""
         return (

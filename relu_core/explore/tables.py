@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from relu_core import detector_comparison, detectors, protocol, report, stats
+from relu_core import detector_comparison, detectors, protocol, report, risk_control, stats
 from relu_core.explore.setting import Setting
 from relu_core.explore.views import View
 
@@ -77,7 +77,8 @@ def operating_note(view: View, setting: Setting) -> str:
     relu, doctor = _paired_names()
     return (
         f"{certified.sentence()} {relu} − {doctor} in coverage on the evaluation half, at the same guarantee: "
-        f"{paired.verdict()}. {certified.note()} Errors caught = misclassified and rejected."
+        f"{paired.verdict()}. {certified.realised_note()} {certified.note()} Errors caught = misclassified and "
+        "rejected."
     )
 
 
@@ -101,7 +102,7 @@ def guarantee_html(view: View, setting: Setting, pending: bool = False) -> str:
             f"<p>{relu} − {doctor} in coverage on the evaluation half, at the same guarantee: "
             f"{_escape(paired.verdict())}. The interval: a paired bootstrap of the evaluation half "
             f"({paired.n_resamples:,} resamples) with the certified thresholds fixed; the range: each detector "
-            "certified again on random re-cuts of the same samples.</p>"
+            f"certified again on random re-cuts of the same samples; {_escape(risk_control.VERDICT_RULE)}.</p>"
         )
     return html
 
