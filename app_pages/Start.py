@@ -17,12 +17,15 @@ from relu_core.errors import InputError
 from relu_core.progress import count
 from relu_core.runs import get_run
 from studio import frame, jobbox, page, session
+from studio.live_chart import live_html
 from studio.text import plain
 
 START_HEIGHT = 400  # pixels per matrix figure
 # class labels per axis and their length: the matrices are about 150 px across at 100 classes
 START_TICKS, START_TICK_CHARS = 10, 10
 NO_MODEBAR = {"displayModeBar": False}
+#: How often the verdict's line asks for its fragment again while the paired bootstrap runs.
+PAIRED_POLL_S = 0.5
 PLAIN_WORDS = (
     "A classifier is sometimes wrong; a **detector** reads its predicted probabilities and **flags** the "
     "predictions it should not be trusted on. **Doctor** flags a prediction whose probability is spread over "
@@ -48,7 +51,6 @@ st.markdown(
 setting = explore.Setting(temperature=shared.temperature, lam=shared.lam, tune_fraction=shared.tune_fraction)
 try:
     view = explore.view(run, setting)
-    explore.ensure_paired(view)
 except InputError as exc:  # a run that cannot be evaluated (uploads are checked, but a cached run may not be)
     jobbox.show_error(exc)
     st.caption("Pick or load another run in the sidebar.")
@@ -150,11 +152,33 @@ with side:
     st.metric("errors, evaluation split", f"{int((~view.correct_eval).sum()):,}")
     if st.button("Explore this run", type="primary", key=session.START_EXPLORE):
         frame.switch_to(frame.EXPLORE)
-st.info(
-    f"{explore.start_verdict(view)} That is one split, the matrices' above and the one Explore opens on; the "
-    f"scorecard's first row averages {count(shared.seeds, 'split seed')}."
-    + (f" Clean scores (ε = 0) here; Explore shows the shared ε = {shared.eps:g}." if shared.eps else "")
-)
+
+
+@st.fragment
+def _verdict(run_id: str, setting_: explore.Setting, shared_: scorecard.Shared) -> None:
+    """The one split's verdict, with its paired interval. The bootstrap (D* refitted in each resample: seconds on a
+    busy machine) runs as a background job: waiting for it here kept the page of the previous run greyed out for
+    seconds after a new run became current. Until it lands a line says so and polls this fragment."""
+    view_ = explore.view(get_run(run_id), setting_)
+    pending, error = explore.settle_paired(view_, None if view_.paired else explore.paired_job(view_))
+    if error:
+        jobbox.show_error(InputError(error), "the paired bootstrap")
+    elif pending:
+        live_html(
+            st,
+            "<p>Computing Rel-U − Doctor's paired interval on this split …</p>",
+            key=session.START_VERDICT,
+            poll_s=PAIRED_POLL_S,
+        )
+    else:
+        st.info(
+            f"{explore.start_verdict(view_)} That is one split, the matrices' above and the one Explore opens on; "
+            f"the scorecard's first row averages {count(shared_.seeds, 'split seed')}."
+            + (f" Clean scores (ε = 0) here; Explore shows the shared ε = {shared_.eps:g}." if shared_.eps else "")
+        )
+
+
+_verdict(run.run_id, setting, shared)
 
 st.caption(
     f"Run: {plain(run.source or 'uploaded logits')} · {n:,} samples × {c} classes · run id `{run.run_id}`. "

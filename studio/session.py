@@ -201,6 +201,8 @@ START_CONFUSION = "start_confusion"
 START_EXPLORE = "start_explore"
 #: The scorecard's bordered container (its rows' gap is set by the page's style).
 START_SCORECARD = "start_scorecard"
+#: The one split's verdict while its paired bootstrap runs (a line that polls its fragment until it lands).
+START_VERDICT = "start_verdict"
 
 # ---- Corruptions (app_pages/Corruptions.py)
 #: The page's prefix: its Run button and results (``jobbox.study_run``).

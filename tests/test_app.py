@@ -110,7 +110,10 @@ def _settle(at: AppTest, timeout: float = TIMEOUT) -> AppTest:
     return at.run()
 
 
-def test_start_page_opens_on_dstar_confusion_and_verdict():
+def test_start_page_opens_on_dstar_confusion_and_verdict(monkeypatch):
+    from relu_core.explore import views
+
+    monkeypatch.setattr(views, "PAIRED_WAIT_S", 600.0)  # the verdict waits for its bootstrap (a browser polls)
     at = app(timeout=TIMEOUT).run()
     _no_exceptions(at)
     assert not at.error
@@ -1023,3 +1026,36 @@ def test_lambda_neighbours_are_exactly_the_views_the_server_draws_there(explore)
     explore.select_slider(key="ex_eps").set_value(0.0).run()
     explore.checkbox(key="ex_lam_auto").check().run()
     assert not any("follow" in payload for payload in _follow_payloads(explore).values())
+
+
+def test_start_does_not_wait_for_the_verdicts_bootstrap(monkeypatch):
+    """Issue 43: after "done, now the current run" Start kept the previous run greyed out for seconds, its script
+    computing the paired bootstrap before it drew anything. The bootstrap now runs as a background job and a line
+    stands for the verdict (polling its fragment) until it lands."""
+    import threading
+
+    from relu_core import jobs
+    from relu_core.explore import views
+
+    release = threading.Event()
+    submit = jobs.MANAGER.submit
+
+    def held(key, label, work, **kwargs):  # the verdict's bootstrap waits until released
+        if key.startswith("paired:"):
+            return submit(key + ":held", label, lambda p, c: (release.wait(120), work(p, c))[1], **kwargs)
+        return submit(key, label, work, **kwargs)
+
+    monkeypatch.setattr(jobs.MANAGER, "submit", held)
+    views.clear()
+    try:
+        at = app(timeout=TIMEOUT).run()
+        _no_exceptions(at)
+        assert not any(info.value.startswith("Rel-U vs Doctor at the default settings") for info in at.info)
+        titles = [spec["layout"]["title"]["text"] for spec in _charts(at)]
+        assert titles[0].startswith("D* (Rel-U")  # the page was drawn meanwhile
+    finally:
+        release.set()
+    held_jobs = [job for job in jobs.MANAGER.jobs() if job.key.endswith(":held")]
+    assert held_jobs and all(job.wait(TIMEOUT) for job in held_jobs)
+    at.run()
+    assert at.info[0].value.startswith("Rel-U vs Doctor at the default settings")

@@ -190,7 +190,10 @@ def test_start_shows_the_scorecard_computing_then_its_verdicts(pages) -> None:
 
 
 @pytest.mark.slow
-def test_a_shared_setting_changed_on_one_page_is_read_on_the_others(pages, digits_run) -> None:
+def test_a_shared_setting_changed_on_one_page_is_read_on_the_others(pages, digits_run, monkeypatch) -> None:
+    from relu_core.explore import views
+
+    monkeypatch.setattr(views, "PAIRED_WAIT_S", 600.0)  # Start's verdict waits for its bootstrap (a browser polls)
     from apptest_pages import BASELINES, EXPLORE, START
 
     at = pages.open("Corruptions.py", digits_run, rob_subsample=64)
