@@ -132,7 +132,7 @@ def _set_tf32_switches(api: str, values: tuple) -> None:
 def _no_tf32() -> Iterator[None]:
     """CUDA's TF32 off (convolutions and matrix products) while any fp32 work runs: PyTorch leaves it on for
     cuDNN's convolutions, whose ~1e-3 relative error moved a pretrained ResNet-20's logits by up to 0.048 on an
-    H100 against the CPU's (1.9e-5 with it off; README, "Speed"). The switches are process-wide: the first to
+    H100 against the CPU's (1.9e-5 with it off; docs/results/speed.md). The switches are process-wide: the first to
     enter saves them, the last to leave restores them, so overlapping work in other threads never turns TF32 back
     on under one another; CUDA work of other threads meanwhile (a training) runs without TF32 too, slower but not
     less exact."""

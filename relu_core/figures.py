@@ -330,7 +330,7 @@ def _thin(n: int, max_points: int | None) -> np.ndarray | slice:
 
 
 #: The ROC and risk-coverage margins, fixed: their tick labels are numbers of a known width, and plotly's
-#: automatic margins measure every label again on each redraw (17-29 ms of a λ move in Chromium, README "Speed").
+#: automatic margins measure every label again on each redraw (17-29 ms of a λ move in Chromium, docs/results/speed.md).
 CURVE_MARGIN = {"l": 60, "r": 10, "t": 50, "b": 50}
 
 

@@ -61,7 +61,7 @@ class DefaultChoice:
 
 #: Best first. Fashion-MNIST has real class confusions (shirt / T-shirt / pullover / coat) and 10,000 test images,
 #: so the evaluation split holds hundreds of errors; one epoch of ``cnn28`` keeps the whole first run (training,
-#: logits, evaluation) under a minute on 2 quiet cores (README, "Speed"; two epochs took 99 s). Digits (always
+#: logits, evaluation) under a minute on 2 quiet cores (docs/results/speed.md; two epochs took 99 s). Digits (always
 #: offline) is the fallback, with about 5 errors in its evaluation split.
 DEFAULT_CHOICES: dict[str, DefaultChoice] = {
     "fashion-mnist": DefaultChoice("fashion-mnist", "cnn28", 1, "Fashion-MNIST + small CNN (cnn28, 1 epoch)"),

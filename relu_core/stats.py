@@ -32,7 +32,7 @@ DEFAULT_RESAMPLES = 1000
 #: How an interval is labelled when the compared detectors' settings were selected on the data (``--select``, the
 #: objectives table, the corruption study): the bootstrap resamples the evaluation samples for the *selected*
 #: settings only; the selection's own variability is not resampled, so as an answer to "does Rel-U with its
-#: selection beat Doctor with its selection" the interval is too narrow (README, "Rel-U vs Doctor, with statistics").
+#: selection beat Doctor with its selection" the interval is too narrow (docs/explanation/protocol.md).
 CONDITIONAL_LABEL = "conditional on the selected settings"
 #: How an interval is labelled when a detector fitted on the tuning part (Rel-U's D*) was kept fixed while the
 #: evaluation samples were resampled: it leaves out how much the fit itself varies, so it is too narrow as an answer

@@ -8,7 +8,7 @@ sizes of CIFAR-10's splits), seeded and offline, and no evaluation here uses the
 learned to reject a set it is later evaluated against (the mismatch study's CIFAR-100 images, for instance). What
 the authors used, 300K Random Images (80 Million Tiny Images with the CIFAR classes filtered out), is not available
 offline; the images here are further from natural photographs, which, if anything, gives OpenMix less to learn
-from (README, Training objectives).
+from (docs/how-to/training-objectives.md).
 
 Rendering is vectorised over a chunk of images (one ``where`` per disc layer, none per image) and each split is
 computed once into the content-addressed cache (``datasets/generated``).
