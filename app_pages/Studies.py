@@ -12,7 +12,7 @@ import streamlit as st
 
 from relu_core import figures, onnx_model, protocol, scorecard
 from relu_core.progress import count
-from relu_core.studies import STUDIES, ablation, calibration
+from relu_core.studies import STUDIES, ablation, calibration, paper_table
 from relu_core.studies import figures as study_figures
 from studio import jobbox, page, query, session
 from studio.text import plain
@@ -209,6 +209,12 @@ if "ladder" in result.tables:
         "minimum over settings and seeds measured on the evaluation split: no interval is valid for them."
     )
     st.dataframe(result.tables["ladder"], hide_index=True)
+    reference, reference_notes = paper_table.ladder_reference(run)
+    if not reference.empty:
+        st.markdown(paper_table.ladder_heading())
+        st.dataframe(reference, hide_index=True)
+    for line in reference_notes:
+        st.caption(line)
 
 image_format = st.radio(
     "the camera button of each chart saves",

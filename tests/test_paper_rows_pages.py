@@ -194,3 +194,23 @@ def test_the_cli_json_of_the_calibration_study_carries_the_paper_s_rows(tmp_path
             "unit": "percent",
         }
         assert row["values"]["ece_T1"]["unit"] == "fraction"
+
+
+def test_the_paper_protocol_study_shows_table1_rows_of_the_data_set(pages) -> None:
+    from test_studies import synthetic_run
+
+    at = pages.open(
+        "Studies.py",
+        _cifar(synthetic_run(seed=24, c=10), model="resnet20"),
+        **{session.STUDY_NAME: "paper-protocol", session.STUDY_BOOTSTRAP: 50, session.STUDY_SEEDS: 2},
+    )
+    at.button(key=session.run_button_key(session.STUDIES_PAGE)).click().run()
+    pages.ok(at)
+    (frame,) = _frame_with(at, paper_table.LABEL)
+    raw = [c for c in _csv("table1_fpr95.csv") if c["dataset"] == "CIFAR-10"]
+    assert len(frame) == len(raw)
+    for line in frame.to_dict(orient="records"):
+        (cells,) = [c for c in raw if (c["network"], c["objective"]) == (line["network"], line["objective"])]
+        assert line["Doctor FPR95 %"] == _percent(cells, "doctor_fpr95", "doctor_std")
+        assert line["Rel-U − Doctor (points)"] == f"{float(cells['relu_fpr95']) - float(cells['doctor_fpr95']):+.1f}"
+    assert any(m.value == paper_table.ladder_heading() for m in at.markdown)

@@ -280,3 +280,28 @@ def test_nothing_is_read_twice() -> None:
     assert paper_table.rows("table1") is paper_table.rows("table1")
     total = sum(float(cells["relu_fpr95"]) for cells in _raw("table1"))
     assert np.isclose(sum(r.value("relu_fpr95").mean for r in paper_table.rows("table1")), total)
+
+
+def test_the_ladder_shows_table1_rows_and_the_paper_s_gap_in_points() -> None:
+    from relu_core.cli import study as study_cli
+
+    run = SimpleNamespace(dataset_name="cifar10-test", model_name="resnet56", source="")
+    frame, _notes = paper_table.ladder_reference(run)
+    raw = [c for c in _raw("table1") if c["dataset"] == "CIFAR-10"]
+    assert len(frame) == len(raw) == 10
+    for line in frame.to_dict(orient="records"):
+        (cells,) = [c for c in raw if (c["network"], c["objective"]) == (line["network"], line["objective"])]
+        gap = float(cells["relu_fpr95"]) - float(cells["doctor_fpr95"])
+        assert line["Rel-U − Doctor (points)"] == f"{gap:+.1f}"
+        assert line["Rel-U FPR95 %"] == f"{float(cells['relu_fpr95']):.1f} ({float(cells['relu_std']):.1f})"
+        assert line["row"] == paper_table.LABEL and "different network from ours (resnet56)" in line["note"]
+    result = SimpleNamespace(study="paper-protocol")
+    record = study_cli._with_paper({}, result, run)["paper_reference"]
+    assert len(record["rows"]) == 10 and record["note"] is None and "five-best" in record["heading"]
+    assert paper_table.ladder_heading() in study_cli._paper_text(result, run)
+    other = SimpleNamespace(dataset_name="digits-test", model_name="cnn8", source="")
+    assert study_cli._with_paper({}, result, other)["paper_reference"]["note"] == paper_table.no_table(
+        "table1", "digits"
+    )
+    assert paper_table.no_table("table1", "digits") in study_cli._paper_text(result, other)
+    assert study_cli._with_paper({"a": 1}, SimpleNamespace(study="ablation"), run) == {"a": 1}

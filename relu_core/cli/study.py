@@ -429,22 +429,40 @@ def handle(args: argparse.Namespace, bar) -> int:
 
 
 def _with_paper(record: dict, result, run) -> dict:
-    """``record`` with the paper's rows of the study (``paper_reference``; the calibration study's only)."""
-    from relu_core.studies import calibration
+    """``record`` with the paper's rows of the study (``paper_reference``: the calibration study's tab:calibration,
+    the paper's protocol study's Table 1 rows of the data set); other studies' as they are."""
+    from relu_core.studies import calibration, ladder, paper_table
 
-    if result.study != calibration.NAME:
-        return record
-    return {**record, "paper_reference": calibration.paper_reference_dict(run)}
+    if result.study == calibration.NAME:
+        return {**record, "paper_reference": calibration.paper_reference_dict(run)}
+    if result.study == ladder.NAME:
+        dataset, model = run.dataset_name, run.model_name or None
+        found = paper_table.objective_rows(dataset, list(paper_table.OBJECTIVES.values()), model=model)
+        return {
+            **record,
+            "paper_reference": {
+                "heading": paper_table.ladder_heading(),
+                "rows": [{**row.to_dict(), "network_note": paper_table.network_note(row, model)} for row in found],
+                "note": None if found else paper_table.no_table("table1", dataset),
+            },
+        }
+    return record
 
 
 def _paper_text(result, run) -> str:
-    """The paper's rows beside ours, for the studies the paper has a table of (calibration), else ""."""
-    from relu_core.studies import calibration
+    """The paper's rows beside ours, for the studies the paper has a table of (calibration; the paper's protocol
+    study: Table 1), else ""."""
+    from relu_core.studies import calibration, ladder, paper_table
 
-    if result.study != calibration.NAME:
+    if result.study == calibration.NAME:
+        frame, notes = calibration.paper_reference(result, run)
+        heading = calibration.paper_heading()
+    elif result.study == ladder.NAME:
+        frame, notes = paper_table.ladder_reference(run)
+        heading = paper_table.ladder_heading()
+    else:
         return ""
-    frame, notes = calibration.paper_reference(result, run)
     lines = [""]
     if not frame.empty:
-        lines += [calibration.paper_heading(), frame.to_string(index=False)]
+        lines += [heading, frame.to_string(index=False)]
     return "\n".join(lines + notes) + "\n"

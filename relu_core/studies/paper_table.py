@@ -613,6 +613,49 @@ def _shown(dataset: str) -> str:
     return dataset
 
 
+# ------------------------------------------------------------------------------------------------- the ladder
+
+
+def ladder_heading() -> str:
+    """The line above the paper's Table 1 rows beside the ladder (the paper's protocol study)."""
+    return heading(
+        "table1",
+        "Doctor and Rel-U FPR95 in %, the paper's units, and Rel-U − Doctor in percentage points, the difference "
+        "of the paper's two means (no interval: the paper prints none, and a five-best mean has none that is valid); "
+        "the ladder above is in fractions, ×100 for points. The run's training objective is not recorded, so "
+        "every objective of the data set is shown",
+    )
+
+
+def ladder_reference(run) -> tuple[object, list[str]]:
+    """The paper's Table 1 rows of the run's data set (every objective and network, the run's network first):
+    Doctor and Rel-U FPR95 in % and Rel-U − Doctor in points, each labelled with its table and a network note;
+    ``(frame, notes)``, the frame empty and one note saying so where the paper has no row of the data set."""
+    import pandas as pd
+
+    dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
+    found = objective_rows(dataset, list(OBJECTIVES.values()), model=model)
+    if not found:
+        return pd.DataFrame(), [no_table("table1", dataset)]
+    lines = []
+    for row in found:
+        doctor, relu = row.value("doctor_fpr95"), row.value("relu_fpr95")
+        lines.append(
+            {
+                "row": row.label,
+                "network": row.network,
+                "objective": row.objective,
+                "accuracy %": row.accuracy_text(),
+                "Doctor FPR95 %": doctor.text(),
+                "Rel-U FPR95 %": relu.text(),
+                "Rel-U − Doctor (points)": f"{relu.mean - doctor.mean:+.1f}",
+                "note": network_note(row, model),
+            }
+        )
+    jpeg = images_note(run)
+    return pd.DataFrame(lines), [jpeg] if jpeg else []
+
+
 # ---------------------------------------------------------------------------- the earlier API, kept working
 
 
