@@ -18,7 +18,7 @@ from relu_core.progress import count
 from relu_core.runs import get_run
 from studio import frame, jobbox, page, session
 from studio.live_chart import live_html
-from studio.text import plain
+from studio.text import plain, with_article
 
 START_HEIGHT = 400  # pixels per matrix figure
 # class labels per axis and their length: the matrices are about 150 px across at 100 classes
@@ -74,11 +74,12 @@ def _examples() -> None:
             st.caption(f"No error here that {none_words}.")
             continue
         i = int(caught[0])
+        true_class = with_article(names[run.labels[i]])  # "an airplane", "a cat"
         image, words_ = st.columns([1, 3.2], vertical_alignment="center")
         image.image(explore.thumbnail(run.images[i], size=72), width=72)
         words_.caption(
-            f"A {names[run.labels[i]]} the model took for a {names[view.predictions[i]]}: {flagged} "
-            f"({caught.size:,} such errors)."
+            f"{true_class[0].upper()}{true_class[1:]} the model took for {with_article(names[view.predictions[i]])}: "
+            f"{flagged} ({count(caught.size, 'such error')})."
         )
 
 

@@ -37,3 +37,22 @@ def plain(text: object) -> str:
     line = _CONTROL.sub(_visible, " ".join(str(text).split()))
     line = _INLINE.sub(lambda m: "\\" + m.group(0), _AUTOLINK.sub(_WORD_JOINER, line))
     return _NUMBERED.sub(r"\1\\", _HEADING_OR_BULLET.sub(r"\\", line))
+
+
+#: Words that start with a vowel letter but a consonant sound ("a unicorn", "a one-piece"), and with a consonant
+#: letter but a vowel sound ("an hour").
+_A_BEFORE = re.compile(r"^(?:uni|use|usu|uti|ure|eu|one|once)", re.IGNORECASE)
+_AN_BEFORE = re.compile(r"^(?:hour|honest|honou?r|heir)", re.IGNORECASE)
+# numbers read with a vowel sound: 8, 11, 18, 80-89, 800-899 ... ("an 8")
+_AN_NUMBER = re.compile(r"^(?:8|11(?!\d)|18(?!\d)|11\d{3}(?!\d)|18\d{3}(?!\d))")
+
+
+def with_article(noun: str) -> str:
+    """``noun`` after "a" or "an" as it is said: "an airplane", "a cat", "an 8", "a T-shirt/top", "an Ankle
+    boot", "a unicycle" (class names, in a sentence)."""
+    word = str(noun).strip()
+    if _A_BEFORE.match(word):
+        return f"a {word}"
+    if _AN_BEFORE.match(word) or _AN_NUMBER.match(word) or (word != "" and word[0].lower() in "aeiou"):
+        return f"an {word}"
+    return f"a {word}"
