@@ -19,8 +19,9 @@ torch intra-op threads are the CPUs that other work leaves idle (:func:`model_th
 for :data:`IDLE_SAMPLE_S`), checked again every :data:`RECHECK_S` seconds between batches. One torch thread
 per core is fastest on an idle machine, but when another process holds one of the two cores, each layer's
 OpenMP barrier waits for the descheduled sibling: training took 10x longer with 2 threads than with 1
-(docs/reference/conventions.md, "Threads"). Thread counts change float rounding (a seeded training agrees to ~1e-5, not bit for bit, across
-counts): :func:`configure` (``model_threads=N``) or ``RELU_STUDIO_MODEL_THREADS=N`` fixes the count.
+(docs/reference/conventions.md, "Threads"). Thread counts change float rounding (a seeded training agrees to
+~1e-5, not bit for bit, across counts): :func:`configure` (``model_threads=N``) or
+``RELU_STUDIO_MODEL_THREADS=N`` fixes the count.
 
 This module is the one place to change the policy (:func:`configure`). Importing ``relu_core`` changes
 no thread setting.
@@ -101,7 +102,8 @@ def configure(
     model work's thread count (``model_threads=N``; ``None`` makes it follow the idle CPUs again).
 
     The knob for a program that embeds the library and manages threads itself (the manual's "Threads",
-    docs/reference/conventions.md, points here); the test suite fixes model threads so that its trainings do not depend on the load."""
+    docs/reference/conventions.md, points here); the test suite fixes model threads so that its trainings do not
+    depend on the load."""
     global _enabled, SMALL_WORK_THREADS, LARGE_WORK_FLOPS, MIN_BLOCK_ROWS, MODEL_THREADS
     if enabled is not None:
         _enabled = bool(enabled)
