@@ -446,10 +446,16 @@ def card(run, fitted: DeployedDetector, files: dict[str, str], not_written: dict
         "files": files,
         "formats": {name: FORMATS.get(_suffix(name), "") for name in files},
         **({"not_written": dict(not_written)} if not_written else {}),
-        "inputs": {
+        "inputs": {  # images only where an images-in file was written (a logits-only run has no normalisation)
             "logits": "float32 (N, C) logits of the run's classifier, classes in class_names order",
-            "images": f"uint8 (N, H, W, C) images, normalised inside as (x/255 − mean)/std, mean {list(run.mean)}, "
-            f"std {list(run.std)}",
+            **(
+                {
+                    "images": f"uint8 (N, H, W, C) images, normalised inside as (x/255 − mean)/std, mean "
+                    f"{list(run.mean)}, std {list(run.std)}"
+                }
+                if "images" in files.values()
+                else {}
+            ),
         },
         "input_preprocessing": (
             "none: the detector scores the classifier's clean outputs (ε = 0). Input pre-processing (ε) takes a "

@@ -157,6 +157,9 @@ def test_the_card_travels_with_the_files_and_names_no_server_path(digits_run, tm
     text = json.dumps(card)
     assert str(tmp_path) not in text and "weights.pt" in card["run"]["source"]
     assert card["class_names"] == list(run.class_names) and card["threshold"] == fitted.threshold
+    assert list(card["inputs"]) == ["logits"]  # no images line ("mean [], std []") for a logits-only run
+    with_images = detector_export.card(digits_run, fitted, {"detector.pt2": "logits", "detector_images.pt2": "images"})
+    assert with_images["inputs"]["images"].endswith(f"mean {list(digits_run.mean)}, std {list(digits_run.std)}")
     assert card["detector"]["lambda"] == 0.5 and card["detector"]["temperature"] == 1.0
     evaluation = card["operating_point"]["evaluation"]
     assert evaluation["samples"] == fitted.n_eval and evaluation["tpr"]["n_resamples"] == 1000
