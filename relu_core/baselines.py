@@ -886,7 +886,7 @@ def paper_reference(result: BaselinesResult, run) -> dict[str, tuple[pd.DataFram
         if not found:
             out[key] = (pd.DataFrame(), [paper_table.no_table(key, dataset)])
             continue
-        ours = {"row": "ours", "network": model or "logits only"}
+        ours = {"row": "ours", "network": model or "logits only", "accuracy %": paper_table.our_accuracy(run)}
         if key == "conformal":
             ours["objective"] = "this run's"
         for _, detector, header in columns:
@@ -898,7 +898,7 @@ def paper_reference(result: BaselinesResult, run) -> dict[str, tuple[pd.DataFram
         ours["note"] = CONFORMAL_NOTE if key == "conformal" else "mean (std) over our seeds"
         lines = [ours]
         for row in found:
-            line = {"row": row.label, "network": row.network}
+            line = {"row": row.label, "network": row.network, "accuracy %": row.accuracy_text()}
             if key == "conformal":
                 line["objective"] = row.objective
             for column, _, header in columns:

@@ -106,6 +106,8 @@ def test_the_baselines_page_shows_the_bayesian_and_conformal_tables(pages) -> No
         assert line["Conf. FPR95 %"] == _percent(cells, "conformal_fpr95", "conformal_std")
         assert line["Doctor FPR95 %"] == _percent(cells, "doctor_fpr95", "doctor_std")
         assert f"{float(cells['accuracy']):.1f} % accuracy" in line["note"]
+        assert line["accuracy %"] == f"{float(cells['accuracy']):.1f}"
+    assert conformal.iloc[0]["accuracy %"] == bayes.iloc[0]["accuracy %"] != ""  # ours, measured
 
 
 def test_the_corruptions_page_shows_the_cifar10_c_rows_at_the_paper_s_split(pages, digits_run) -> None:

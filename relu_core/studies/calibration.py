@@ -281,7 +281,7 @@ def paper_reference(result: base.StudyResult, run) -> tuple[pd.DataFrame, list[s
     if not found:
         return pd.DataFrame(), [paper_table.no_table("calibration", dataset)]
     summary = result.tables["summary"].set_index("quantity")
-    ours = {"row": "ours", "network": model or "logits only", "accuracy %": ""}
+    ours = {"row": "ours", "network": model or "logits only", "accuracy %": paper_table.our_accuracy(run)}
     for column, header in PAPER_COLUMNS.items():
         quantity, state, percent = _OURS[column]
         scale = 100.0 if percent else 1.0

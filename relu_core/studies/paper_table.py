@@ -260,7 +260,8 @@ class PaperRow:
         return self.values.get(f"{detector}_fpr95")
 
     def accuracy_text(self) -> str:
-        return "not printed by the paper" if self.accuracy is None else f"{self.accuracy:.1f} %"
+        """The accuracy in % as the paper prints it (one decimal, no unit: the columns say %)."""
+        return "not printed by the paper" if self.accuracy is None else f"{self.accuracy:.1f}"
 
     def to_dict(self) -> dict[str, object]:
         """Strict-JSON record: label, table, network (the paper's and ours), data set, the row's keys, accuracy,
@@ -421,6 +422,16 @@ def _cifar10_test_location() -> str:
 
     found, _searched = datasets.DATASETS["cifar10"].find("test")
     return "" if found is None else found.location
+
+
+def our_accuracy(run) -> str:
+    """The run's top-1 accuracy in % on all its samples, one decimal as the paper's ("" without logits)."""
+    import numpy as np
+
+    logits, labels = getattr(run, "logits", None), getattr(run, "labels", None)
+    if logits is None or labels is None:
+        return ""
+    return f"{100.0 * float(np.mean(np.argmax(logits, axis=1) == np.asarray(labels))):.1f}"
 
 
 def _ordered(found: list[PaperRow], model: str | None) -> list[PaperRow]:
