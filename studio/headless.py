@@ -2,10 +2,15 @@
 ``bench/bench_browser.py``.
 
 Chromium is Debian's ``/usr/bin/chromium`` (apt), never a browser downloaded by ``playwright install``.
+
+**Waits on a busy machine**: a test waits for a condition, never for a fixed time, and its limit is a ceiling
+for a quiet machine scaled by :func:`slowdown` (:func:`wait_ms`, :func:`wait_s`): a fresh clone's suite at a load
+of 5-12 on 2 cores timed out after 150 s waiting for Explore's figures, which took 11-15 s by hand.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -71,3 +76,49 @@ def stop(server: subprocess.Popen) -> None:
         server.wait(timeout=10)
     except subprocess.TimeoutExpired:
         server.kill()
+
+
+#: The most :func:`slowdown` scales a limit by (a ceiling still: a wait that never ends is a failure to see).
+MAX_SLOWDOWN = 8.0
+#: How long :func:`slowdown` spins to see what share of a core this process gets, and how long a reading lasts.
+SPIN_S = 0.2
+READING_S = 30.0
+_reading: tuple[float, float] | None = None  # (when, slowdown)
+
+
+def slowdown(now: float | None = None) -> float:
+    """How many times slower than on a quiet machine work runs here now, at least 1 and at most
+    :data:`MAX_SLOWDOWN`: the larger of (a) the wall time over the CPU time of :data:`SPIN_S` of pure-Python
+    spinning (a thread that gets a third of a core reads 3) and (b) the 1-minute load average per CPU (the
+    server, the browser and the test share them). Read again after :data:`READING_S` seconds."""
+    global _reading
+    now = time.monotonic() if now is None else now
+    if _reading is not None and now - _reading[0] < READING_S:
+        return _reading[1]
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        load = os.getloadavg()[0] / cpus
+    except OSError:
+        load = 0.0
+    factor = min(MAX_SLOWDOWN, max(1.0, _spin_ratio(SPIN_S), load))
+    _reading = (now, factor)
+    return factor
+
+
+def _spin_ratio(spin_s: float) -> float:
+    """Wall time over this thread's CPU time while it spins for ``spin_s`` seconds."""
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - wall0 < spin_s:
+        pass
+    return (time.perf_counter() - wall0) / max(time.thread_time() - cpu0, 1e-3)
+
+
+def wait_ms(quiet_ms: float) -> float:
+    """A wait's limit in milliseconds (Playwright's ``timeout=``): ``quiet_ms``, enough on a quiet machine, times
+    :func:`slowdown`."""
+    return quiet_ms * slowdown()
+
+
+def wait_s(quiet_s: float) -> float:
+    """:func:`wait_ms` in seconds (AppTest's ``default_timeout``, a deadline of a polling loop)."""
+    return quiet_s * slowdown()

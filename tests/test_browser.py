@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from studio.headless import wait_ms, wait_s
+
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 #: The Start scorecard's rows and the pages they link to (``relu_core.scorecard.SETTINGS``).
 SCORECARD_TITLES = (
@@ -85,8 +87,8 @@ def _steady_cell_centre(page, k: int) -> list[float]:
     """The window position of the confusion matrix's cell (k, k) once the page has stopped moving: the server idle
     and the position the same twice in a row. A resize or a table landing below can move the matrix after its
     position was read: a click read from a moving page landed on the cell (4, 2) once."""
-    page.wait_for_function(_IDLE, timeout=60_000)
-    last, deadline = None, time.monotonic() + 60
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
+    last, deadline = None, time.monotonic() + wait_s(60)
     while time.monotonic() < deadline:
         now = page.evaluate(_CELL_CENTRE, k)
         if now == last:
@@ -96,12 +98,12 @@ def _steady_cell_centre(page, k: int) -> list[float]:
     pytest.fail(f"the confusion matrix kept moving: its cell ({k}, {k}) was last at {last}")
 
 
-def _wait_or_record(page, condition: str, name: str, timeout: int = 150_000) -> None:
+def _wait_or_record(page, condition: str, name: str, timeout: float | None = None) -> None:
     """``page.wait_for_function(condition)``; when it times out, the page's screenshot and text are kept in
     test-artifacts/ (``name``.png, ``name``.txt) before the failure is raised: a wait that failed twice in full
     suites on a busy machine, and never alone, leaves what the page showed."""
     try:
-        page.wait_for_function(condition, timeout=timeout)
+        page.wait_for_function(condition, timeout=wait_ms(150_000) if timeout is None else timeout)
     except Exception:
         _record(page, name)
         raise
@@ -122,10 +124,10 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     started = time.monotonic()
     page.goto(app_url)
     # the default run (trained on first use, then cached) is ready on the start page
-    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
+    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=wait_ms(150_000))
     print(f"start page ready after {time.monotonic() - started:.1f} s")
     page.get_by_role("button", name="Explore this run").click()
-    page.wait_for_url("**/Explore**", timeout=150_000)
+    page.wait_for_url("**/Explore**", timeout=wait_ms(150_000))
     _wait_or_record(  # Explore's figures, not the start page's leaving the screen
         page,
         """() => { const p = document.querySelectorAll('.js-plotly-plot');
@@ -146,18 +148,18 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
                            return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
                                   !== before; }""",
         arg=[heatmap_before],
-        timeout=30_000,
+        timeout=wait_ms(30_000),
     )
     page.wait_for_function(
         """([before]) => { const p = document.querySelectorAll('.js-plotly-plot')[2];
                            return p && p.data && JSON.stringify(p.data.map(t => [t.name, t.x, t.y, t.z]))
                                   !== before; }""",
         arg=[roc_before],
-        timeout=30_000,
+        timeout=wait_ms(30_000),
     )
     page.wait_for_function(  # the last key press wins: D* is refitted at the λ it reached
         f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {lams[0]:g})')",
-        timeout=30_000,
+        timeout=wait_ms(30_000),
     )
     assert f"lam={lams[0]:g}" in page.url
     # the sidebar's line of the shared settings follows, though only the panel's fragment reran (issue 34)
@@ -165,7 +167,7 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     page.wait_for_function(
         f"""() => [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stCaptionContainer"]')]
                  .some(c => c.innerText.includes('Shared settings') && c.innerText.includes('λ = {lams[0]:g} ·'))""",
-        timeout=60_000,  # the server's answer to the last press (the charts may follow λ before it)
+        timeout=wait_ms(60_000),  # the server's answer to the last press (the charts may follow λ before it)
     )
     assert shared_line.count() == 1  # rewritten in place, never a second line
     # each chart keeps its height through consecutive updates (plotly measured an element without one: every
@@ -174,7 +176,7 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
         page.keyboard.press("ArrowLeft")
         page.wait_for_function(
             f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {lam})')",
-            timeout=30_000,
+            timeout=wait_ms(30_000),
         )
         page.wait_for_timeout(300)
         heights = page.evaluate(
@@ -203,7 +205,7 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     page.mouse.click(*_steady_cell_centre(page, 2))  # where the cell is now (the page may have moved meanwhile)
     caption = page.get_by_text("with true class 2 predicted as 2")
     try:
-        caption.wait_for(timeout=120_000)  # a rerun of the page: slow with a core busy (30 s was missed once)
+        caption.wait_for(timeout=wait_ms(120_000))  # a rerun of the page: slow with a core busy (30 s was missed once)
     except Exception:
         _record(page, "explore_cell_click")
         raise
@@ -215,11 +217,11 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
                         .find(e => e.textContent.includes('with true class 2 predicted as 2'));
                    const box = c && c.getBoundingClientRect();
                    return box && box.top >= 0 && box.bottom <= window.innerHeight; }""",
-        timeout=10_000,
+        timeout=wait_ms(10_000),
     )
 
     # the view's data downloads as one ZIP, built when clicked
-    with page.expect_download(timeout=60_000) as download:
+    with page.expect_download(timeout=wait_ms(60_000)) as download:
         page.get_by_role("button", name="Data of this view (ZIP)").click()
     with zipfile.ZipFile(download.value.path()) as archive:
         names = set(archive.namelist())
@@ -232,11 +234,11 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     # the controls survive a visit to another page (Streamlit drops the state of widgets a run does not draw;
     # AppTest keeps it, so only a browser shows this)
     page.get_by_role("link", name="Corruptions").first.click()
-    page.wait_for_url("**/Corruptions**", timeout=60_000)
+    page.wait_for_url("**/Corruptions**", timeout=wait_ms(60_000))
     page.get_by_role("link", name="Explore").first.click()
     page.wait_for_function(
         f"document.querySelectorAll('.js-plotly-plot')[0]?.layout?.title.text.includes('λ = {lams[2]:g})')",
-        timeout=60_000,
+        timeout=wait_ms(60_000),
     )
     assert f"lam={lams[2]:g}" in page.url
     assert slider.get_by_test_id("stSliderThumbValue").inner_text() == f"{lams[2]:.2f}"
@@ -284,12 +286,14 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
     page.route_web_socket("**/_stcore/stream", route)
     page.goto(f"{app_url}/Explore?lam={start:g}")
-    page.wait_for_function("() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=150_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=wait_ms(150_000)
+    )
     # λ's neighbours are computed in the background and reach the page with a later rerun: on a busy machine
     # that takes a while, so the press waits for them (and for the page to be idle), never for a fixed time
-    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[1], timeout=150_000)
-    page.wait_for_function(_IDLE, timeout=60_000)
-    page.wait_for_function(_LAMBDA_CONTENT, timeout=60_000)  # plotly.js draws the four charts after the tables
+    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[1], timeout=wait_ms(150_000))
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
+    page.wait_for_function(_LAMBDA_CONTENT, timeout=wait_ms(60_000))  # plotly.js draws the four charts after the tables
     before = page.evaluate(_LAMBDA_CONTENT)
     assert before and f"λ = {start:g})" in before
 
@@ -299,10 +303,10 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     page.keyboard.press("ArrowRight")
     page.wait_for_function(
         f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {float(lam_at[1]):g})')",
-        timeout=10_000,
+        timeout=wait_ms(10_000),
     )
     shown = page.evaluate(_LAMBDA_CONTENT)
-    deadline = time.monotonic() + 30  # the slider sends its value after a short debounce
+    deadline = time.monotonic() + wait_s(30)  # the slider sends its value after a short debounce
     while not held and time.monotonic() < deadline:
         page.wait_for_timeout(50)
     assert held, "the page sent nothing: the test holds no move back"  # drawn by the browser alone
@@ -316,8 +320,8 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
             .filter(e => !e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_metrics')).map(e => e.firstChild))"""
     page.evaluate(f"() => {{ window.__drawn = ({drawn})(); }}")
     release()
-    page.wait_for_url(f"**lam={float(lam_at[1]):g}**", timeout=60_000)  # the server's rerun for that λ
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_url(f"**lam={float(lam_at[1]):g}**", timeout=wait_ms(60_000))  # the server's rerun for that λ
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     assert page.evaluate(_LAMBDA_CONTENT) == shown  # the server's view is the one the browser had shown ...
     redrawn = page.evaluate(f"() => ({drawn})().map((now, i) => now !== window.__drawn[i])")
     # ... so nothing was redrawn (but the intervals and the metrics' colours, if their bootstrap landed since)
@@ -334,19 +338,19 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
     release()
     page.wait_for_function(
         f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {float(lam_at[2]):g})')",
-        timeout=30_000,
+        timeout=wait_ms(30_000),
     )
     # a tab only shows or hides: λ follows at once after one
     page.get_by_role("tab", name="Samples of a confusion cell").click()
-    page.get_by_text("with true class").first.wait_for(timeout=30_000)
-    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[3], timeout=150_000)
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.get_by_text("with true class").first.wait_for(timeout=wait_ms(30_000))
+    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[3], timeout=wait_ms(150_000))
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     lam.focus()
     link["hold"] = True
     page.keyboard.press("ArrowRight")
     page.wait_for_function(
         f"document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('λ = {float(lam_at[3]):g})')",
-        timeout=10_000,
+        timeout=wait_ms(10_000),
     )
     release()
     assert not page.get_by_test_id("stException").count()
@@ -380,10 +384,12 @@ def test_lambda_back_and_forth_is_drawn_before_the_server_answers(app_url, chrom
     page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
     link = _HeldLink(page)
     page.goto(f"{app_url}/Explore?lam={start:g}")
-    page.wait_for_function("() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=150_000)
-    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[1], timeout=150_000)
-    page.wait_for_function(_IDLE, timeout=60_000)
-    page.wait_for_function(_LAMBDA_CONTENT, timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=wait_ms(150_000)
+    )
+    page.wait_for_function(_NEIGHBOURS_SENT, arg=lam_at[1], timeout=wait_ms(150_000))
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
+    page.wait_for_function(_LAMBDA_CONTENT, timeout=wait_ms(60_000))
     before = page.evaluate(_LAMBDA_CONTENT)
     lam = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors").get_by_role("slider")
     lam.focus()
@@ -391,19 +397,19 @@ def test_lambda_back_and_forth_is_drawn_before_the_server_answers(app_url, chrom
     title_is = "(t) => document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes(t)"
     content_is = f"(c) => ({_LAMBDA_CONTENT})() === c"
     page.keyboard.press("ArrowRight")
-    page.wait_for_function(title_is, arg=f"λ = {float(lam_at[1]):g})", timeout=10_000)
+    page.wait_for_function(title_is, arg=f"λ = {float(lam_at[1]):g})", timeout=wait_ms(10_000))
     moved = page.evaluate(_LAMBDA_CONTENT)  # drawn in the same task as D*'s title
     assert all(a != b for a, b in zip(json.loads(before)[:4], json.loads(moved)[:4], strict=True))
     page.keyboard.press("ArrowLeft")  # back: the value the server's last answer was for
-    page.wait_for_function(title_is, arg=f"λ = {start:g})", timeout=10_000)
-    page.wait_for_function(content_is, arg=before, timeout=10_000)
+    page.wait_for_function(title_is, arg=f"λ = {start:g})", timeout=wait_ms(10_000))
+    page.wait_for_function(content_is, arg=before, timeout=wait_ms(10_000))
     page.keyboard.press("ArrowRight")  # and again: a neighbour kept from that answer
-    page.wait_for_function(content_is, arg=moved, timeout=10_000)
+    page.wait_for_function(content_is, arg=moved, timeout=wait_ms(10_000))
     assert link.held and f"lam={start:g}" in page.url  # drawn by the browser alone: nothing reached the server
     link.release()
-    page.wait_for_url(f"**lam={float(lam_at[1]):g}**", timeout=60_000)
-    page.wait_for_function(_IDLE, timeout=60_000)
-    page.wait_for_function(content_is, arg=moved, timeout=60_000)
+    page.wait_for_url(f"**lam={float(lam_at[1]):g}**", timeout=wait_ms(60_000))
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
+    page.wait_for_function(content_is, arg=moved, timeout=wait_ms(60_000))
     assert not page.get_by_test_id("stException").count()
 
 
@@ -428,13 +434,15 @@ def test_start_page_first_viewport(app_url, chromium):
     ARTIFACTS.mkdir(exist_ok=True)
     page = chromium.new_context(viewport={"width": 1280, "height": 720}).new_page()
     page.goto(app_url)
-    page.get_by_text("Rel-U vs Doctor on this run, in each setting").wait_for(timeout=150_000)
+    page.get_by_text("Rel-U vs Doctor on this run, in each setting").wait_for(timeout=wait_ms(150_000))
     main = page.get_by_test_id("stMain")
     # the first row's verdict lands (its job takes seconds; the corruptions' minutes: they may still compute)
     main.get_by_text(
         re.compile("tells errors from correct predictions better|No clear difference between|Mixed: ")
-    ).first.wait_for(timeout=120_000)
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=60_000)
+    ).first.wait_for(timeout=wait_ms(120_000))
+    page.wait_for_function(
+        "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=wait_ms(60_000)
+    )
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "start.png"))
     # an error one detector flags and the other accepts, when the run it got has one (else the words say none)
@@ -468,8 +476,8 @@ def test_start_page_first_viewport(app_url, chromium):
     )
     assert page.locator('[data-testid="stMetricValue"]').count() == 3 and not cut, cut
     page.get_by_role("button", name="Explore this run").click()
-    page.wait_for_url("**/Explore**", timeout=60_000)
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
+    page.wait_for_url("**/Explore**", timeout=wait_ms(60_000))
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=wait_ms(60_000))
 
 
 def test_failed_upload_keeps_its_expander_open(app_url, chromium, tmp_path):
@@ -479,15 +487,15 @@ def test_failed_upload_keeps_its_expander_open(app_url, chromium, tmp_path):
     bad.write_text("a,b,label\n1,2,0\nx,3,1\n")
     page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
     page.goto(app_url)
-    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
+    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=wait_ms(150_000))
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Upload logits").click()
     sidebar.locator('input[type="file"]').first.set_input_files(str(bad))
-    sidebar.get_by_role("button", name="Load logits").click(timeout=120_000)  # a rerun: slow on a busy machine
+    sidebar.get_by_role("button", name="Load logits").click(timeout=wait_ms(120_000))  # a rerun: slow on a busy machine
     form = sidebar.locator('[data-testid="stExpander"]').filter(has_text="Upload logits")
     # the error is said in the form, under the button pressed (issue 34: at the top of the sidebar, out of view)
     alert = form.locator('[data-testid="stAlert"]').filter(has_text="Loading bad.csv failed")
-    alert.wait_for(timeout=60_000)
+    alert.wait_for(timeout=wait_ms(60_000))
     assert "must hold numbers" in alert.inner_text()
     assert form.locator("details").get_attribute("open") is not None
     button = sidebar.get_by_role("button", name="Load logits")

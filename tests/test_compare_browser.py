@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from test_layout_browser import _IDLE, CLIPPED_TABLES, HIDDEN_CHIPS
 
+from studio.headless import wait_ms
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -26,27 +28,27 @@ def test_two_runs_of_one_data_set_compared(app_url, chromium, tmp_path):
 
     page = chromium.new_context(viewport={"width": 1280, "height": 720}).new_page()
     page.goto(app_url)
-    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=150_000)
+    page.get_by_text("Rel-U vs Doctor at the default settings").wait_for(timeout=wait_ms(150_000))
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Upload logits").click()
     sidebar.locator('input[type="file"]').first.set_input_files(str(upload))
     sidebar.get_by_role("button", name="Load logits").click()
-    sidebar.get_by_text("noisy_logits.npz", exact=False).first.wait_for(timeout=120_000)  # the picker shows it
-    page.wait_for_function(_IDLE, timeout=60_000)
+    sidebar.get_by_text("noisy_logits.npz", exact=False).first.wait_for(timeout=wait_ms(120_000))  # the picker shows it
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
 
     sidebar.get_by_role("link", name="Compare runs").click()
-    page.wait_for_url("**/Compare**", timeout=60_000)
+    page.wait_for_url("**/Compare**", timeout=wait_ms(60_000))
     page.get_by_role("button", name="Run the study").click()
-    page.get_by_text("Each run's detectors (mean ± std over seeds)").wait_for(timeout=180_000)
+    page.get_by_text("Each run's detectors (mean ± std over seeds)").wait_for(timeout=wait_ms(180_000))
     page.wait_for_function(
         """() => [...document.querySelectorAll('.js-plotly-plot')]
                  .filter(p => p.layout && /by run/.test(p.layout.title.text)).length === 2""",
-        timeout=60_000,
+        timeout=wait_ms(60_000),
     )
     names = page.evaluate("() => document.querySelectorAll('.js-plotly-plot')[0].data.map(t => t.name)")
     assert len(names) == 8 and names[0].startswith("1 · MSP (") and names[-1].startswith("2 · Rel-U (")
     assert page.get_by_text("noisy_logits.npz (uploaded logits) · red in the charts", exact=False).count() == 1
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     page.wait_for_timeout(500)
     for chart in page.locator(".js-plotly-plot").all()[:2]:
         chart.scroll_into_view_if_needed()

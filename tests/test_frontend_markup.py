@@ -11,6 +11,7 @@ import time
 import pytest
 
 from studio import live_chart, session
+from studio.headless import wait_ms, wait_s
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,8 +35,10 @@ def test_the_markup_the_components_rely_on_is_on_the_explore_page(app_url, chrom
     page = chromium.new_context(viewport={"width": 1600, "height": 2200}).new_page()
     page.route_web_socket("**/_stcore/stream", route)
     page.goto(f"{app_url}/Explore")
-    page.wait_for_function("() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=300_000)
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.relu-studio-html table').length >= 3", timeout=wait_ms(300_000)
+    )
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     markup = page.evaluate(_MARKUP)
     assert set(markup) == {"sliderThumbValue", "stale", "sliderValueAttribute", "controls", "showOrHide"}, markup
     slider = "." + live_chart.widget_class(session.EX_LAM)  # how the server names the slider a view follows
@@ -79,12 +82,12 @@ def test_the_markup_the_components_rely_on_is_on_the_explore_page(app_url, chrom
     link["hold"] = True
     page.locator(slider).get_by_role("slider").focus()
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("() => window.__marked > 0", timeout=10_000)
+    page.wait_for_function("() => window.__marked > 0", timeout=wait_ms(10_000))
     page.wait_for_function(
         f"() => document.querySelector('{slider} ' + {markup['sliderThumbValue']!r}).textContent === '0.51'",
-        timeout=10_000,
+        timeout=wait_ms(10_000),
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + wait_s(30)
     while not held and time.monotonic() < deadline:  # the server's answer to the move, held back
         page.wait_for_timeout(100)
     assert held, "the server sent nothing after the move: nothing was held back"
@@ -95,5 +98,5 @@ def test_the_markup_the_components_rely_on_is_on_the_explore_page(app_url, chrom
     while held:
         link["page"].send(held.pop(0))
     assert page.evaluate("() => window.__stale"), f"no element matched {markup['stale']} during the rerun"
-    page.wait_for_url("**lam=0.51**", timeout=30_000)
+    page.wait_for_url("**lam=0.51**", timeout=wait_ms(30_000))
     assert not page.get_by_test_id("stException").count()

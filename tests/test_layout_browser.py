@@ -14,6 +14,7 @@ import pytest
 from test_readable_figures import _MEASURE, _overlaps
 
 from relu_core import paths
+from studio.headless import wait_ms
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 VIEWPORT = {"width": 1280, "height": 720}
@@ -38,7 +39,7 @@ def _matrices(page) -> list[dict]:
     page.wait_for_function(
         """() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.layout && p.querySelector('.main-svg')
                  && /^(D\\*|Confusion matrix)/.test(p.layout.title.text)).length >= 2""",
-        timeout=150_000,
+        timeout=wait_ms(150_000),
     )
     return page.evaluate(
         """() => [...document.querySelectorAll('.js-plotly-plot')]
@@ -57,7 +58,7 @@ def test_explore_first_viewport_and_one_click_report(app_url, chromium):
     page = chromium.new_context(viewport=VIEWPORT, accept_downloads=True).new_page()
     page.goto(f"{app_url}/Explore")
     boxes = _matrices(page)
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "explore_1280x720.png"))
     boxes = _matrices(page)
@@ -71,7 +72,7 @@ def test_explore_first_viewport_and_one_click_report(app_url, chromium):
     assert more and more["y"] + more["height"] <= boxes[0]["top"]
 
     # "Download report": one click, the file itself
-    with page.expect_download(timeout=120_000) as download:
+    with page.expect_download(timeout=wait_ms(120_000)) as download:
         page.get_by_role("button", name="Download report").click()
     assert download.value.suggested_filename.startswith("relu_studio_report")
     text = Path(download.value.path()).read_text(encoding="utf-8")
@@ -88,16 +89,16 @@ def test_the_guaranteed_risk_controls_fit_the_settings_popover_at_1280x720(app_u
     page = chromium.new_context(viewport=VIEWPORT).new_page()
     page.goto(f"{app_url}/Explore")
     _matrices(page)
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     page.get_by_role("button", name="More settings").click()
     body = page.locator('[data-testid="stPopoverBody"]')
     body.get_by_text("guaranteed risk").click()
     page.wait_for_function(
         """() => [...document.querySelectorAll('[data-testid="stPopoverBody"] [data-testid="stSlider"]')]
                  .some(s => s.innerText.includes('δ') && !s.querySelector('input[type=range][disabled]'))""",
-        timeout=60_000,
+        timeout=wait_ms(60_000),
     )
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     page.screenshot(path=str(ARTIFACTS / "explore_risk_settings_1280x720.png"))
     boxes = page.evaluate(
         """() => {const panel = document.querySelector('[data-testid="stPopoverBody"]');
@@ -116,7 +117,7 @@ def test_the_guaranteed_risk_controls_fit_the_settings_popover_at_1280x720(app_u
     page.keyboard.press("Escape")
     page.wait_for_function(
         """() => [...document.querySelectorAll('.relu-studio-html')].some(e => e.innerText.includes('bound'))""",
-        timeout=150_000,
+        timeout=wait_ms(150_000),
     )
     edges = page.evaluate(
         """() => {const block = document.querySelector('[data-testid="stMainBlockContainer"]');
@@ -145,7 +146,7 @@ def _upload_logits(page, tmp_path: Path, n_classes: int) -> None:
     sidebar.get_by_text("Upload logits").click()
     sidebar.locator('input[type="file"]').first.set_input_files(str(file))
     sidebar.get_by_role("button", name="Load logits").click()
-    page.wait_for_function(f"document.body.innerText.includes('× {n_classes} classes')", timeout=150_000)
+    page.wait_for_function(f"document.body.innerText.includes('× {n_classes} classes')", timeout=wait_ms(150_000))
 
 
 def test_every_page_at_1280x720_and_100_classes(app_url, chromium, tmp_path):
@@ -154,14 +155,14 @@ def test_every_page_at_1280x720_and_100_classes(app_url, chromium, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     page = chromium.new_context(viewport=VIEWPORT).new_page()
     page.goto(app_url)
-    page.get_by_text("Explore this run").wait_for(timeout=150_000)
+    page.get_by_text("Explore this run").wait_for(timeout=wait_ms(150_000))
     for link, path in PAGES.items():
         if path:
             page.get_by_role("link", name=link).first.click()
-            page.wait_for_url(f"**/{path}**", timeout=60_000)
-        page.wait_for_function(_IDLE, timeout=150_000)
+            page.wait_for_url(f"**/{path}**", timeout=wait_ms(60_000))
+        page.wait_for_function(_IDLE, timeout=wait_ms(150_000))
         page.wait_for_timeout(1000)
-        page.wait_for_function(_IDLE, timeout=150_000)
+        page.wait_for_function(_IDLE, timeout=wait_ms(150_000))
         page.screenshot(path=str(ARTIFACTS / f"page_{path or 'Start'}_1280x720.png"))
         assert not page.get_by_test_id("stException").count(), link
 
@@ -170,9 +171,9 @@ def test_every_page_at_1280x720_and_100_classes(app_url, chromium, tmp_path):
     for link, path in (("Start", ""), ("Explore", "Explore")):
         if path:
             page.get_by_role("link", name=link).first.click()
-            page.wait_for_url(f"**/{path}**", timeout=60_000)
+            page.wait_for_url(f"**/{path}**", timeout=wait_ms(60_000))
         _matrices(page)
-        page.wait_for_function(_IDLE, timeout=150_000)
+        page.wait_for_function(_IDLE, timeout=wait_ms(150_000))
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / f"page_{path or 'Start'}_100_classes.png"))
         drawn = page.evaluate(_MEASURE)
@@ -205,16 +206,16 @@ def test_tables_and_chips_fit_at_1280x720(app_url, chromium):
     tuning-split study's tuning-fraction chips hidden, at 1280 x 720."""
     page = chromium.new_context(viewport=VIEWPORT).new_page()
     page.goto(f"{app_url}/Studies")
-    page.get_by_text("Tuning-split size").first.wait_for(timeout=150_000)
+    page.get_by_text("Tuning-split size").first.wait_for(timeout=wait_ms(150_000))
     page.locator('[data-testid="stRadio"] label').filter(has_text="Tuning-split").first.click()
-    page.get_by_text("more tuning fractions").wait_for(timeout=60_000)
-    page.wait_for_function(_IDLE, timeout=60_000)
+    page.get_by_text("more tuning fractions").wait_for(timeout=wait_ms(60_000))
+    page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
     assert page.evaluate(HIDDEN_CHIPS) == []
     page.get_by_role("link", name="Baselines").first.click()
-    page.wait_for_url("**/Baselines**", timeout=60_000)
+    page.wait_for_url("**/Baselines**", timeout=wait_ms(60_000))
     page.get_by_role("button", name="Run the study").click()
-    page.get_by_text("Mean ± std over seeds").wait_for(timeout=300_000)
-    page.wait_for_function(_IDLE, timeout=300_000)
+    page.get_by_text("Mean ± std over seeds").wait_for(timeout=wait_ms(300_000))
+    page.wait_for_function(_IDLE, timeout=wait_ms(300_000))
     page.wait_for_timeout(500)
     assert page.locator('[data-testid="stDataFrame"]').count() >= 1
     assert page.evaluate(CLIPPED_TABLES) == []

@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+from studio.headless import wait_ms
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 #: The page is idle: nothing stale, no script running.
@@ -47,9 +49,9 @@ def _wait_for_explore(page) -> None:
     page.wait_for_function(
         "() => document.querySelectorAll('.js-plotly-plot').length >= 4 "
         "&& document.querySelectorAll('.relu-studio-html table').length >= 2",
-        timeout=180_000,
+        timeout=wait_ms(180_000),
     )
-    page.wait_for_function(_IDLE, timeout=120_000)
+    page.wait_for_function(_IDLE, timeout=wait_ms(120_000))
 
 
 def _press_lambda(page, lam_after: float) -> None:
@@ -57,17 +59,17 @@ def _press_lambda(page, lam_after: float) -> None:
     thumb = page.locator('[data-testid="stSlider"]').filter(has_text="weight of the errors").get_by_role("slider")
     thumb.focus()
     page.keyboard.press("ArrowRight")
-    page.wait_for_url(f"**lam={lam_after:g}&**", timeout=120_000)
-    page.wait_for_function(_IDLE, timeout=120_000)
+    page.wait_for_url(f"**lam={lam_after:g}&**", timeout=wait_ms(120_000))
+    page.wait_for_function(_IDLE, timeout=wait_ms(120_000))
 
 
 def _popover(page) -> dict:
     """Opens "More settings", reads what it shows, closes it."""
     page.get_by_role("button", name="More settings").click()
-    page.locator('[data-testid="stPopoverBody"]').get_by_text("operating point").wait_for(timeout=30_000)
+    page.locator('[data-testid="stPopoverBody"]').get_by_text("operating point").wait_for(timeout=wait_ms(30_000))
     shown = json.loads(page.evaluate(_POPOVER))
     page.keyboard.press("Escape")
-    page.locator('[data-testid="stPopoverBody"]').wait_for(state="hidden", timeout=30_000)
+    page.locator('[data-testid="stPopoverBody"]').wait_for(state="hidden", timeout=wait_ms(30_000))
     flat = {key: shown[key] for key in ("kind", "detectors", "seed", "auto")}
     return {**flat, **{k: v for k, v in shown["sliders"].items() if k != "target"}}
 
@@ -98,9 +100,9 @@ def test_start_guarantee_row_opens_explore_at_its_guarantee(app_url, chromium):
     page = chromium.new_context(viewport={"width": 1600, "height": 1400}).new_page()
     page.goto(app_url)
     main = page.get_by_test_id("stMain")
-    main.get_by_text("At a guaranteed risk").first.wait_for(timeout=180_000)
+    main.get_by_text("At a guaranteed risk").first.wait_for(timeout=wait_ms(180_000))
     main.get_by_role("link", name="Open Explore").nth(1).click()  # the first Explore link is the first row's
-    page.wait_for_url("**/Explore**", timeout=120_000)
+    page.wait_for_url("**/Explore**", timeout=wait_ms(120_000))
     _wait_for_explore(page)
     risk = next(part.split("=")[1] for part in page.url.split("?")[1].split("&") if part.startswith("risk="))
     lam = float(next(part.split("=")[1] for part in page.url.split("?")[1].split("&") if part.startswith("lam=")))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from studio.headless import wait_ms
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -16,15 +18,15 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 def test_objectives_table_on_digits_opens_a_row_in_explore(app_url, chromium):
     page = chromium.new_context(viewport={"width": 1280, "height": 720}).new_page()
     page.goto(f"{app_url}/Objectives")
-    page.get_by_text("Training objectives: where does Rel-U help?").wait_for(timeout=300_000)
+    page.get_by_text("Training objectives: where does Rel-U help?").wait_for(timeout=wait_ms(300_000))
     main = page.locator('[data-testid="stMain"]')
     main.locator('[data-testid="stSelectbox"]').filter(has_text="data set").first.click()
     page.get_by_role("option", name="digits", exact=True).click()
     main.get_by_text("OpenMix is left out: no registered outlier data set has digits's image size").wait_for(
-        timeout=60_000
+        timeout=wait_ms(60_000)
     )
     main.get_by_role("button", name="Run the study").click()
-    main.get_by_text("FPR95 by detector").wait_for(timeout=600_000)
+    main.get_by_text("FPR95 by detector").wait_for(timeout=wait_ms(600_000))
     # the title's question answered first, in one sentence, and the answer's columns whole in the viewport
     answer = main.get_by_text("paired 95 % intervals over").first.bounding_box()
     controls = main.locator('[data-testid="stSelectbox"]').first.bounding_box()
@@ -38,6 +40,6 @@ def test_objectives_table_on_digits_opens_a_row_in_explore(app_url, chromium):
     main.get_by_text("Open a model's run").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "objectives_tables_1280x720.png"))
     main.get_by_role("button", name="logitnorm", exact=True).click()
-    page.wait_for_url("**/Explore**", timeout=60_000)
-    page.get_by_text("Explore: Rel-U vs Doctor").wait_for(timeout=120_000)
+    page.wait_for_url("**/Explore**", timeout=wait_ms(60_000))
+    page.get_by_text("Explore: Rel-U vs Doctor").wait_for(timeout=wait_ms(120_000))
     assert "logitnorm" in page.locator('[data-testid="stMain"]').inner_text()

@@ -15,6 +15,7 @@ import plotly.io as pio
 import pytest
 
 from relu_core import corruptions, figures
+from studio.headless import wait_ms
 
 #: The longest title line (tags removed) that fits half of Explore's 820 px main column at plotly's 17 px font.
 TITLE_CHARS = 40
@@ -122,9 +123,9 @@ def test_figures_drawn_at_page_width_are_readable(chromium, tmp_path):
         encoding="utf-8",
     )
     page = chromium.new_context(viewport={"width": 1280, "height": 720}).new_page()
-    page.goto(document.as_uri(), timeout=120_000)
+    page.goto(document.as_uri(), timeout=wait_ms(120_000))
     page.wait_for_function(
-        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {2 * len(parts)}", timeout=120_000
+        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {2 * len(parts)}", timeout=wait_ms(120_000)
     )
     measured = page.evaluate(_MEASURE)
     ARTIFACTS.mkdir(exist_ok=True)

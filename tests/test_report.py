@@ -20,6 +20,7 @@ import refit_reference
 from sklearn.metrics import roc_auc_score
 
 from relu_core import cli, detectors, explore, protocol, report, runs, stats
+from studio.headless import wait_ms
 
 RNG = np.random.default_rng(3)
 LABELS = RNG.integers(0, 4, 600)
@@ -99,7 +100,9 @@ def test_report_opens_offline_in_chromium(logits_file, tmp_path, chromium):
         page.on("request", lambda r: requests.append(r.url))
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(out.as_uri())
-        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=30_000)
+        page.wait_for_function(
+            "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=wait_ms(30_000)
+        )
         titles = json.loads(
             page.evaluate(
                 "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(p => p.layout.title.text))"

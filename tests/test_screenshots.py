@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from studio.headless import wait_ms
+
 IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
 VIEWPORT = {"width": 1280, "height": 720}
 MAX_BYTES = 300 * 1024
@@ -53,9 +55,9 @@ def _settled(page) -> None:
     screenshots are written, the session's jobs done first. The pointer is moved off the page's controls, so
     that no tooltip shows."""
     if WRITE:
-        page.wait_for_function(_NO_JOBS, timeout=900_000)
+        page.wait_for_function(_NO_JOBS, timeout=wait_ms(900_000))
     for _ in range(2):
-        page.wait_for_function(_IDLE, timeout=60_000)
+        page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
         page.wait_for_timeout(500)
     page.mouse.move(1279, 0)
 
@@ -63,12 +65,14 @@ def _settled(page) -> None:
 def test_start_and_explore_can_be_photographed_at_1280x720(app_url, chromium):
     page = chromium.new_context(viewport=VIEWPORT).new_page()
     page.goto(app_url)
-    page.get_by_text("Rel-U vs Doctor on this run, in each setting").wait_for(timeout=150_000)
+    page.get_by_text("Rel-U vs Doctor on this run, in each setting").wait_for(timeout=wait_ms(150_000))
     main = page.get_by_test_id("stMain")
     main.get_by_text(
         re.compile("tells errors from correct predictions better|No clear difference between|Mixed: ")
-    ).first.wait_for(timeout=120_000)
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=60_000)
+    ).first.wait_for(timeout=wait_ms(120_000))
+    page.wait_for_function(
+        "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=wait_ms(60_000)
+    )
     _settled(page)
     _kept(page.screenshot(), "start.png")
 
@@ -77,7 +81,9 @@ def test_start_and_explore_can_be_photographed_at_1280x720(app_url, chromium):
     # a session of its own, opened on Explore: the Start page's scorecard jobs belong to the first one
     page = chromium.new_context(viewport=VIEWPORT).new_page()
     page.goto(f"{app_url}/Explore")
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=120_000)
+    page.wait_for_function(
+        "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=wait_ms(120_000)
+    )
     _settled(page)
     assert page.get_by_text("D*").first.is_visible()
     _kept(page.screenshot(), "explore.png")

@@ -6,27 +6,34 @@ Switching to a study that does not draw the tuning-fraction slider and back must
 
 from __future__ import annotations
 
-import time
-
 import pytest
+
+from studio.headless import wait_ms
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+_IDLE = """() => !document.querySelector('[data-stale="true"]')
+    && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')"""
 
-def _settle(page, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    time.sleep(1.0)
-    while page.locator('[data-testid="stStatusWidget"]').count() and time.monotonic() < deadline:
-        time.sleep(0.3)
-    time.sleep(0.5)
+
+def _settle(page, quiet_s: float = 60) -> None:
+    """Waits for the rerun an action started to end: its running mark appears (at most 2 s: a quick rerun may
+    have ended already), then the page is idle, within ``quiet_s`` scaled to the machine's load."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(f"() => !({_IDLE})()", timeout=2_000, polling="raf")
+    except PlaywrightTimeout:
+        pass
+    page.wait_for_function(_IDLE, timeout=wait_ms(1000 * quiet_s))
 
 
 @pytest.fixture
 def studies(chromium, app_url):
     """A fresh browser session on the Studies page, drawn and settled."""
     page = chromium.new_context().new_page()
-    page.goto(f"{app_url}/Studies", timeout=120_000)
-    page.get_by_text("Calibration", exact=True).wait_for(timeout=120_000)
+    page.goto(f"{app_url}/Studies", timeout=wait_ms(120_000))
+    page.get_by_text("Calibration", exact=True).wait_for(timeout=wait_ms(120_000))
     _settle(page)
     return page
 
@@ -58,7 +65,7 @@ def test_a_visit_to_another_page_keeps_each_page_s_options(studies) -> None:
     resamples.press("Enter")
     _settle(page)
     page.get_by_role("link", name="Baselines").click()
-    page.get_by_text("More baselines").wait_for(timeout=120_000)
+    page.get_by_text("More baselines").wait_for(timeout=wait_ms(120_000))
     _settle(page)
     bl_seeds = page.locator("input[aria-label='seeds (splits averaged)']")
     assert bl_seeds.input_value() == "7"  # set on Studies
@@ -66,12 +73,12 @@ def test_a_visit_to_another_page_keeps_each_page_s_options(studies) -> None:
     bl_seeds.press("Enter")
     _settle(page)
     page.get_by_role("link", name="Studies").click()
-    page.get_by_text("The paper's studies").wait_for(timeout=120_000)
+    page.get_by_text("The paper's studies").wait_for(timeout=wait_ms(120_000))
     _settle(page)
     assert page.get_by_label("Tuning-split size").is_checked()
     assert page.get_by_label("bootstrap resamples per point (0 = none)").input_value() == "300"
     assert page.get_by_label("seeds (splits averaged)").input_value() == "5"  # set on Baselines
     page.get_by_role("link", name="Baselines").click()
-    page.get_by_text("More baselines").wait_for(timeout=120_000)
+    page.get_by_text("More baselines").wait_for(timeout=wait_ms(120_000))
     _settle(page)
     assert page.locator("input[aria-label='seeds (splits averaged)']").input_value() == "5"
