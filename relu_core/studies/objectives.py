@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, datasets, metric_info, models, protocol, runs, stats, training
+from relu_core import cache, datasets, metric_info, models, paper_protocol, protocol, runs, stats, training
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress, count, report, within
 from relu_core.studies import paper_table
@@ -54,6 +54,9 @@ DEFAULT_OUTLIERS = {
 }
 #: The label of the oracle columns: T and λ selected on the evaluation split itself.
 ORACLE = "oracle"
+#: The label of the paper's-protocol columns (:mod:`relu_core.paper_protocol`): FPR95 with errors positive, the mean
+#: of each detector's five best (setting, seed) rows on the evaluation split; no interval.
+PAPER = "paper's protocol"
 
 
 def supported_objectives(dataset: str, objectives: Sequence[str] = OBJECTIVES) -> tuple[str, ...]:
@@ -89,6 +92,8 @@ class ObjectiveRow:
     run: object
     result: protocol.EvaluationResult
     oracle: protocol.EvaluationResult | None = None
+    #: The paper's protocol on the same logits (:func:`paper_summary`; None when not computed).
+    paper: dict | None = None
 
     @property
     def accuracy(self) -> float:
@@ -136,6 +141,8 @@ class ObjectivesResult:
             )
             if row.oracle is not None:
                 line[f"Rel-U − Doctor {fpr.label}, {ORACLE}"] = _difference(row.oracle)
+            if row.paper is not None:
+                line[f"Rel-U − Doctor {fpr.label} (errors positive), {PAPER}"] = _paper_difference(row.paper)
             means = {k: result.mean(k, "fpr95") for k in result.methods}
             best = min(means.values())
             for k in result.methods:
@@ -155,6 +162,8 @@ class ObjectivesResult:
             line["verdict (FPR95)"] = "no interval" if diff is None else diff.outcome()
             if row.oracle is not None:
                 line[f"{ORACLE}: Rel-U − Doctor FPR95"] = _compact(row.oracle)
+            if row.paper is not None:
+                line[f"{PAPER}: Rel-U − Doctor FPR95 (errors positive)"] = _paper_difference(row.paper)
             out.append(line)
         return pd.DataFrame(out)
 
@@ -298,6 +307,7 @@ class ObjectivesResult:
                         if row.oracle is None
                         else {ORACLE: {"selection": row.oracle.selection, "detectors": row.oracle.to_dict()}}
                     ),
+                    **({} if row.paper is None else {"paper_protocol": row.paper}),
                 }
                 for row in self.rows
             },
@@ -306,6 +316,37 @@ class ObjectivesResult:
                 for ref in self.reference_rows()
             ],
         }
+
+
+def _paper_difference(summary: dict) -> str:
+    """``-0.0304 (no interval)``: Rel-U − Doctor under the paper's protocol, the five best rows' means."""
+    return f"{metric_info.signed(summary['relu_minus_doctor']['fpr95'])} (no interval)"
+
+
+def paper_summary(run, seeds: Sequence[int], tune_fraction: float) -> dict:
+    """:func:`relu_core.paper_protocol.evaluate` on the run's logits (ε = 0; r = ``round(1 / tune_fraction)``, at
+    least 2; as many seeds, numbered as given), as its JSON record without the kept rows, stored by the logits'
+    content and the settings (:data:`NAMESPACE`)."""
+    import json
+
+    r = max(2, int(round(1.0 / tune_fraction)))
+    key = {
+        "kind": "paper-protocol",
+        "logits": cache.array_digest(np.asarray(run.logits)),
+        "labels": cache.array_digest(np.asarray(run.labels)),
+        "seeds": [int(s) for s in seeds],
+        "r": r,
+        "version": 1,
+    }
+    stored = cache.load(NAMESPACE, key)
+    if stored is not None:
+        return json.loads(str(stored["result"]))
+    record = paper_protocol.evaluate(run.logits, run.labels, r=r, seeds=tuple(seeds)).to_dict()
+    for method in record["methods"].values():
+        for metric in method.values():
+            metric.pop("rows")
+    cache.save(NAMESPACE, key, {"result": np.array(json.dumps(record))})
+    return record
 
 
 def _compact(result: protocol.EvaluationResult, metric: str = "fpr95") -> str:
@@ -380,6 +421,7 @@ def objectives_study(
     tune_fraction: float = 0.5,
     selection: str = "tuning",
     oracle: bool = True,
+    paper: bool = True,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
     device: str = "auto",
     progress: Progress | None = None,
@@ -448,7 +490,8 @@ def objectives_study(
             options.update(epsilons=epsilons, perturbation=preprocessing.make_perturbation(run, cancel=cancel))
         honest = _evaluation(run, selection, options)
         beside = _evaluation(run, ORACLE, options) if oracle and selection == "tuning" else None
-        rows.append(ObjectiveRow(name, run, honest, beside))
+        authors = paper_summary(run, seeds, tune_fraction) if paper and selection == "tuning" else None
+        rows.append(ObjectiveRow(name, run, honest, beside, authors))
         report(progress, len(objectives) + i + 1, steps, f"{name}: MSP, ODIN, Doctor and Rel-U evaluated")
     return ObjectivesResult(
         dataset,
