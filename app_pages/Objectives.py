@@ -183,7 +183,11 @@ st.caption(
     + (
         " Under selection the interval is conditional on the settings each seed chose: it does not resample the "
         "choice itself. The **oracle** column chooses T and λ on the evaluation split itself, as the paper's tables "
-        "were selected: the gap between the two columns is what selection alone gives."
+        "were selected: the gap between the two columns is what selection alone gives. The **paper's protocol** "
+        "column runs the authors' code's procedure on the same logits (their T grid, their split, FPR95 with the "
+        "errors as positives, the mean of each detector's five best setting × seed rows on the evaluation part): "
+        "a minimum over rows, so it has no valid interval; the Studies page's paper-protocol study takes the gap "
+        "apart rung by rung."
         if result.selection == "tuning"
         else ""
     )

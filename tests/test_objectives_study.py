@@ -131,6 +131,7 @@ def test_page_trains_what_is_missing_and_opens_a_row_in_explore():
         "Rel-U − Doctor FPR95 [95 % CI]",
         "verdict (FPR95)",
         "oracle: Rel-U − Doctor FPR95",
+        "paper's protocol: Rel-U − Doctor FPR95 (errors positive)",
     ]
     assert "Rel-U FPR95" in at.dataframe[1].value.columns
     answer = at.markdown[0].value  # the title's question answered first, in one sentence

@@ -363,3 +363,15 @@ def test_the_studies_page_runs_the_ladder_as_a_study(pages):
     ladder_frame = next(df.value for df in at.dataframe if "changed" in df.value.columns)
     assert ladder_frame["rung"].tolist() == [1, 2, 3, 4, 5, 6]
     assert any("no interval is valid" in c.value for c in at.caption)
+
+
+def test_the_objectives_tables_paper_column_is_the_paper_protocol():
+    from relu_core.studies import objectives
+
+    logits, labels = synthetic(n=400, seed=9)
+    run = Run("test-objectives-paper", logits, labels, tuple("abcd"))
+    summary = objectives.paper_summary(run, (0, 1, 2), 0.5)
+    expected = paper_protocol.evaluate(logits, labels, r=2, seeds=(0, 1, 2))
+    assert summary["relu_minus_doctor"]["fpr95"] == pytest.approx(expected.difference("fpr95"))
+    assert objectives.paper_summary(run, (0, 1, 2), 0.5) == summary  # read back from the cache
+    assert objectives._paper_difference(summary).endswith("(no interval)")
