@@ -885,8 +885,11 @@ class Energy(Detector):
     --------
     >>> import numpy as np
     >>> import relu_core as rc
-    >>> rc.Energy().score(np.array([[4.0, 0.0, 0.0], [1.0, 1.0, 0.0]])).round(3)
+    >>> z = np.array([[4.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    >>> rc.Energy().score(z).round(3)
     array([-4.036, -1.862])
+    >>> (rc.Energy().score(z + 1.0) - rc.Energy().score(z)).round(3)  # a shift the softmax ignores moves it
+    array([-1., -1.])
     """
 
     key = "energy"
