@@ -305,3 +305,10 @@ def test_the_ladder_shows_table1_rows_and_the_paper_s_gap_in_points() -> None:
     )
     assert paper_table.no_table("table1", "digits") in study_cli._paper_text(result, other)
     assert study_cli._with_paper({"a": 1}, SimpleNamespace(study="ablation"), run) == {"a": 1}
+
+
+def test_the_cached_rows_cannot_be_changed_by_a_caller() -> None:
+    row = paper_table.rows("table1")[0]
+    with pytest.raises(TypeError):
+        row.values["relu_fpr95"] = paper_table.Value(0.0, None, paper_table.PERCENT)
+    assert paper_table.rows("table1")[0].value("relu_fpr95").mean == float(_raw("table1")[0]["relu_fpr95"])

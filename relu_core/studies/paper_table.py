@@ -40,7 +40,8 @@ import csv
 import functools
 import io
 import math
-from collections.abc import Sequence
+import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -232,7 +233,7 @@ class PaperRow:
     table: PaperTable
     network: str
     dataset: str
-    values: dict[str, Value] = field(default_factory=dict)
+    values: Mapping[str, Value] = field(default_factory=dict)
     accuracy: float | None = None
     accuracy_source: str = ""
     objective: str | None = None
@@ -329,6 +330,7 @@ def rows(key: str) -> tuple[PaperRow, ...]:
             values[column] = Value(
                 float(cells[column]), None if std_column is None else float(cells[std_column]), _unit(table, column)
             )
+        values = types.MappingProxyType(values)  # the rows are cached and shared: read-only
         network = cells.get("network") or CORRUPTION_TABLES[key]
         dataset = cells.get("dataset") or "CIFAR-10"
         accuracy, accuracy_source = None, ""
