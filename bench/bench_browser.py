@@ -21,11 +21,18 @@ own browser, and the λ presses alternate between the two, so both see the same 
         [--sizes 50000x1000]   # ImageNet-like logits; λ only, timed once the λ grid is ready (its neighbours on)
         [--profile]   # also: the renderer's CPU time per λ press (plotly.js, Streamlit and React, native)
         [--against DIR]   # instead: λ presses alternating between this checkout and the one in DIR
+        [--double]   # each timed press is two arrow presses in a row (the second before the server answers)
+        [--busy]   # a spinning process on every core while measuring (bench/busy.py)
+
+Every figure is printed with the machine's load (the 1-minute load average at its start and its end), and each λ
+press is classed: drawn before the server's answer (the first payload whose view is of the λ the press reached),
+or why not: no view of that λ on the page, following paused, or drawn late.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -39,6 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.busy import one_core_busy  # noqa: E402
 from studio import headless  # noqa: E402
 from studio.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
@@ -67,10 +75,25 @@ _CONTENT = (
 # Records, on every animation frame from the key press on, each change of the content (a chart holding other data
 # objects, or other HTML) with its time.
 _RECORD = (
-    """() => { const rec = { changes: [], start: null, last: null }; window.__benchRec = rec;
-    document.addEventListener("keydown", () => { rec.start = performance.now(); }, { capture: true, once: true });
+    """() => { const rec = { changes: [], start: null, last: null, answer: null, moved: null }; window.__benchRec = rec;
+    const lamValue = () => { const l = document.querySelector('.st-key-ex_lam [data-testid="stSliderThumbValue"]');
+      return l ? Number(l.textContent).toFixed(2) : null; };
+    let sent = null, value = null;
+    document.addEventListener("keydown", () => { rec.start = performance.now(); sent = true; value = lamValue(); },
+      { capture: true, once: true });
     const frame = () => {
       if (window.__benchRec !== rec || rec.stopped) return;
+      if (sent && rec.answer === null) {  // the server's answer to the press: a view of the λ the press reached
+        const r = window.__reluStudioFollow, v = lamValue();
+        if (r && v !== value && [...r.targets].some(t => t.follow && t.follow.current === v)) rec.answer = performance.now();
+      }
+      if (sent && rec.moved === null && lamValue() !== value) {  // the slider's first frame at its new value
+        const r = window.__reluStudioFollow, v = lamValue();
+        const targets = r ? [...r.targets].filter(t => t.follow) : [];
+        rec.moved = { blocked: !!r && r.blockedAt !== null, following: targets.length,
+                      withView: targets.filter(t => t.follow.views[v]).length,
+                      answered: rec.answer !== null };
+      }
       const p = [...document.querySelectorAll('.js-plotly-plot')];
       const held = p.length >= 4 ? [p[0].layout, p[0].data, p[2].data, p[3].data] : [];
       const html = ("""
@@ -98,7 +121,8 @@ _RESULT = (
       return [j < rec.changes.length ? rec.changes[j][0] : window.__benchSettledAt,
               rec.changes.slice(0, j).some(([, content]) => content[k] === final[k])]; };
     const [shown, flipped] = since(0), [intervals] = since(1);
-    return [shown - rec.start, intervals - rec.start, window.__benchSettledAt - rec.start, flipped]; }"""
+    return [shown - rec.start, intervals - rec.start, window.__benchSettledAt - rec.start, flipped,
+            rec.answer === null ? null : rec.answer - rec.start, rec.moved]; }"""
 )
 # Settled: no element stale, the script not running, and the snapshot differs from the one before the key press.
 # It runs on every animation frame, and stringifying the figures' data costs milliseconds of the renderer's main
@@ -170,6 +194,7 @@ def _compare(pw, tmp: str, sizes, run_ids, url: str, other: Path, repeats: int) 
                 _open(pw, u, run_id, str(Path(tmp) / f"compare-{n}-{c}-{i}")) for i, u in enumerate((url, other_url))
             ]
             times: list[list[tuple[float, float, float]]] = [[], []]
+            start_load = os.getloadavg()[0]
             try:
                 for k in range(repeats):
                     for (_, page), out in zip(opened, times, strict=True):
@@ -179,9 +204,14 @@ def _compare(pw, tmp: str, sizes, run_ids, url: str, other: Path, repeats: int) 
                     context.close()
             for name, out in zip(("this checkout", str(other)), times, strict=True):
                 print(f"{n:>7,} x {c:<4} λ, {name}: {_figures(out)}", flush=True)
+            print(f"  {_load(start_load)}", flush=True)
     finally:
         headless.stop(other_server)
         other_server.wait(timeout=10)
+
+
+#: Key presses per timed press (``--double``: two in a row, the second before the server can answer the first).
+PRESSES = 1
 
 
 def _press_and_time(page, slider: str, key: str) -> tuple[float, float, float]:
@@ -196,16 +226,41 @@ def _press_and_time(page, slider: str, key: str) -> tuple[float, float, float]:
     thumb = page.locator('[data-testid="stSlider"]').filter(has_text=SLIDERS[slider]).get_by_role("slider")
     thumb.focus()
     page.evaluate(_RECORD)
-    page.keyboard.press(key)
+    for _ in range(PRESSES):
+        page.keyboard.press(key)
     page.wait_for_function(_SETTLED, arg=before, timeout=60_000, polling="raf")
     page.wait_for_timeout(300)  # anything the settled page still changes (it must not) is seen
-    shown, intervals, settled, flipped = page.evaluate(_RESULT)
+    shown, intervals, settled, flipped, answer, moved = page.evaluate(_RESULT)
     MISMATCHES.append(bool(flipped))
+    if slider == "λ":
+        FOLLOWING.append(_followed(shown, settled if answer is None else answer, moved))
     return shown / 1000, intervals / 1000, settled / 1000
 
 
 #: One entry per press: whether its content left the final one after showing it (a wrong view shown).
 MISMATCHES: list[bool] = []
+#: One entry per λ press: how the browser drew it (:func:`_followed`).
+FOLLOWING: list[str] = []
+
+
+def _followed(shown: float, answer: float, moved: dict | None) -> str:
+    """How a λ press was drawn: "followed" (its content shown before the server's answer, the first payload whose
+    view is of the λ the press reached, got to the page), else why not: "no view" (when the slider reached its new value, some element
+    following λ held no view of that value: the neighbours were not there), "paused" (following was paused by
+    a touch of another control), "late" (the views were there but drawn only after the server's answer)."""
+    if shown < answer:
+        return "followed"
+    if moved is None or moved["following"] == 0 or moved["withView"] < moved["following"]:
+        return "no view"
+    return "paused" if moved["blocked"] else "late"
+
+
+def _following_line(presses: list[str]) -> str:
+    """The λ presses drawn before the server's answer, and why the others were not."""
+    why = {k: presses.count(k) for k in ("no view", "paused", "late") if k in presses}
+    return f"drawn before the server's answer: {presses.count('followed')} of {len(presses)}" + (
+        " (" + ", ".join(f"{k}: {n}" for k, n in why.items()) + ")" if why else ""
+    )
 
 
 def _figures(times: list[tuple[float, float, float]]) -> str:
@@ -214,6 +269,11 @@ def _figures(times: list[tuple[float, float, float]]) -> str:
         f"{name} {statistics.median(ms):4.0f} / {max(ms):4.0f}"
         for name, ms in zip(("shown", "intervals", "settled"), ([1000 * t[i] for t in times] for i in range(3)))
     )
+
+
+def _load(start: float) -> str:
+    """The machine's load while a figure was measured: the 1-minute load average at its start and its end."""
+    return f"(load {start:.1f} -> {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores)"
 
 
 def _key(slider: str, k: int, one_way: bool) -> str:
@@ -318,7 +378,29 @@ def main() -> None:
         action="store_true",
         help="also profile the renderer during the λ presses of each size and print where its time went",
     )
+    parser.add_argument(
+        "--double",
+        action="store_true",
+        help="each timed press is two presses of the same arrow in a row, the second before the server has "
+        "answered the first (alternating: back and forth between two values two steps apart)",
+    )
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="keep every core busy with a spinning process of its own while measuring (bench/busy.py)",
+    )
     args = parser.parse_args()
+    with contextlib.ExitStack() as spinners:
+        if args.busy:
+            for _ in range(os.cpu_count() or 1):
+                spinners.enter_context(one_core_busy(limit_s=3600.0))
+            print(f"{os.cpu_count()} spinning processes, one a core (--busy)", flush=True)
+        _run(args)
+
+
+def _run(args) -> None:
+    global PRESSES
+    PRESSES = 2 if args.double else 1
     if not CHROMIUM.exists():
         raise SystemExit("Debian chromium (/usr/bin/chromium) is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
@@ -344,7 +426,8 @@ def main() -> None:
                 return
             print(
                 f"keypress to shown / intervals / settled, Chromium, {args.repeats} presses each"
-                f"{' in one direction' if args.one_way else ', alternating'} (median / max, ms)"
+                f"{' in one direction' if args.one_way else ', alternating'}"
+                f"{', each two presses in a row' if args.double else ''} (median / max, ms)"
             )
             with sync_playwright() as pw:
                 for (n, c), run_id in zip(sizes, run_ids, strict=True):
@@ -353,11 +436,14 @@ def main() -> None:
                         if _large(n, c):  # λ only: its neighbours once the grid is ready (a T move is dense)
                             _wait_for_neighbours(page)
                         for slider in ("λ",) if _large(n, c) else SLIDERS:
+                            start_load, first = os.getloadavg()[0], len(FOLLOWING)
                             times = [
                                 _press_and_time(page, slider, _key(slider, k, args.one_way))
                                 for k in range(args.repeats)
                             ]
-                            print(f"{n:>7,} x {c:<4} {slider}: {_figures(times)}", flush=True)
+                            print(f"{n:>7,} x {c:<4} {slider}: {_figures(times)}   {_load(start_load)}", flush=True)
+                            if slider == "λ":
+                                print(f"{n:>7,} x {c:<4} λ {_following_line(FOLLOWING[first:])}", flush=True)
                         if args.profile:
                             spent = _renderer_profile(page, args.repeats)
                             print(
@@ -367,6 +453,7 @@ def main() -> None:
                     finally:
                         context.close()
             if args.sessions:
+                sessions_load, first = os.getloadavg()[0], len(FOLLOWING)
                 results: list[list[tuple[float, float, float]]] = [[] for _ in range(args.sessions)]
                 threads = [
                     threading.Thread(
@@ -383,6 +470,7 @@ def main() -> None:
                 if not presses:
                     raise SystemExit("no session finished a key press")
                 n, c = sizes[0]
+                print(f"{args.sessions} sessions: {_load(sessions_load)}; λ {_following_line(FOLLOWING[first:])}")
                 for name, i in (("shown", 0), ("intervals", 1), ("settled", 2)):
                     times = sorted(t[i] for t in presses)
                     p95 = times[min(len(times) - 1, int(np.ceil(0.95 * len(times))) - 1)]
