@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-from relu_core import detectors, metric_info, metrics, stats, ties, validation
+from relu_core import detectors, metric_info, metrics, operating_points, stats, ties, validation
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import Cancel, Progress
 from relu_core.threads import small_work
@@ -313,6 +313,30 @@ class EvaluationResult:
     #: selected on each seed (0 for a detector without input pre-processing); None otherwise.
     eps_grid: tuple[float, ...] | None = None
     eps_per_seed: dict[str, list[float]] | None = None
+    #: FPR95 under the other convention than ``fpr_positive`` (:func:`operating_points.other`), per detector and
+    #: seed, and Rel-U − Doctor of it with its own paired interval (None without a bootstrap or without both):
+    #: every verdict states both operating points (:meth:`fpr95_by_positive`, :meth:`operating_points`).
+    fpr95_other: dict[str, np.ndarray] | None = None
+    paired_fpr95_other: stats.PairedDifference | None = None
+
+    def fpr95_by_positive(self, key: str) -> dict[str, float]:
+        """``{"correct": mean FPR95, "error": mean FPR95}`` of ``key`` over seeds (both conventions; the other one
+        only when it was computed)."""
+        out = {self.fpr_positive: self.mean(key, "fpr95")}
+        if self.fpr95_other is not None:
+            out[operating_points.other(self.fpr_positive)] = float(np.mean(self.fpr95_other[key]))
+        return {p: out[p] for p in operating_points.POSITIVES if p in out}
+
+    def operating_points(self) -> list[str]:
+        """Rel-U vs Doctor at both operating points in plain words, each with its paired interval of the mean
+        over seeds (:func:`operating_points.sentences`); empty unless both were evaluated."""
+        if not all(k in self.methods for k in PAIRED) or self.fpr95_other is None:
+            return []
+        names = tuple(self.names[k] for k in PAIRED)
+        other = operating_points.other(self.fpr_positive)
+        values = {p: {self.names[k]: self.fpr95_by_positive(k)[p] for k in PAIRED} for p in operating_points.POSITIVES}
+        differences = {self.fpr_positive: (self.paired or {}).get("fpr95"), other: self.paired_fpr95_other}
+        return operating_points.sentences(values, differences, names)
 
     @property
     def eps_label(self) -> str:
@@ -386,9 +410,11 @@ class EvaluationResult:
                 row[metric] = self.mean(key, metric)
                 row[f"{metric}_std"] = self.std(key, metric)
             row["accuracy"] = float(np.mean(self.accuracy))
+            row["fpr95_by_positive"] = self.fpr95_by_positive(key)
             row.update(self.settings(key))
             if key == PAIRED[0] and (paired := self.paired_summary()) is not None:
                 row["minus_doctor"] = paired
+                row["operating_points"] = self.operating_points()
             out[key] = row
         return out
 
@@ -513,6 +539,7 @@ def _evaluate_splits(
     progress: Progress | None,
     cancel: Cancel | None,
     fpr_positive: str = "correct",
+    other_fpr: dict[str, np.ndarray] | None = None,
 ) -> tuple[dict, np.ndarray, dict, dict, list]:
     """Score every method on every split, ``fitted_for(seed index, key)`` giving the detector fitted on that
     split's tuning part. Returns ``(per_seed, accuracy, params, fallback,
@@ -540,6 +567,9 @@ def _evaluate_splits(
             for metric, value in metrics.summary(uncertainty, correct[eval_idx], fpr_positive).items():
                 if metric in per_seed[key]:
                     per_seed[key][metric][s] = value
+            if other_fpr is not None:  # the other operating point (every verdict states both)
+                other = operating_points.other(fpr_positive)
+                other_fpr[key][s] = metrics.fpr_at_tpr(uncertainty, correct[eval_idx], 0.95, positive=other)
             params[key].append(_used_params(detector))
             fallback[key].append(bool(detector.fallback_))
             if keep and key in PAIRED:
@@ -602,6 +632,7 @@ def _run_protocol(
     seeds = resolve_seeds(seeds)
     splits = list(seeded_splits(correct, tune_fraction, seeds).parts)
     data = _Splits(logits, labels, correct, seeds, splits, _ProbsCache(logits))
+    other_fpr = {k: np.empty(len(splits)) for k in methods}
     per_seed, accuracy, params, fallback, paired_scores = _evaluate_splits(
         correct,
         methods,
@@ -612,8 +643,9 @@ def _run_protocol(
         progress,
         cancel,
         fpr_positive,
+        other_fpr,
     )
-    paired = None
+    paired = paired_other = None
     if paired_scores and n_resamples:
         paired = stats.pooled_bootstrap(
             paired_scores,
@@ -621,8 +653,17 @@ def _run_protocol(
             n_resamples=n_resamples,
             fpr_positive=fpr_positive,
         )
+        paired_other = stats.pooled_bootstrap(
+            paired_scores,
+            sample_ids=[eval_idx for _, eval_idx in splits],
+            metrics=("fpr95",),
+            n_resamples=n_resamples,
+            fpr_positive=operating_points.other(fpr_positive),
+        )
         if selection != FIXED_LABEL:  # the bootstrap resamples the evaluation samples, never the selection
             paired = stats.conditional_on_selection(paired)
+            paired_other = stats.conditional_on_selection(paired_other)
+        paired_other = paired_other["fpr95"]
     return EvaluationResult(
         methods=methods,
         names={k: detectors.label(k) for k in methods},
@@ -640,6 +681,8 @@ def _run_protocol(
         fpr_positive=fpr_positive,
         eps=float(eps),
         paired=paired,
+        fpr95_other=other_fpr,
+        paired_fpr95_other=paired_other,
     )
 
 

@@ -35,6 +35,7 @@ JSON_KEYS = {
     "lambda",
     "eps",
     "settings_searched",
+    "fpr95_by_positive",
 }
 
 
@@ -99,14 +100,14 @@ def test_evaluate_json_equals_protocol_evaluate(npz_file):
             seeds=3,
         ).to_dict()
     assert list(got) == list(protocol_keys())
-    assert set(got["relu"]) - JSON_KEYS == {"hamming_fallback", "minus_doctor"}
+    assert set(got["relu"]) - JSON_KEYS == {"hamming_fallback", "minus_doctor", "operating_points"}
     assert set(got["relu"]["minus_doctor"]) == {"fpr95", "auroc", "aurc", "augrc"}
     assert (
         got["odin"]["temperature"] == 1000 and got["relu"]["temperature"] == 1.5 and got["msp"]["temperature"] is None
     )
     assert got["doctor"]["lambda"] is None and got["relu"]["eps"] == 0
     for key in protocol_keys():
-        assert set(got[key]) - {"hamming_fallback", "minus_doctor"} == JSON_KEYS
+        assert set(got[key]) - {"hamming_fallback", "minus_doctor", "operating_points"} == JSON_KEYS
         assert got[key].pop("fpr95_positives") == "correct"
         assert got[key].pop("selection") == protocol.FIXED_LABEL
         assert got[key] == expected[key]  # JSON floats round-trip exactly

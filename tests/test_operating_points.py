@@ -1,0 +1,95 @@
+"""Both operating points of FPR95 in words (issue 41): "keep 95 % of the correct predictions: how many errors slip
+through?" (correct positive) and "catch 95 % of the errors: how many good predictions are lost?" (errors
+positive), each with its own paired interval, checked against scikit-learn's ROC curve and the bootstrap run
+directly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_curve
+
+from relu_core import detectors, metrics, operating_points, protocol, stats
+from relu_core.errors import InputError
+
+
+def _fpr95_sklearn(uncertainty: np.ndarray, correct: np.ndarray, positive: str) -> float:
+    """FPR at 95 % TPR from scikit-learn's full ROC curve, written from the two questions."""
+    if positive == "correct":  # accept the least uncertain: correct predictions are the positives
+        fpr, tpr, _ = roc_curve(correct, -uncertainty, drop_intermediate=False)
+    else:  # flag the most uncertain: errors are the positives
+        fpr, tpr, _ = roc_curve(~correct, uncertainty, drop_intermediate=False)
+    return float(fpr[np.argmax(tpr >= 0.95)])
+
+
+def _logits(seed: int = 0, n: int = 600):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 4, n)
+    logits = rng.normal(size=(n, 4)) + 1.6 * np.eye(4)[labels]
+    return logits, labels
+
+
+@pytest.mark.parametrize("reported", ["correct", "error"])
+def test_the_result_carries_the_other_convention_per_seed(reported):
+    logits, labels = _logits()
+    result = protocol.evaluate(
+        logits, labels, ["relu", "doctor"], seeds=2, n_resamples=200, fpr_positive=reported, temperature=1.3
+    )
+    other = operating_points.other(reported)
+    correct = logits.argmax(1) == labels
+    for s, (_, tune, held_out) in enumerate(protocol.seeded_splits(correct, 0.5, (0, 1))):
+        doctor = detectors.Doctor(1.3).fit(logits[tune], labels[tune]).score(logits[held_out])
+        relu = detectors.RelU(lam=0.5, temperature=1.3).fit(logits[tune], labels[tune]).score(logits[held_out])
+        for key, u in (("relu", relu), ("doctor", doctor)):
+            assert result.fpr95_other[key][s] == pytest.approx(_fpr95_sklearn(u, correct[held_out], other))
+            assert result.per_seed[key]["fpr95"][s] == pytest.approx(_fpr95_sklearn(u, correct[held_out], reported))
+    both = result.fpr95_by_positive("relu")
+    assert list(both) == ["correct", "error"]
+    assert both[other] == pytest.approx(float(np.mean(result.fpr95_other["relu"])))
+
+
+def test_the_other_conventions_interval_is_its_own_paired_bootstrap():
+    logits, labels = _logits(1)
+    result = protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=1, n_resamples=300)
+    correct = logits.argmax(1) == labels
+    tune, held_out = protocol.split_indices(len(labels), 0.5, 0, stratify=correct)
+    relu = detectors.RelU(lam=0.5).fit(logits[tune], labels[tune]).score(logits[held_out])
+    doctor = detectors.Doctor().fit(logits[tune], labels[tune]).score(logits[held_out])
+    direct = stats.paired_bootstrap(
+        relu, doctor, correct[held_out], metrics=("fpr95",), n_resamples=300, fpr_positive="error"
+    )["fpr95"]
+    got = result.paired_fpr95_other
+    assert (got.low, got.high) == pytest.approx((direct.low, direct.high))
+    assert got.estimate == pytest.approx(
+        metrics.fpr_at_tpr(relu, correct[held_out], positive="error")
+        - metrics.fpr_at_tpr(doctor, correct[held_out], positive="error")
+    )
+
+
+def test_both_sentences_answer_the_two_questions_with_their_intervals():
+    logits, labels = _logits(2)
+    result = protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=2, n_resamples=200)
+    first, second = result.operating_points()
+    assert first.startswith("Keep 95 % of the correct predictions:") and "of the errors slip through" in first
+    assert second.startswith("Catch 95 % of the errors:") and "of the good predictions are lost" in second
+    for text, diff in ((first, result.paired["fpr95"]), (second, result.paired_fpr95_other)):
+        assert "95 % CI" in text and diff.outcome() in text
+    row = result.to_dict()["relu"]
+    assert row["operating_points"] == [first, second]
+    assert set(row["fpr95_by_positive"]) == {"correct", "error"}
+    without = protocol.evaluate(logits, labels, ["relu", "doctor"], seeds=1, n_resamples=0)
+    assert all("no paired interval computed" in line for line in without.operating_points())
+    assert protocol.evaluate(logits, labels, ["msp"], seeds=1).operating_points() == []
+
+
+def test_a_sentence_says_no_significant_difference_when_the_interval_covers_zero():
+    diff = stats.PairedDifference("fpr95", 0.004, -0.012, 0.02, False, 1000)
+    text = operating_points.sentence("correct", {"Rel-U": 0.612, "Doctor": 0.608}, diff)
+    assert text == (
+        "Keep 95 % of the correct predictions: 61.2 % of the errors slip through with Rel-U, 60.8 % with Doctor; "
+        "no significant difference (Rel-U − Doctor +0.4 points, 95 % CI -1.2 to +2.0)."
+    )
+    better = stats.PairedDifference("fpr95", -0.05, -0.08, -0.02, False, 1000)
+    assert "Rel-U better" in operating_points.sentence("error", {"Rel-U": 0.3, "Doctor": 0.35}, better)
+    with pytest.raises(InputError):
+        operating_points.sentence("wrong", {"Rel-U": 0.3, "Doctor": 0.35})
