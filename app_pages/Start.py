@@ -113,6 +113,9 @@ def _scorecard(run_id: str, shared_: scorecard.Shared) -> None:
                 risk = scorecard.guarantee_risk(get_run(run_id), shared_)
                 asked = {"guarantee": f"{risk:g},{risk_control.DEFAULT_DELTA:g}"}
             link.page_link(pages[row.page], label=f"Open {pages[row.page].title}", query_params=asked)
+        sentence = scorecard.paper_sentence(get_run(run_id), shared_)  # its job started with the card's
+        if sentence:
+            st.caption(sentence)
 
 
 st.markdown(f"**Rel-U vs Doctor on this run, in each setting** (shared settings: {shared.words()})")

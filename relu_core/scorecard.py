@@ -269,6 +269,76 @@ def start(run, shared: Shared) -> None:
         job = jobs.MANAGER.get(job_key(run, key, shared))
         if key in work and _supported(run, key) is None and (job is None or job.state == jobs.CANCELLED):
             jobs.MANAGER.submit(job_key(run, key, shared), f"Scorecard: {title.lower()}", work[key]())
+    start_paper(run, shared)
+
+
+# ------------------------------------------------------------------------------------------- the paper's procedure
+#: The job key's setting name of the card's sentence on the paper's procedure (:func:`paper_sentence`).
+PAPER = "paper_protocol"
+
+
+def start_paper(run, shared: Shared) -> None:
+    """Submit the ladder (:mod:`relu_core.studies.ladder`) on ``run`` at the shared tuning fraction and seeds as a
+    background job, unless one is running, finished or failed (a cancelled one starts again)."""
+    key = job_key(run, PAPER, shared)
+    job = jobs.MANAGER.get(key)
+    if job is None or job.state == jobs.CANCELLED:
+
+        def work(progress, cancel):
+            from relu_core.studies import ladder
+
+            return ladder.run_study(
+                run, tune_fraction=shared.tune_fraction, seeds=shared.seeds, progress=progress, cancel=cancel
+            )
+
+        jobs.MANAGER.submit(key, "Scorecard: the paper's procedure", work)
+
+
+def paper_words(ladder_table: pd.DataFrame) -> str:
+    """One plain sentence from the ladder (``tables["ladder"]``): what the paper's procedure (rung 6, the authors'
+    protocol end to end) would report, and what the honest protocol (rung 1) measures, with its interval.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"rung": [1, 6], "fpr95": [0.003, -0.030], "fpr95_low": [-0.021, float("nan")],
+    ...                       "fpr95_high": [0.027, float("nan")]})
+    >>> paper_words(table)  # doctest: +NORMALIZE_WHITESPACE
+    "The paper's procedure would report Rel-U 3.0 points ahead here (FPR95, errors as positives, the mean of each
+    detector's five best setting × seed rows, no interval); honestly measured it is +0.3 points [-2.1, +2.7] for
+    Rel-U − Doctor (FPR95, selection inside the tuning split): no significant difference."
+    """
+    by_rung = ladder_table.set_index("rung")
+    paper = -100.0 * float(by_rung.loc[6, "fpr95"])  # FPR95: lower is better, so ahead = Doctor's minus Rel-U's
+    honest, low, high = (100.0 * float(by_rung.loc[1, c]) for c in ("fpr95", "fpr95_low", "fpr95_high"))
+    if round(paper, 1) == 0:
+        reported = "no difference between Rel-U and Doctor"
+    else:
+        reported = f"{'Rel-U' if paper > 0 else 'Doctor'} {abs(paper):.1f} points ahead"
+    measured = f"{honest:+.1f} points"
+    if np.isfinite(low):
+        outcome = "no significant difference" if low <= 0 <= high else ("Rel-U better" if high < 0 else "Doctor better")
+        measured += (
+            f" [{low:+.1f}, {high:+.1f}] for Rel-U − Doctor (FPR95, selection inside the tuning split): {outcome}"
+        )
+    else:
+        measured += " for Rel-U − Doctor (FPR95, selection inside the tuning split; no bootstrap interval)"
+    return (
+        f"The paper's procedure would report {reported} here (FPR95, errors as positives, the mean of each detector's "
+        f"five best setting × seed rows, no interval); honestly measured it is {measured}."
+    )
+
+
+def paper_sentence(run, shared: Shared) -> str:
+    """The card's sentence on the paper's procedure for ``run`` (:func:`paper_words`), or what its job is doing;
+    "" before it was submitted."""
+    job = jobs.MANAGER.get(job_key(run, PAPER, shared))
+    if job is None or job.state == jobs.CANCELLED:
+        return ""
+    if job.running:
+        return f"The paper's procedure on this run: computing ({job.message})"
+    if job.state == jobs.FAILED:
+        return f"The paper's procedure on this run could not be computed: {job.error}"
+    return paper_words(job.result.tables["ladder"])
 
 
 # ------------------------------------------------------------------------------------------- the rows

@@ -375,3 +375,21 @@ def test_the_objectives_tables_paper_column_is_the_paper_protocol():
     assert summary["relu_minus_doctor"]["fpr95"] == pytest.approx(expected.difference("fpr95"))
     assert objectives.paper_summary(run, (0, 1, 2), 0.5) == summary  # read back from the cache
     assert objectives._paper_difference(summary).endswith("(no interval)")
+
+
+def test_the_scorecards_sentence_on_the_papers_procedure():
+    from relu_core import jobs, scorecard
+
+    logits, labels = synthetic(n=600, seed=10)
+    run = Run("test-scorecard-paper", logits, labels, tuple("abcd"))
+    shared = scorecard.Shared(seeds=2)
+    assert scorecard.paper_sentence(run, shared) == ""
+    scorecard.start_paper(run, shared)
+    job = jobs.MANAGER.get(scorecard.job_key(run, scorecard.PAPER, shared))
+    assert job is not None and job.wait(timeout=600)
+    sentence = scorecard.paper_sentence(run, shared)
+    table = ladder.run_study(run, seeds=2).tables["ladder"].set_index("rung")  # the job's result, from the cache
+    paper_points = -100 * table.loc[6, "fpr95"]
+    assert sentence.startswith("The paper's procedure would report")
+    assert f"{abs(paper_points):.1f} points ahead" in sentence or "no difference" in sentence
+    assert f"{100 * table.loc[1, 'fpr95']:+.1f} points [" in sentence
