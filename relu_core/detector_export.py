@@ -81,7 +81,15 @@ class DeployedDetector:
 
     The threshold comes from the tuning split (``tuning``: the operating point there) or, at a guaranteed risk,
     from a calibration part of the held-out samples (``guarantee``: the certificate; ``evaluation`` then covers
-    the held-out samples' other part, ``n_eval`` of them)."""
+    the held-out samples' other part, ``n_eval`` of them).
+
+    The tie rule (``tie_slack``, :func:`tie_slack`): the exported module accepts a row when its uncertainty is at
+    most ``accept_up_to`` = threshold + ``tie_slack``, a few parts in 2^40 above the threshold, never as far as the
+    run's next score. A matrix product rounds a row's score differently in a batch of 1 and of 1,000 (Rel-U's
+    ``P D``: a few ulps), so a row exactly on the threshold would be accepted in one batch and refused in the
+    other; within the slack it is on the threshold in every batch. The run's own rows are decided as by
+    ``uncertainty <= threshold`` (none lies inside the slack), which is what the evaluation rates and a
+    certificate count."""
 
     detector: detectors.Detector
     setting: Setting
@@ -92,10 +100,34 @@ class DeployedDetector:
     tuning: metrics.OperatingPoint | None
     evaluation: dict[str, stats.RateInterval]
     guarantee: risk_control.GuaranteedRisk | None = None
+    tie_slack: float = 0.0
 
     @property
     def key(self) -> str:
         return self.detector.key
+
+    @property
+    def accept_up_to(self) -> float:
+        """The largest uncertainty the exported module accepts: the threshold and its tie rule's slack."""
+        return self.threshold + self.tie_slack
+
+
+#: The tie rule's slack, relative to the threshold (:class:`DeployedDetector`): 2^-40, about 4,000 ulps of a
+#: float64, far above the rounding of a batch's matrix products and far below any difference between two scores.
+TIE_RELATIVE = 2.0**-40
+
+
+def tie_slack(threshold: float, scores) -> float:
+    """How far above ``threshold`` a row still counts as on it (:class:`DeployedDetector`'s tie rule):
+    ``|threshold| · TIE_RELATIVE``, at most half the gap to the next of ``scores`` above it (the run's own rows,
+    so that none of them changes side; 0 when the threshold is 0, a score computed exactly)."""
+    threshold = float(threshold)
+    slack = abs(threshold) * TIE_RELATIVE
+    scores = np.asarray(scores, dtype=np.float64)
+    above = scores[scores > threshold]
+    if above.size:
+        slack = min(slack, (float(above.min()) - threshold) / 2.0)
+    return slack
 
 
 def unfitted(key: str, setting: Setting) -> detectors.Detector:
@@ -161,7 +193,8 @@ def fit_deployable(
     else:
         tuning = metrics.operating_point(uncertainty[tune_idx], correct[tune_idx], setting.op_kind, setting.op_target)
         threshold = tuning.threshold
-    accepted = uncertainty[eval_idx] <= threshold
+    slack = tie_slack(threshold, uncertainty)
+    accepted = uncertainty[eval_idx] <= threshold + slack  # the module's rule; no row of the run inside the slack
     evaluation = stats.acceptance_rates(accepted, correct[eval_idx], n_resamples=n_resamples, seed=setting.seed)
     return DeployedDetector(
         detector,
@@ -173,6 +206,7 @@ def fit_deployable(
         tuning,
         evaluation,
         guarantee,
+        slack,
     )
 
 
@@ -208,7 +242,7 @@ class LogitsDetector(nn.Module):
     def forward(self, logits: torch.Tensor):
         detector = self.fitted.detector
         uncertainty = detector.score_probs(detectors.softmax(logits.double(), detector.temperature))
-        return logits.argmax(dim=1), uncertainty, uncertainty <= self.fitted.threshold
+        return logits.argmax(dim=1), uncertainty, uncertainty <= self.fitted.accept_up_to  # the tie rule
 
 
 def is_torchscript(model: nn.Module | None) -> bool:
@@ -366,6 +400,8 @@ def _operating_point(fitted: DeployedDetector) -> dict:
         "confidence": 0.95,
         **{name: _interval(rate) for name, rate in fitted.evaluation.items()},
     }
+    if not any(rate.n_resamples for rate in fitted.evaluation.values()):
+        evaluation["intervals"] = "none: no bootstrap resample was asked for (--bootstrap 0), so no interval is given"
     positives = "correctly classified samples (TPR: correct ones accepted; FPR: errors accepted)"
     g = fitted.guarantee
     if g is not None:
@@ -431,7 +467,12 @@ def card(run, fitted: DeployedDetector, files: dict[str, str], not_written: dict
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-    accept = f"bool (N,): uncertainty <= threshold ({fitted.threshold!r})"
+    accept = (
+        f"bool (N,): uncertainty <= {fitted.accept_up_to!r}, the threshold ({fitted.threshold!r}) and the tie rule: "
+        f"a row up to {fitted.tie_slack:.3g} above it counts as on it and is accepted (a batch's matrix products "
+        "round a row's score by a few ulps, differently in a batch of 1 and of 1,000: on the threshold, the same "
+        "decision in any batch; no row of the run lies in that slack)"
+    )
     if fitted.guarantee is not None:
         accept += f", the threshold certified for {fitted.guarantee.guarantee_words()}"
     described = {
@@ -473,6 +514,20 @@ def card(run, fitted: DeployedDetector, files: dict[str, str], not_written: dict
         "versions": versions,
     }
     return strict(described)
+
+
+#: Keys every card has (:func:`card`): with ``files`` naming the file, what tells a card from a user's own JSON.
+CARD_KEYS = frozenset({"detector", "class_names", "files", "inputs", "outputs", "threshold", "operating_point", "run"})
+
+
+def is_card_of(found: object, name: str) -> bool:
+    """Whether ``found`` (a parsed JSON file) is a card of the file ``name``, written by :func:`card`: an object
+    with every key of :data:`CARD_KEYS` whose ``files`` maps ``name`` to what it takes. Anything else (a user's
+    own JSON of any shape: ``{"files": 5}``, ``{"files": "name"}``, a list) is not, and is never replaced."""
+    if not isinstance(found, dict) or not CARD_KEYS <= found.keys():
+        return False
+    files = found["files"]
+    return isinstance(files, dict) and files.get(name) in INPUTS
 
 
 def _suffix(name: str) -> str:

@@ -425,7 +425,7 @@ def acceptance_rates(
     correct = np.asarray(correct, dtype=bool)
     if accepted.ndim != 1 or accepted.shape != correct.shape or accepted.size == 0:
         raise InputError("accepted and correct must be non-empty 1-D arrays of the same length")
-    validation.integer(n_resamples, "n_resamples", minimum=1, maximum=100_000)
+    validation.integer(n_resamples, "n_resamples", minimum=0, maximum=100_000)  # 0: no intervals (NaN)
     validation.fraction(confidence, "confidence")
     cells = np.array(
         [

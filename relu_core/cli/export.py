@@ -46,7 +46,11 @@ def add_parser(sub) -> None:
     ex.add_argument("--delta", default=None, metavar="D", help="with --risk: the guarantee's confidence is 1 − D (0.1)")
     ex.add_argument("--val-fraction", default="0.5", help="tuning split fraction (default 0.5)")
     ex.add_argument("--seed", default="0", help="split seed (default 0), also the bootstrap's")
-    ex.add_argument("--bootstrap", default="1000", help="bootstrap resamples of the evaluation split (default 1000)")
+    ex.add_argument(
+        "--bootstrap",
+        default="1000",
+        help="bootstrap resamples of the evaluation split (default 1000; 0: none, the card then gives no intervals)",
+    )
     ex.add_argument("--input", choices=["logits", "images"], default="logits", help="what the module takes")
     ex.add_argument(
         "--out",
@@ -83,14 +87,15 @@ def _run(args: argparse.Namespace, bar: shared.ProgressBar, batch_size: int | No
 
 def card_path(out: Path) -> Path:
     """Where the card of ``out`` goes: beside it, named after the whole file (``detector.onnx.json``), so that two
-    files of one stem never share a card. InputError when a file there is not a card of ``out`` (it would be
-    replaced silently)."""
+    files of one stem never share a card. InputError when a file there is not a card of ``out``
+    (``detector_export.is_card_of``: a user's own JSON of any shape is kept, never replaced)."""
+    from relu_core import detector_export
+
     path = validation.output_file(out.with_name(f"{out.name}.json"), "the card")
     if path.exists():
         try:
-            found = json.loads(path.read_text(encoding="utf-8"))
-            ours = isinstance(found, dict) and out.name in (found.get("files") or {})
-        except (OSError, UnicodeDecodeError, ValueError):
+            ours = detector_export.is_card_of(json.loads(path.read_text(encoding="utf-8")), out.name)
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             ours = False
         if not ours:
             raise InputError(
@@ -120,6 +125,8 @@ def _operating_point(args: argparse.Namespace) -> tuple[str, float, float]:
 def _rate(rate) -> str:
     if rate.estimate != rate.estimate:  # NaN: 0/0
         return "undefined"
+    if not rate.n_resamples:  # --bootstrap 0, or no resample where the rate is defined
+        return f"{rate.estimate:.4f} (no interval)"
     return f"{rate.estimate:.4f} [{rate.low:.4f}, {rate.high:.4f}]"
 
 
@@ -137,7 +144,7 @@ def _cmd_export(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     lam = shared.parse_lambda(args.lam)
     fraction = validation.parse_fraction(args.val_fraction, "--val-fraction")
     seed = validation.parse_int(args.seed, "--seed", minimum=0)
-    n_resamples = validation.parse_int(args.bootstrap, "--bootstrap", minimum=1)
+    n_resamples = validation.parse_int(args.bootstrap, "--bootstrap", minimum=0)  # 0: no intervals, as evaluate
     kind, target, delta = _operating_point(args)
     batch_size = None if args.batch_size is None else validation.parse_int(args.batch_size, "--batch-size", minimum=1)
     setting = explore.Setting(
