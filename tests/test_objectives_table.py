@@ -75,6 +75,8 @@ def test_the_summary_puts_the_answer_in_narrow_columns(cifar_like) -> None:
         "accuracy",
         "Rel-U − Doctor FPR95 [95 % CI]",
         "verdict (FPR95)",
+        "Rel-U − Doctor FPR95, errors positive [95 % CI]",
+        "verdict (errors positive)",
         "oracle: Rel-U − Doctor FPR95",
     ]
     row = cifar_like.rows[0]

@@ -93,3 +93,21 @@ def test_a_sentence_says_no_significant_difference_when_the_interval_covers_zero
     assert "Rel-U better" in operating_points.sentence("error", {"Rel-U": 0.3, "Doctor": 0.35}, better)
     with pytest.raises(InputError):
         operating_points.sentence("wrong", {"Rel-U": 0.3, "Doctor": 0.35})
+
+
+@pytest.mark.slow
+def test_the_objectives_table_states_both_operating_points(monkeypatch):
+    from relu_core.studies import objectives
+
+    def study():
+        return objectives.objectives_study("digits", "cnn8", objectives=("cross-entropy",), epochs=1, seeds=1)
+
+    first = study()
+    summary = first.summary_table()
+    assert "Rel-U − Doctor FPR95, errors positive [95 % CI]" in summary.columns
+    assert "verdict (errors positive)" in summary.columns
+    lines = first.operating_points()
+    assert len(lines) == 2 and lines[0].startswith("cross-entropy: Keep 95 %") and "Catch 95 %" in lines[1]
+    again = study().rows[0].result  # read back from the study's cache
+    np.testing.assert_allclose(again.fpr95_other["relu"], first.rows[0].result.fpr95_other["relu"])
+    assert again.paired_fpr95_other == first.rows[0].result.paired_fpr95_other

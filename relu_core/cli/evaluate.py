@@ -213,6 +213,9 @@ def format_table(result, *, title: str = "") -> str:
         ]
         for metric, row in paired.items():
             lines.append(f"  {metric_info.signed(row['mean'])} ± {row['std']:.4f}   {row['verdict']}")
+    both = result.operating_points()
+    if both:  # the two FPR95 conventions answer two questions: both are stated, each with its interval
+        lines += ["", "Both operating points (mean over seeds):", *(f"  {line}" for line in both)]
     return "\n".join(lines)
 
 

@@ -378,6 +378,8 @@ def format_objectives(result) -> str:
         "",
         result.auroc_table().to_string(index=False),
     ]
+    if both := result.operating_points():  # the two FPR95 conventions, each with its interval
+        lines += ["", "Both operating points (honest selection, mean over seeds):", *(f"  {line}" for line in both)]
     reference = result.reference_table()
     if not reference.empty:
         lines += ["", paper_table.objectives_heading(), reference.to_string(index=False)]
