@@ -922,5 +922,6 @@ def paper_reference_dict(run) -> dict[str, object]:
             "heading": paper_heading(key),
             "rows": [{**row.to_dict(), "network_note": paper_table.network_note(row, model)} for row in found],
             "note": None if found else paper_table.no_table(key, dataset),
+            "images_note": paper_table.images_note(run),
         }
     return out

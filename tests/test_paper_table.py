@@ -236,6 +236,7 @@ def test_the_calibration_reference_shows_ours_and_the_paper_s_rows_in_the_paper_
     assert empty.empty and len(notes) == 1 and "No paper reference for mnist" in notes[0]
     record = calibration.paper_reference_dict(run)
     assert [r["network"] for r in record["rows"]] == ["DenseNet-121", "ResNet-34"] and record["note"] is None
+    assert "JPEG" in record["images_note"]
 
 
 def _corruption_result(tune_fraction: float, severity: int = 5) -> SimpleNamespace:

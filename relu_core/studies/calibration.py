@@ -301,7 +301,8 @@ def paper_reference(result: base.StudyResult, run) -> tuple[pd.DataFrame, list[s
 
 def paper_reference_dict(run) -> dict[str, object]:
     """The paper's calibration rows of the run's data set for a JSON output: heading, rows (``PaperRow.to_dict``
-    with the network note), or the one line saying the paper has none."""
+    with the network note), or the one line saying the paper has none, and the line on our CIFAR-10 JPEG test
+    images (None where they are not)."""
     from relu_core.studies import paper_table
 
     dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
@@ -310,4 +311,5 @@ def paper_reference_dict(run) -> dict[str, object]:
         "heading": paper_heading(),
         "rows": [{**row.to_dict(), "network_note": paper_table.network_note(row, model)} for row in found],
         "note": None if found else paper_table.no_table("calibration", dataset),
+        "images_note": paper_table.images_note(run),
     }
