@@ -906,6 +906,11 @@ def paper_reference(result: BaselinesResult, run) -> dict[str, tuple[pd.DataFram
             line["note"] = paper_table.network_note(row, model)
             lines.append(line)
         out[key] = (pd.DataFrame(lines), [jpeg] if jpeg else [])
+    if all(frame.empty for frame, _ in out.values()):  # neither table has the data set: one line, not two
+        labels = " and ".join(paper_table.TABLES[key].label for key in PAPER_COLUMNS)
+        line = f"No paper reference for {paper_table.shown_dataset(dataset) or 'this data set'}: {labels} cover "
+        out = {key: (frame, []) for key, (frame, _) in out.items()}
+        out["bayes"] = (out["bayes"][0], [line + "CIFAR-10, CIFAR-100 only."])
     return out
 
 

@@ -313,3 +313,18 @@ def test_the_cached_rows_cannot_be_changed_by_a_caller() -> None:
     with pytest.raises(TypeError):
         row.values["relu_fpr95"] = paper_table.Value(0.0, None, paper_table.PERCENT)
     assert paper_table.rows("table1")[0].value("relu_fpr95").mean == float(_raw("table1")[0]["relu_fpr95"])
+
+
+def test_a_data_set_without_either_baselines_table_gets_one_line() -> None:
+    from relu_core import baselines
+
+    table = pd.DataFrame([{"key": "relu", "fpr95_mean": 0.2, "fpr95_std": 0.01}])
+    result = SimpleNamespace(table=table)
+    out = baselines.paper_reference(result, SimpleNamespace(dataset_name="svhn-test", model_name="cnn32", source=""))
+    lines = [line for _frame, notes in out.values() for line in notes]
+    assert all(frame.empty for frame, _ in out.values()) and len(lines) == 1
+    assert lines[0].startswith("No paper reference for svhn:") and "tab:bayes" in lines[0]
+    shown = baselines.paper_reference(result, SimpleNamespace(dataset_name="cifar100-test", model_name="", source=""))
+    frame, _ = shown["bayes"]
+    assert list(frame["network"]) == ["logits only", "DenseNet-121", "ResNet-34"]
+    assert frame.iloc[0]["Rel-U FPR95 %"] == "20.0 (1.0)" and frame.iloc[0]["MLP FPR95 %"] == "not run"

@@ -411,7 +411,7 @@ def images_note(run_or_source) -> str | None:
     else:
         source, dataset = getattr(run_or_source, "source", ""), getattr(run_or_source, "dataset_name", "")
     jpeg = "jpeg" in (source or "").lower()
-    if not jpeg and _shown(dataset) == "cifar10":
+    if not jpeg and shown_dataset(dataset) == "cifar10":
         jpeg = "jpeg" in _cifar10_test_location().lower()
     if jpeg:
         return "our test images are the CIFAR-10 JPEG folder (quality 75), not the original images the paper used"
@@ -531,7 +531,7 @@ def no_table(what: str, dataset: str) -> str:
         "calibration": TABLES["calibration"].label,
         "corruption": f"{TABLES['corruption_densenet121'].label} and {TABLES['corruption_resnet34'].label}",
     }[what]
-    return f"No paper reference for {_shown(dataset) or 'this data set'}: {title} covers {covered} only."
+    return f"No paper reference for {shown_dataset(dataset) or 'this data set'}: {title} covers {covered} only."
 
 
 def heading(key: str, shown: str) -> str:
@@ -589,7 +589,7 @@ def corruption_reference(result, run) -> tuple[object, list[str]]:
     names = [name for name in dict.fromkeys(result.table["corruption"]) if name != "clean"]
     found = corruption_rows(dataset, names, result.tune_fraction, model=model)
     if not found:
-        return pd.DataFrame(), [no_table("corruption", _shown(dataset))]
+        return pd.DataFrame(), [no_table("corruption", shown_dataset(dataset))]
     table = result.table.set_index(["corruption", "detector", "metric"])
     lines = []
     for name in names:
@@ -619,7 +619,7 @@ def corruption_reference(result, run) -> tuple[object, list[str]]:
     return pd.DataFrame(lines), notes
 
 
-def _shown(dataset: str) -> str:
+def shown_dataset(dataset: str) -> str:
     """A run's data set name without its split (``cifar10-test`` -> ``cifar10``)."""
     for suffix in ("-test", "-train"):
         dataset = (dataset or "").removesuffix(suffix)
