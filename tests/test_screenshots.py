@@ -50,16 +50,20 @@ _NO_JOBS = """() => !/Computing: |Running: /.test(document.body.innerText)
     && ![...document.querySelectorAll('button')].some(b => b.innerText.trim() === 'Cancel')"""
 
 
+#: Resolves once the browser has painted two more frames (what is on screen is what was laid out).
+_PAINTED = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
 def _settled(page) -> None:
-    """The server idle twice, half a second apart (a rerun landing between them restarts the wait); when the
+    """The server idle and the page painted, twice (a rerun landing in between restarts the wait); when the
     screenshots are written, the session's jobs done first. The pointer is moved off the page's controls, so
     that no tooltip shows."""
     if WRITE:
         page.wait_for_function(_NO_JOBS, timeout=wait_ms(900_000))
+    page.mouse.move(1279, 0)
     for _ in range(2):
         page.wait_for_function(_IDLE, timeout=wait_ms(60_000))
-        page.wait_for_timeout(500)
-    page.mouse.move(1279, 0)
+        page.evaluate(_PAINTED)
 
 
 def test_start_and_explore_can_be_photographed_at_1280x720(app_url, chromium):
