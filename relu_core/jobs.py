@@ -22,6 +22,8 @@ from relu_core.progress import Cancel, Progress
 RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
 
 Work = Callable[[Progress, Cancel], object]
+#: How often a job waiting for its lane looks whether it was cancelled.
+LANE_POLL_S = 0.2
 
 
 @dataclass(eq=False)
@@ -89,16 +91,27 @@ class JobManager:
     def __init__(self) -> None:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self._lanes: dict[str, threading.Lock] = {}
 
     def submit(
-        self, key: str, label: str, work: Work, *, group: str = "", on_done: Callable[[object], None] | None = None
+        self,
+        key: str,
+        label: str,
+        work: Work,
+        *,
+        group: str = "",
+        on_done: Callable[[object], None] | None = None,
+        lane: str = "",
     ) -> Job:
         """The job for ``key``: the running or finished one when there is one, else a new one running
         ``work(progress, cancel)``. A failed or cancelled job is replaced (asking again retries).
 
         ``group``: submitting a new key cancels the running jobs of the same group (e.g. the ε pass of one
         view: only the last value asked for is computed). ``on_done(result)`` runs in the worker thread after
-        a success (e.g. to register a run), before the job reads as done.
+        a success (e.g. to register a run), before the job reads as done. ``lane``: the jobs of one lane run one
+        at a time (each waits, running and cancellable, saying so, until the one before has ended): background work
+        that nobody waits on (the Start page's scorecard, five studies) then takes one core, not every core a
+        slider's rerun needs.
         """
         with self._lock:
             job = self._jobs.get(key)
@@ -111,12 +124,22 @@ class JobManager:
             job = Job(key, label, group)
             self._jobs[key] = job
             self._drop_oldest_finished()
-        threading.Thread(target=self._work, args=(job, work, on_done), name=f"job {key}", daemon=True).start()
+            lock = (lane, self._lanes.setdefault(lane, threading.Lock())) if lane else None
+        args = (job, work, on_done, lock)
+        threading.Thread(target=self._work, args=args, name=f"job {key}", daemon=True).start()
         return job
 
     @staticmethod
-    def _work(job: Job, work: Work, on_done: Callable[[object], None] | None) -> None:
+    def _work(job: Job, work: Work, on_done: Callable[[object], None] | None, lane=None) -> None:
+        held = False
+        lane_name, lane = lane if lane is not None else ("", None)
         try:
+            if lane is not None:
+                job.progress(0, 0, f"waiting for the other {lane_name} jobs")
+                while not (held := lane.acquire(timeout=LANE_POLL_S)):
+                    if job.cancel_requested():
+                        raise Cancelled()
+                job.progress(0, 0, "starting")
             result = work(job.progress, job.cancel_requested)
             if on_done is not None:
                 on_done(result)
@@ -132,6 +155,8 @@ class JobManager:
             job.result = result
             job.state = DONE
         finally:
+            if held:
+                lane.release()
             job.finished = time.monotonic()
             job._finished.set()
 

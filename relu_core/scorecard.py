@@ -255,6 +255,11 @@ def job_key(run, key: str, shared: Shared) -> str:
     return f"{JOB_PREFIX}{key}:{run.run_id}:{shared}"
 
 
+#: The jobs lane of the card's computations: they run one at a time, so that the card, which nobody waits on,
+#: takes one core of a busy machine and not the ones a slider's rerun needs (``jobs.JobManager.submit``).
+LANE = "scorecard"
+
+
 def start(run, shared: Shared) -> None:
     """Submit the card's missing computations on ``run`` as background jobs (a running, finished or failed one is
     kept: its row shows it; a cancelled one starts again). The training objectives are never started here."""
@@ -268,7 +273,7 @@ def start(run, shared: Shared) -> None:
     for key, title, _ in SETTINGS:
         job = jobs.MANAGER.get(job_key(run, key, shared))
         if key in work and _supported(run, key) is None and (job is None or job.state == jobs.CANCELLED):
-            jobs.MANAGER.submit(job_key(run, key, shared), f"Scorecard: {title.lower()}", work[key]())
+            jobs.MANAGER.submit(job_key(run, key, shared), f"Scorecard: {title.lower()}", work[key](), lane=LANE)
     start_paper(run, shared)
 
 
@@ -291,7 +296,7 @@ def start_paper(run, shared: Shared) -> None:
                 run, tune_fraction=shared.tune_fraction, seeds=shared.seeds, progress=progress, cancel=cancel
             )
 
-        jobs.MANAGER.submit(key, "Scorecard: the paper's procedure", work)
+        jobs.MANAGER.submit(key, "Scorecard: the paper's procedure", work, lane=LANE)
 
 
 def paper_words(ladder_table: pd.DataFrame) -> str:

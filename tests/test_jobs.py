@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import pytest
 
@@ -133,3 +134,39 @@ def test_inner_work_moves_the_outer_bar():
     assert job.fraction == pytest.approx(0.375) and job.message == "features 5/10"
     inner(10, 10, "features 10/10")
     assert job.fraction == pytest.approx(0.5)
+
+
+def test_the_jobs_of_one_lane_run_one_at_a_time_and_wait_cancellably():
+    manager = jobs.JobManager()
+    release, running, most = threading.Event(), [], [0]
+    lock = threading.Lock()
+
+    def work(progress, cancel):
+        with lock:
+            running.append(1)
+            most[0] = max(most[0], len(running))
+        release.wait(30)
+        with lock:
+            running.pop()
+        return "ok"
+
+    first = manager.submit("lane:a", "A", work, lane="card")
+    second = manager.submit("lane:b", "B", work, lane="card")
+    third = manager.submit("lane:c", "C", work, lane="card")
+    other = manager.submit("other", "D", work)  # another lane (none): runs beside them
+    deadline = time.monotonic() + 30
+
+    def waiting() -> list:
+        return [job for job in (first, second, third) if job.message.startswith("waiting")]
+
+    while (len(running) < 2 or len(waiting()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    waiting = waiting()
+    assert len(waiting) == 2 and all(j.message == "waiting for the other card jobs" for j in waiting)
+    waiting[0].cancel()
+    assert waiting[0].wait(10) and waiting[0].state == jobs.CANCELLED  # cancelled while it waited
+    release.set()
+    for job in (first, second, third, other):
+        assert job.wait(30)
+    assert most[0] == 2  # one of the lane at a time, beside the job of no lane
+    assert sorted(j.state for j in (first, second, third)) == [jobs.CANCELLED, jobs.DONE, jobs.DONE]
