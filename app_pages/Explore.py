@@ -137,6 +137,7 @@ def _paired_section(view: explore.View, neighbours: Neighbours, pending: bool) -
     html(explore.paired_html(view, pending), "paired", neighbours.follow_paired(), poll_s)
     if view.paired:
         st.caption(explore.paired_note(view))
+        html(explore.operating_points_html(view), "operating_points", None)  # both FPR95 questions, in words
 
 
 def _operating_section(view: explore.View, neighbours: Neighbours, s: explore.Setting) -> None:

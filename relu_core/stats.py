@@ -520,6 +520,7 @@ def refitted_paired(
     seed: int = 0,
     confidence: float = 0.95,
     cancel: Callable[[], bool] | None = None,
+    fpr_positive: str = "correct",
 ) -> dict[str, PairedDifference]:
     """A − B with A refitted in every resample: the paired bootstrap of a detector fitted on the tuning part (Rel-U's
     D*) against one that fits nothing (Doctor), without holding A's fit fixed.
@@ -531,8 +532,10 @@ def refitted_paired(
     fixed ``uncertainty_b`` (of the evaluation samples) is read on the same draws (:func:`resampled_metrics`). The
     interval then includes how much A's fit varies with its tuning samples, which a bootstrap of the evaluation
     samples alone leaves out (:data:`FITTED_LABEL`). ``correct`` is every sample's correctness (indexed by
-    ``tune_idx`` and ``eval_idx``); ``estimates`` maps each metric key to A − B on the samples themselves.
+    ``tune_idx`` and ``eval_idx``); ``estimates`` maps each metric key to A − B on the samples themselves;
+    ``fpr_positive`` is the FPR95 convention (:func:`metrics.fpr_at_tpr`).
     """
+    _check_positive(fpr_positive)
     keys = _check_options(tuple(estimates), n_resamples, confidence)
     correct = np.asarray(correct, dtype=bool)
     tune_idx, eval_idx = np.asarray(tune_idx), np.asarray(eval_idx)
@@ -544,8 +547,8 @@ def refitted_paired(
         if cancel is not None and cancel():
             raise Cancelled("the paired bootstrap was cancelled")
         weights, drawn = counts[: tune_idx.size].T, counts[tune_idx.size :]
-        refitted = rescored_metrics(refit_scores(weights), flags, drawn, metrics=keys)
-        fixed = resampled_metrics(b, flags, drawn, metrics=keys)
+        refitted = rescored_metrics(refit_scores(weights), flags, drawn, metrics=keys, fpr_positive=fpr_positive)
+        fixed = resampled_metrics(b, flags, drawn, metrics=keys, fpr_positive=fpr_positive)
         for m in keys:
             differences[m][first : first + counts.shape[1]] = refitted[m] - fixed[m]
     return {m: percentile_difference(m, float(estimates[m]), differences[m], confidence=confidence) for m in keys}

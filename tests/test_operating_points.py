@@ -111,3 +111,27 @@ def test_the_objectives_table_states_both_operating_points(monkeypatch):
     again = study().rows[0].result  # read back from the study's cache
     np.testing.assert_allclose(again.fpr95_other["relu"], first.rows[0].result.fpr95_other["relu"])
     assert again.paired_fpr95_other == first.rows[0].result.paired_fpr95_other
+
+
+def test_explore_and_start_state_both_operating_points_with_intervals():
+    from relu_core import explore
+    from relu_core.runs import Run
+
+    logits, labels = _logits(3, 1200)
+    run = Run.from_logits(logits.astype(np.float32), labels, ("a", "b", "c", "d"))
+    view = explore.view(run, explore.Setting())
+    assert view.paired_other is None and explore.operating_points_html(view) == ""  # until the bootstrap lands
+    explore.ensure_paired(view)
+    other = view.paired_other
+    correct = view.correct_eval
+    relu, doctor = (view.detectors[k].eval_uncertainty for k in protocol.PAIRED)
+    expected = _fpr95_sklearn(relu, correct, "error") - _fpr95_sklearn(doctor, correct, "error")
+    assert other.estimate == pytest.approx(expected) and other.low <= other.estimate <= other.high
+    assert view.fpr95_by_positive("relu")["correct"] == pytest.approx(_fpr95_sklearn(relu, correct, "correct"))
+    lines = explore.operating_points_lines(view)
+    assert lines[0].startswith("Keep 95 % of the correct predictions") and lines[1].startswith(
+        "Catch 95 % of the errors"
+    )
+    assert other.outcome() in lines[1] and view.paired["fpr95"].outcome() in lines[0]
+    assert "Catch 95 % of the errors" in explore.operating_points_html(view)
+    assert all(line in explore.start_verdict(view) for line in lines)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from relu_core import detector_comparison, detectors, protocol, report, risk_control, stats
+from relu_core import detector_comparison, detectors, operating_points, protocol, report, risk_control, stats
 from relu_core.explore.setting import Setting
 from relu_core.explore.views import View
 
@@ -138,6 +138,26 @@ def verdict(paired: dict[str, stats.PairedDifference]) -> str:
     return "Rel-U vs Doctor: " + "; ".join(paired[m].verdict() for m in VERDICT_METRICS) + "."
 
 
+def operating_points_lines(view: View) -> list[str]:
+    """Rel-U vs Doctor on the evaluation split at both operating points in plain words ("keep 95 % of the correct
+    predictions: …", "catch 95 % of the errors: …"), each with its paired interval once the bootstrap landed."""
+    relu, doctor = _paired_names()
+    values = {p: {} for p in operating_points.POSITIVES}
+    for key, name in zip(protocol.PAIRED, (relu, doctor), strict=True):
+        for positive, value in view.fpr95_by_positive(key).items():
+            values[positive][name] = value
+    differences = {"correct": view.paired.get("fpr95"), "error": view.paired_other}
+    return operating_points.sentences(values, differences, (relu, doctor))
+
+
+def operating_points_html(view: View) -> str:
+    """:func:`operating_points_lines` as an HTML list (Explore's metrics; nothing until the bootstrap landed)."""
+    if not view.paired:
+        return ""
+    items = "".join(f"<li>{_escape(line)}</li>" for line in operating_points_lines(view))
+    return f"<p>At both operating points (FPR at 95 % TPR, each convention its own question):</p><ul>{items}</ul>"
+
+
 def start_verdict(view: View) -> str:
     """The Start page's line: Rel-U vs Doctor on the evaluation split at the view's setting (AUROC and FPR95,
     each with its paired 95 % interval, "no significant difference" where it covers 0)."""
@@ -146,7 +166,10 @@ def start_verdict(view: View) -> str:
     n_errors = int((~view.correct_eval).sum())
     return (
         f"Rel-U vs Doctor at the default settings ({settings}; {view.eval_idx.size:,} evaluation samples, "
-        f"{n_errors:,} errors): " + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95")) + "."
+        f"{n_errors:,} errors): "
+        + "; ".join(view.paired[m].verdict() for m in ("auroc", "fpr95"))
+        + ". "
+        + " ".join(operating_points_lines(view))
     )
 
 

@@ -133,6 +133,18 @@ class View:
     def correct_eval(self) -> np.ndarray:
         return self.correct[self.eval_idx]
 
+    @property
+    def paired_other(self) -> stats.PairedDifference | None:
+        """Rel-U − Doctor of FPR95 with errors positive (the other operating point), with its paired interval,
+        once the bootstrap landed (:func:`paired_for` computes it with the others: :class:`PairedSet`)."""
+        return getattr(self.paired, "other", None)
+
+    def fpr95_by_positive(self, key: str) -> dict[str, float]:
+        """FPR95 of detector ``key`` on the evaluation split under both conventions (``"correct"``, ``"error"``)."""
+        d = self.detectors[key]
+        error = metrics.fpr_at_tpr(d.eval_uncertainty, self.correct_eval, 0.95, positive="error")
+        return {"correct": d.summary["fpr95"], "error": float(error)}
+
     @functools.cached_property
     def heat(self):
         """The D* heatmap."""
@@ -358,6 +370,14 @@ def _refitted_relu_scores(run, setting: Setting, tune_idx, eval_idx, weights: np
     return detectors.quadratic_scores(probs[eval_idx], matrices)
 
 
+class PairedSet(dict):
+    """Rel-U − Doctor per metric (a dict, metric key -> :class:`stats.PairedDifference`, FPR95 with correct
+    predictions positive) and ``other``: FPR95 with errors positive, the other operating point, its own paired
+    interval from the same resampling (None when not computed)."""
+
+    other: stats.PairedDifference | None = None
+
+
 def paired_for(view: View, cancel=None) -> dict[str, stats.PairedDifference]:
     """Rel-U − Doctor on the view's evaluation split with its paired bootstrap interval (1,000 resamples seeded
     with the split seed; Explore runs it as :func:`paired_job`). Where :attr:`View.refit` is set, each resample
@@ -367,12 +387,29 @@ def paired_for(view: View, cancel=None) -> dict[str, stats.PairedDifference]:
     :func:`paired_note`)."""
     relu, doctor = (view.detectors[k].eval_uncertainty for k in protocol.PAIRED)
     if view.refit is None:
-        return stats.paired_bootstrap(relu, doctor, view.correct_eval, seed=view.setting.seed)
+        found = PairedSet(stats.paired_bootstrap(relu, doctor, view.correct_eval, seed=view.setting.seed))
+        found.other = stats.paired_bootstrap(
+            relu, doctor, view.correct_eval, seed=view.setting.seed, metrics=("fpr95",), fpr_positive="error"
+        )["fpr95"]
+        return found
     a, b = (view.detectors[k].summary for k in protocol.PAIRED)
     estimates = {m: a[m] - b[m] for m in metric_info.PAIRED_KEYS}
-    return stats.refitted_paired(
-        view.refit, doctor, view.correct, view.tune_idx, view.eval_idx, estimates, seed=view.setting.seed, cancel=cancel
+    common = {"seed": view.setting.seed, "cancel": cancel}
+    found = PairedSet(
+        stats.refitted_paired(view.refit, doctor, view.correct, view.tune_idx, view.eval_idx, estimates, **common)
     )
+    a_err, b_err = (view.fpr95_by_positive(k)["error"] for k in protocol.PAIRED)
+    found.other = stats.refitted_paired(
+        view.refit,
+        doctor,
+        view.correct,
+        view.tune_idx,
+        view.eval_idx,
+        {"fpr95": a_err - b_err},
+        fpr_positive="error",
+        **common,
+    )["fpr95"]
+    return found
 
 
 def paired_note(view: View) -> str:
