@@ -11,7 +11,7 @@ from relu_core import detector_comparison, detectors, explore, figures, onnx_mod
 from relu_core.errors import Cancelled, InputError
 from relu_core.progress import count
 from relu_core.runs import get_run
-from studio import explore_ui, frame, jobbox, page, query, runs, session
+from studio import explore_export, explore_gallery, explore_ui, frame, jobbox, page, query, runs, session
 from studio.explore_ui import Neighbours, chart, html
 from studio.text import plain
 
@@ -195,7 +195,7 @@ def _cell_gallery(run_, view: explore.View) -> None:
             "scores (higher = more likely wrong)."
         )
     )
-    explore_ui.gallery(run_, cell, view, view.setting.detectors, name="cell", name_classes=False)
+    explore_gallery.gallery(run_, cell, view, view.setting.detectors, name="cell", name_classes=False)
 
 
 def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
@@ -220,7 +220,7 @@ def _caught_by_one(run_, view: explore.View, s: explore.Setting) -> None:
     ):
         with column:
             st.markdown(f"**{title}: {caught.size}**")
-            explore_ui.gallery(run_, caught, view, protocol.PAIRED, name=title, page_size=12, columns=4)
+            explore_gallery.gallery(run_, caught, view, protocol.PAIRED, name=title, page_size=12, columns=4)
 
 
 @st.fragment
@@ -255,7 +255,7 @@ def explore_panel(run_id: str) -> None:
         jobbox.show_error(InputError(error), "the paired bootstrap")
     neighbours.settle_paired(start=not pending)  # the view's own bootstrap first, theirs behind it
     _metrics_section(view, neighbours, s, shown.note)
-    explore_ui.export_buttons(run_, view, s, shown.note)
+    explore_export.export_buttons(run_, view, s, shown.note)
     _paired_section(view, neighbours, pending)
     tabs = st.tabs(DETAIL_TABS, key=session.EX_DETAIL_TAB, on_change="rerun")
     sections = (

@@ -1,17 +1,17 @@
-"""Explore's Streamlit glue: the control bar (read into an ``explore.Setting``), the ε pass's note and progress,
-the λ-neighbours' views as the browser follows them (``live_chart.Follow``), the image galleries and the export
-buttons. The computations are ``relu_core.explore``'s; this module draws and keeps the session's state."""
+"""Explore's Streamlit glue for the panel that follows the sliders: the control bar (read into an
+``explore.Setting``), the ε pass's note and progress, the λ-neighbours' views as the browser follows them
+(``live_chart.Follow``) and the cancelling of the paired bootstraps they no longer need. The galleries are
+``studio.explore_gallery``'s, the export buttons ``studio.explore_export``'s; the computations are
+``relu_core.explore``'s; this module draws and keeps the session's state."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
-from relu_core import cache, detector_export, detectors, explore, jobs, protocol, risk_control
+from relu_core import detectors, explore, jobs, protocol, risk_control
 from studio import page, session
 from studio.live_chart import Follow, live_html, value_key
 from studio.text import plain
@@ -224,127 +224,3 @@ def cancel_superseded_paired(state, view: explore.View, shown: Neighbours) -> No
         if job is not None and job.running:
             job.cancel(by=str(state.get(session.SESSION_ID, "")))
     state[session.EX_PAIRED_KEYS] = needed
-
-
-# ------------------------------------------------------------------------------- galleries and exports
-
-
-def _shown_count(name: str, indices: np.ndarray, page_size: int) -> int:
-    """How many of ``indices`` the gallery ``name`` shows: ``page_size``, more after each "Show more", back to
-    ``page_size`` when its samples change (another cell, split or setting)."""
-    digest = cache.array_digest(indices)
-    shown = st.session_state.setdefault(session.EX_GALLERY_SHOWN, {})
-    if shown.get(name, (None,))[0] != digest:
-        shown[name] = (digest, page_size)
-    return shown[name][1]
-
-
-def _show_more(name: str, page_size: int) -> None:
-    digest, count = st.session_state[session.EX_GALLERY_SHOWN][name]
-    st.session_state[session.EX_GALLERY_SHOWN][name] = (digest, count + page_size)
-
-
-def gallery(
-    run,
-    indices: np.ndarray,
-    view: explore.View,
-    keys,
-    *,
-    name: str,
-    page_size: int = 24,
-    columns: int = 8,
-    name_classes: bool = True,
-) -> None:
-    """Images (or a table for logits-only runs) captioned with their index, true → predicted class (unless
-    ``name_classes`` is False: a confusion cell's samples share them) and each detector's score: ``page_size`` of
-    them, and as many more on each press of its "Show more" button (``name`` tells the page's galleries apart)."""
-    limit = _shown_count(name, indices, page_size)  # first: an empty cell between two visits resets it too
-    if indices.size == 0:
-        st.info("No samples here.")
-        return
-    shown, names, labels = indices[:limit], view.class_names, run.labels
-    if run.images is None:
-        table = pd.DataFrame(
-            {
-                "sample": shown,
-                "true": [names[labels[i]] for i in shown],
-                "predicted": [names[view.predictions[i]] for i in shown],
-            }
-        )
-        for key in keys:
-            table[view.detectors[key].name] = view.detectors[key].uncertainty[shown]
-        st.dataframe(table, hide_index=True)
-    else:
-        grid = st.columns(columns)
-        for n, i in enumerate(shown):
-            classes = [f"{names[labels[i]]} → {names[view.predictions[i]]}"] if name_classes else []
-            scores = [f"{view.detectors[k].name} {view.detectors[k].uncertainty[i]:.3g}" for k in keys]
-            grid[n % columns].image(
-                explore.thumbnail(run.images[i]), caption=plain(" · ".join([f"#{i}", *classes, *scores]))
-            )
-    if indices.size > limit:
-        row = st.container(horizontal=True, vertical_alignment="center")
-        row.caption(f"showing {limit} of {indices.size}")
-        row.button(
-            f"Show {min(page_size, indices.size - limit)} more",
-            key=session.item_key(session.EX_GALLERY_MORE, name),
-            on_click=_show_more,
-            args=(name, page_size),
-        )
-
-
-def export_refusal(view: explore.View, setting: explore.Setting) -> str:
-    """Why Rel-U cannot be exported at ``setting`` (one line), "" when it can: at a guaranteed risk, when no
-    threshold can be certified on the calibration half."""
-    if not setting.guaranteed:
-        return ""
-    certificate = view.marked(setting).guarantee.results[protocol.PAIRED[0]].certificate
-    if certificate.certified:
-        return ""
-    return f"Rel-U cannot be exported at this guarantee: {certificate.refusal}"
-
-
-def export_buttons(run, view: explore.View, setting: explore.Setting, eps_note: str) -> None:
-    """One row: the view's data as a ZIP, its detector for deployment (a ZIP: ``detector_export``) and "Download
-    report", the view as one self-contained HTML file; each built when its button is clicked (one click: the report holds plotly.js, about 5 MB, so it is not rebuilt
-    on every slider move). Each chart's camera button saves its PNG. Few elements: every one is redrawn on
-    each move."""
-    row = st.container(horizontal=True)
-    row.download_button(
-        "Data of this view (ZIP)",
-        lambda: explore.view_zip(run, view, setting, eps_note=eps_note),
-        file_name=page.run_tagged("relu_studio_view.zip"),
-        mime="application/zip",
-        on_click="ignore",
-        key=session.EX_DL_DATA,
-        help="D* (CSV, .npy), the data of every chart, the metrics, Rel-U − Doctor with its intervals and the "
-        "operating point (CSV), and the settings with the run's provenance (JSON).",
-    )
-    why_not = export_refusal(view, setting)
-    row.download_button(
-        "Export this detector",
-        lambda: detector_export.export_zip(run, detector_export.from_setting(run, setting)),
-        file_name=page.run_tagged("relu_detector.zip"),
-        mime="application/zip",
-        on_click="ignore",
-        key=session.EX_DL_DETECTOR,
-        disabled=bool(why_not),
-        help=why_not
-        or "Rel-U at this T, λ, split and operating point, fitted on the tuning split, as a PyTorch ExportedProgram "
-        "(.pt2, torch.export) and an ONNX graph (logits in; images in too when the run has a PyTorch model) "
-        "returning (prediction, uncertainty, accept), with a JSON card: settings, provenance, TPR/FPR, coverage "
-        "and risk on the evaluation split with intervals; at a guaranteed risk, the certified threshold, the "
-        "guarantee, the calibration size and its assumptions. Input pre-processing (ε) is not part of it.",
-    )
-    row.download_button(
-        "Download report",
-        lambda: explore.report_html(run, view, setting, eps_note=eps_note),
-        file_name=page.run_tagged("relu_studio_report.html"),
-        mime="text/html",
-        on_click="ignore",
-        key=session.EX_DL_REPORT,
-        help="One HTML file of this view (interactive figures, metrics with intervals, settings, provenance) "
-        "that opens offline.",
-    )
-    if why_not:  # said on the page, not only in the disabled button's tooltip
-        st.caption(plain(why_not))

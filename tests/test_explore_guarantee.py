@@ -82,9 +82,11 @@ def test_a_refused_guarantee_says_why_and_marks_nothing():
     assert "cannot guarantee it here (too few calibration samples" in certified.sentence()
     data = view.marked(setting).rc.to_dict()["data"]
     assert not [t for t in data if "certified threshold" in t["name"]]
-    from studio import explore_ui
+    from studio import explore_export
 
-    assert explore_ui.export_refusal(view, setting).startswith("Rel-U cannot be exported at this guarantee: too few")
+    assert explore_export.export_refusal(view, setting).startswith(
+        "Rel-U cannot be exported at this guarantee: too few"
+    )
 
 
 def test_the_exported_detector_certifies_the_threshold_explore_shows():
