@@ -24,7 +24,7 @@ from relu_core.studies import ladder
 
 # ----------------------------------------------------------------------------------------------- reference
 def ref_softmax(logits: np.ndarray, t: float) -> np.ndarray:
-    z = logits / t
+    z = np.asarray(logits, dtype=np.float64) / t  # float64 as the studio (the authors: float32 torch)
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
@@ -393,3 +393,41 @@ def test_the_scorecards_sentence_on_the_papers_procedure():
     assert sentence.startswith("The paper's procedure would report")
     assert f"{abs(paper_points):.1f} points ahead" in sentence or "no difference" in sentence
     assert f"{100 * table.loc[1, 'fpr95']:+.1f} points [" in sentence
+
+
+def _reference_fpr(u: np.ndarray, correct: np.ndarray, errors: bool) -> float:
+    fpr, tpr, _ = (
+        roc_curve(~correct, u, drop_intermediate=False) if errors else roc_curve(correct, -u, drop_intermediate=False)
+    )
+    return float(fpr[np.argmax(tpr >= 0.95)])
+
+
+@pytest.mark.slow  # a real model's logits (1,017 lossless CIFAR-10 test images through the pretrained ResNet-20)
+def test_the_ladder_on_a_pretrained_resnet_agrees_with_the_reference(shared_data):
+    from relu_core import runs
+
+    run = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu")
+    logits, labels = np.asarray(run.logits), np.asarray(run.labels)
+    seeds = (0, 1, 2)
+    result = ladder.run_study(run, seeds=seeds, n_resamples=0, use_cache=False)
+    table = result.tables["ladder"].set_index("rung")
+    correct = logits.argmax(1) == labels
+    lams = paper_protocol.LAMBDAS
+    studio = list(protocol.seeded_splits(correct, 0.5, seeds))
+    authors = [(s, *ref_split(len(labels), 2, s)) for s in seeds]
+    for rung, splits in ((5, studio), (6, authors)):
+        ref = ref_table(ref_rows(logits, labels, splits, paper_protocol.TEMPERATURES, lams, ("doctor", "relu")))
+        expected = ref.loc["relu", ("fpr", "mean")] - ref.loc["doctor", ("fpr", "mean")]
+        assert table.loc[rung, "fpr95"] == pytest.approx(expected, abs=1e-9)
+    per_seed = result.per_seed.set_index(["x", "detector", "metric", "seed"])["value"]
+    for rung in (1, 2, 3, 4):
+        used = result.settings["rungs"][rung - 1]["settings"]
+        for key, label in (("doctor", "Doctor"), ("relu", "Rel-U")):
+            temps, lams_used = used[key]["temperature"], used[key]["lambda"]
+            temps = temps if isinstance(temps, list) else [temps] * len(seeds)
+            lams_used = lams_used if isinstance(lams_used, list) else [lams_used] * len(seeds)
+            for i, (seed, tune, ev) in enumerate(studio):
+                probs = ref_softmax(logits, temps[i])
+                matrix = ref_matrix(probs[tune], correct[tune], lams_used[i]) if key == "relu" else None
+                expected = _reference_fpr(ref_score(key, probs[ev], matrix), correct[ev], errors=rung >= 2)
+                assert per_seed[(float(rung), label, "fpr95", seed)] == pytest.approx(expected, abs=1e-9)
