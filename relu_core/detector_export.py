@@ -433,7 +433,8 @@ def _operating_point(fitted: DeployedDetector) -> dict:
             "(its scores of identical logits made equal, so a threshold can differ in the last digits)",
         }
     return {
-        "target": f"{'TPR' if setting.op_kind == 'tpr' else 'coverage'} ≥ {setting.op_target:g}",
+        "target": setting.target_words(),
+        "fpr95_positives": setting.fpr_positive,
         "chosen_on": f"tuning split ({fitted.n_tune} samples: fraction {setting.tune_fraction:g}, seed "
         f"{setting.seed}, stratified by correctness)",
         "tuning": {"tpr": fitted.tuning.tpr, "fpr": fitted.tuning.fpr, "coverage": fitted.tuning.coverage},

@@ -342,13 +342,17 @@ def roc_figure(
     tpr_target: float = 0.95,
     max_points: int | None = None,
     title: str = "ROC (positives = correct predictions)",
+    target_positive: str = "correct",
 ) -> go.Figure:
     """ROC curves of several detectors, ``name -> (fpr, tpr, auroc)``, AUROC in the legend.
 
     ``target_points`` (``name -> (fpr, tpr)``, from ``metrics.operating_point(u, correct, "tpr", tpr_target)``)
     marks each curve's FPR-at-``tpr_target`` point, the metrics table's: read off the curve itself, a thinned
     curve can skip that point on tied scores. ``operating_points`` (``name -> (fpr, tpr)``) adds the user's
-    chosen point. ``max_points`` thins the drawn line (the markers stay exact).
+    chosen point. ``max_points`` thins the drawn line (the markers stay exact). ``target_positive="error"``: the
+    open circles are the other operating point, where ``tpr_target`` of the errors are caught (FPR ≤ 1 −
+    ``tpr_target`` on this chart: ``metrics.operating_point(u, correct, "errors", tpr_target)``), its guide line
+    vertical.
 
     Examples
     --------
@@ -370,13 +374,16 @@ def roc_figure(
         )
         if target_points is not None and name in target_points:
             fpr_at, tpr_at = target_points[name]
+            at = f"TPR {tpr_target:.0%}" if target_positive == "correct" else f"{tpr_target:.0%} of errors caught"
+            value = "FPR" if target_positive == "correct" else "good predictions lost (1 − TPR)"
+            shown = "%{x:.4f}" if target_positive == "correct" else f"{1 - tpr_at:.4f}"
             traces.append(
                 {
                     "type": "scatter",
                     "x": [float(fpr_at)],
                     "y": [float(tpr_at)],
                     "mode": "markers",
-                    "name": f"{name} @ TPR {tpr_target:.0%}",
+                    "name": f"{name} @ {at}",
                     "legendgroup": name,
                     "showlegend": False,
                     "cliponaxis": False,
@@ -386,7 +393,7 @@ def roc_figure(
                         "symbol": "circle-open",
                         "line": {"width": 2},
                     },
-                    "hovertemplate": f"{name}: FPR at TPR {tpr_target:.0%} = %{{x:.4f}}<extra></extra>",
+                    "hovertemplate": f"{name}: {value} at {at} = {shown}<extra></extra>",
                 }
             )
     traces += [
@@ -415,6 +422,8 @@ def roc_figure(
         "y1": tpr_target,
         "line": {"color": "#999999", "width": 1, "dash": "dot"},
     }
+    if target_positive != "correct":  # the errors-positive point: at most 1 − target of the errors accepted
+        target_line.update(xref="x", x0=1 - tpr_target, x1=1 - tpr_target, yref="y domain", y0=0, y1=1)
     layout = {
         "title": {"text": title},
         "xaxis": {"title": {"text": "FPR (errors accepted)"}, "range": [0, 1], "automargin": False},
@@ -424,7 +433,8 @@ def roc_figure(
         "shapes": [target_line],
     }
     if target_points:  # the open circles say what they are on the chart itself (under it: never over a curve)
-        layout["xaxis"]["title"]["text"] += f"; ○ at TPR {tpr_target:.0%}"
+        where = f"TPR {tpr_target:.0%}" if target_positive == "correct" else f"{tpr_target:.0%} of errors caught"
+        layout["xaxis"]["title"]["text"] += f"; ○ at {where}"
     return _unvalidated_figure(traces, layout)
 
 

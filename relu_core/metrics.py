@@ -269,6 +269,30 @@ def _fpr_at_tpr(ranking: _Ranking, tpr: float, positive: str) -> float:
     return correct_from[::-1][g] / ranking.total_correct
 
 
+def _errors_caught_point(uncertainty, ranking: _Ranking, target: float) -> OperatingPoint:
+    """:func:`operating_point` of kind ``"errors"``: flag the groups from the most uncertain down until at least
+    ``target`` of the errors are flagged (:func:`_fpr_at_tpr`'s walk), accept the groups below."""
+    if ranking.total_errors == 0:
+        raise InputError("a target share of errors caught needs misclassified samples")
+    errors_from = ranking.total_errors - np.concatenate(([0], ranking.n_errors[:-1]))
+    first_flagged = len(ranking.values) - 1 - _first_reaching(errors_from[::-1], ranking.total_errors, target)
+    if first_flagged == 0:  # every group is flagged: nothing accepted
+        n_acc = n_corr = n_err = 0
+        threshold = -np.inf
+    else:
+        g = first_flagged - 1
+        n_acc, n_corr, n_err = int(ranking.n_accepted[g]), int(ranking.n_correct[g]), int(ranking.n_errors[g])
+        threshold = float(ranking.values[g])
+    return OperatingPoint(
+        threshold=threshold,
+        accepted=_to_numpy(uncertainty).astype(np.float64, copy=False) <= threshold,
+        fpr=n_err / ranking.total_errors,
+        tpr=n_corr / ranking.total_correct if ranking.total_correct else 0.0,
+        coverage=n_acc / ranking.size,
+        risk=n_err / n_acc if n_acc else float("nan"),
+    )
+
+
 def fpr_at_tpr(uncertainty, correct, tpr: float = 0.95, positive: str = "correct") -> float:
     """False positive rate at the lowest threshold whose true positive rate reaches ``tpr``.
 
@@ -663,8 +687,12 @@ def operating_point(uncertainty, correct, kind: str, target: float) -> Operating
     ----------
     uncertainty, correct : array-like, shape (N,)
         The scores and correctness of the split the operating point is read on (the evaluation split).
-    kind : {"tpr", "coverage"}
-        ``"tpr"``: the fraction of correct predictions accepted; ``"coverage"``: of all predictions.
+    kind : {"tpr", "coverage", "errors"}
+        ``"tpr"``: the fraction of correct predictions accepted; ``"coverage"``: of all predictions;
+        ``"errors"``: the fraction of *errors rejected* (the errors-positive operating point: the highest
+        threshold still rejecting at least ``target`` of the errors, tied samples rejected together, so its
+        ``1 - tpr`` equals ``fpr_at_tpr(uncertainty, correct, target, positive="error")``; when even the least
+        uncertain group must be rejected nothing is accepted: threshold -inf, risk NaN).
     target : float
         In (0, 1].
 
@@ -688,10 +716,12 @@ def operating_point(uncertainty, correct, kind: str, target: float) -> Operating
     >>> point.threshold, point.fpr, point.coverage, point.accepted.tolist()
     (0.4, 0.5, 0.8, [True, True, True, True, False])
     """
-    if kind not in ("tpr", "coverage"):
-        raise InputError(f"unknown operating point kind {kind!r}: choose 'tpr' or 'coverage'")
+    if kind not in ("tpr", "coverage", "errors"):
+        raise InputError(f"unknown operating point kind {kind!r}: choose 'tpr', 'coverage' or 'errors'")
     _check_target(target, "the target")
     ranking = _rank(uncertainty, correct)
+    if kind == "errors":
+        return _errors_caught_point(uncertainty, ranking, float(target))
     if kind == "tpr":
         if ranking.total_correct == 0:
             raise InputError("a TPR target needs correctly classified samples")

@@ -187,6 +187,8 @@ def take_guarantee_param() -> None:
     and δ are among Explore's choices), once: the operating point becomes that guaranteed risk and the parameter
     leaves the URL, so that the page's own choices are not reset on its next run. A malformed value is ignored
     (the link is the app's own)."""
+    if st.query_params.get("op") == "errors":  # the errors-caught operating point (errors positive)
+        st.session_state[session.EX_OP_KIND] = session.OP_KINDS["errors"]
     wanted = st.query_params.get("guarantee")
     if wanted is None:
         return
@@ -209,6 +211,10 @@ def write_query_params(setting, run=None) -> None:
         "tune": f"{setting.tune_fraction:g}",
         "seed": str(setting.seed),
     }
+    if setting.op_kind == "errors":  # the operating point's convention travels with the link
+        wanted["op"] = "errors"
+    elif "op" in st.query_params:
+        del st.query_params["op"]
     if setting.op_kind == "risk":
         wanted.update(risk=f"{setting.op_target:g}", delta=f"{setting.op_delta:g}")
     else:  # another operating point: a link must not reopen the guaranteed risk

@@ -399,7 +399,7 @@ EX_LAM, EX_LAM_AUTO, EX_TEMPERATURE, EX_EPS, EX_TUNE_FRACTION, EX_SEED = (
 EX_DETECTORS = "ex_detectors"
 EX_OP_KIND = "ex_op_kind"
 #: The operating-point radio's choice for each kind of ``explore.Setting.op_kind``.
-OP_KINDS = {"tpr": "target TPR", "coverage": "coverage", "risk": "guaranteed risk"}
+OP_KINDS = {"tpr": "target TPR", "errors": "errors caught", "coverage": "coverage", "risk": "guaranteed risk"}
 EX_OP_TARGET = "ex_op_target"
 #: The guaranteed risk's r* and δ (``explore.Setting.op_target`` and ``op_delta`` when the kind is "risk").
 EX_OP_RISK, EX_OP_DELTA = "ex_op_risk", "ex_op_delta"

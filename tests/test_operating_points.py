@@ -135,3 +135,40 @@ def test_explore_and_start_state_both_operating_points_with_intervals():
     assert other.outcome() in lines[1] and view.paired["fpr95"].outcome() in lines[0]
     assert "Catch 95 % of the errors" in explore.operating_points_html(view)
     assert all(line in explore.start_verdict(view) for line in lines)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_the_errors_caught_operating_point_is_the_error_positive_fpr95(ties):
+    rng = np.random.default_rng(4)
+    correct = rng.random(400) < 0.8
+    uncertainty = rng.normal(size=400) - correct
+    if ties:
+        uncertainty = np.round(uncertainty, 1)  # many tied groups: flagged or accepted together
+    point = metrics.operating_point(uncertainty, correct, "errors", 0.95)
+    assert 1 - point.tpr == pytest.approx(_fpr95_sklearn(uncertainty, correct, "error"))
+    assert np.array_equal(point.accepted, uncertainty <= point.threshold)
+    caught = (~point.accepted & ~correct).sum() / (~correct).sum()
+    assert caught >= 0.95 and point.fpr == pytest.approx(1 - caught)
+    # nothing can be accepted when the least uncertain sample is an error and every error must be caught
+    none = metrics.operating_point([0.1, 0.2, 0.3], [False, True, True], "errors", 1.0)
+    assert none.coverage == 0 and not none.accepted.any() and np.isnan(none.risk)
+
+
+def test_the_setting_carries_the_convention_to_the_roc_marker_and_the_export_card(digits_run):
+    from relu_core import detector_export, explore
+
+    setting = explore.Setting(op_kind="errors", op_target=0.95)
+    assert setting.fpr_positive == "error" and setting.target_words() == "errors caught ≥ 95%"
+    assert explore.Setting().fpr_positive == "correct"
+    view = explore.view(digits_run, setting)
+    roc = view.marked(setting).roc
+    circles = [t for t in roc.data if str(t.name).endswith("@ 95% of errors caught")]
+    assert circles and "95% of errors caught" in roc.layout.xaxis.title.text
+    relu = view.detectors["relu"]
+    expected = metrics.operating_point(relu.eval_uncertainty, view.correct_eval, "errors", 0.95)
+    assert (circles[0].x[0], circles[0].y[0]) == pytest.approx((expected.fpr, expected.tpr))
+    default_roc = view.marked(explore.Setting()).roc
+    assert any(str(t.name).endswith("@ TPR 95%") for t in default_roc.data)
+    fitted = detector_export.from_setting(digits_run, setting, "relu", n_resamples=0)
+    card = detector_export._operating_point(fitted)
+    assert card["target"] == "errors caught ≥ 95%" and card["fpr95_positives"] == "error"

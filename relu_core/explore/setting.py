@@ -21,10 +21,12 @@ EPSILONS = preprocessing.PAPER_EPSILONS
 #: The detectors Explore offers, the paired Rel-U and Doctor first (they follow the T and ε controls; the
 #: others keep their standard setting).
 DETECTOR_CHOICES: tuple[str, ...] = tuple(dict.fromkeys([*protocol.PAIRED, *detectors.protocol_keys()]))
-#: The kinds of operating point: a target TPR (share of correct predictions accepted), a target coverage, or a
+#: The kinds of operating point: a target TPR (share of correct predictions accepted: "keep 95 % of the correct
+#: predictions"), a target share of errors caught (rejected: "catch 95 % of the errors", the errors-positive
+#: convention; the ROC's open circles and the exported detector's threshold follow it), a target coverage, or a
 #: guaranteed risk (at most ``op_target`` errors among accepted with confidence 1 − ``op_delta``, the threshold
 #: certified on a calibration part of the evaluation split: ``relu_core.risk_control``).
-OPERATING_KINDS = ("tpr", "coverage", "risk")
+OPERATING_KINDS = ("tpr", "errors", "coverage", "risk")
 #: The guaranteed risk's choices of r* (at most this error rate among accepted) and of δ (confidence 1 − δ).
 RISKS: tuple[float, ...] = risk_control.RISK_CHOICES
 DELTAS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
@@ -81,6 +83,12 @@ class Setting:
         return self.replace(op_kind=Setting.op_kind, op_target=Setting.op_target, op_delta=Setting.op_delta)
 
     @property
+    def fpr_positive(self) -> str:
+        """Which FPR95 convention the operating point, the ROC's open circles and the export use: ``"error"``
+        under the errors-caught operating point, ``"correct"`` otherwise (``relu_core.operating_points``)."""
+        return "error" if self.op_kind == "errors" else "correct"
+
+    @property
     def guaranteed(self) -> bool:
         """Whether the operating point is a guaranteed risk (the threshold certified on a calibration split)."""
         return self.op_kind == "risk"
@@ -90,6 +98,8 @@ class Setting:
         confidence"."""
         if self.guaranteed:
             return risk_control.guarantee_words(self.op_target, self.op_delta)
+        if self.op_kind == "errors":
+            return f"errors caught ≥ {self.op_target:.0%}"
         return f"{'TPR' if self.op_kind == 'tpr' else 'coverage'} ≥ {self.op_target:.0%}"
 
     def lam_words(self) -> str:

@@ -82,8 +82,11 @@ class Marked:
         points: dict[str, metrics.OperatingPoint],
         at_target: dict[str, metrics.OperatingPoint],
         guarantee: guarantee_module.GuaranteeView | None = None,
+        positive: str = "correct",
     ):
         self.points = points
+        #: The convention of the ROC's open circles (``Setting.fpr_positive``).
+        self.positive = positive
         self.guarantee = guarantee
         self.eval_idx = view.eval_idx if guarantee is None else guarantee.eval_idx
         self.correct_eval = view.correct_eval if guarantee is None else guarantee.correct_eval
@@ -92,7 +95,7 @@ class Marked:
 
     @functools.cached_property
     def roc(self):
-        return roc_figure(self._view, self.points, self._at_target)
+        return roc_figure(self._view, self.points, self._at_target, self.positive)
 
     @functools.cached_property
     def rc(self):
@@ -167,13 +170,14 @@ class View:
         key = (setting.op_kind, setting.op_target, setting.op_delta if setting.guaranteed else None)
         found = self._marked.get(key)
         if found is None:
-            at_target = self._points("tpr", ROC_MARK_TPR)
+            at_target = self._points("errors" if setting.op_kind == "errors" else "tpr", ROC_MARK_TPR)
             if setting.guaranteed:
                 certified = guarantee_module.guarantee_view(self, setting.op_target, setting.op_delta)
                 found = Marked(self, certified.points, at_target, certified)
             else:
-                points = at_target if key[:2] == ("tpr", ROC_MARK_TPR) else self._points(*key[:2])
-                found = Marked(self, points, at_target)
+                same = key[:2] in (("tpr", ROC_MARK_TPR), ("errors", ROC_MARK_TPR))
+                points = at_target if same else self._points(*key[:2])
+                found = Marked(self, points, at_target, positive=setting.fpr_positive)
             self._marked[key] = found
         return found
 
@@ -188,9 +192,15 @@ def _shown(view: View) -> dict[str, DetectorView]:
     return {k: view.detectors[k] for k in view.setting.detectors}
 
 
-def roc_figure(view: View, points: dict[str, metrics.OperatingPoint], at_target: dict[str, metrics.OperatingPoint]):
+def roc_figure(
+    view: View,
+    points: dict[str, metrics.OperatingPoint],
+    at_target: dict[str, metrics.OperatingPoint],
+    positive: str = "correct",
+):
     """The ROC figure of the view's shown detectors, their operating ``points`` marked, and the points
-    ``at_target`` (each detector's operating point at :data:`ROC_MARK_TPR`)."""
+    ``at_target`` (each detector's operating point at :data:`ROC_MARK_TPR`: of the correct predictions kept, or
+    with ``positive="error"`` of the errors caught)."""
     shown = _shown(view)
     return figures.roc_figure(
         {d.name: (d.fpr, d.tpr, d.summary["auroc"]) for d in shown.values()},
@@ -199,6 +209,7 @@ def roc_figure(view: View, points: dict[str, metrics.OperatingPoint], at_target:
         tpr_target=ROC_MARK_TPR,
         max_points=CURVE_POINTS,
         title="ROC, evaluation split",
+        target_positive=positive,
     )
 
 
