@@ -435,6 +435,7 @@ def _ready(key: str, result, shared: Shared) -> tuple[str, str, tuple[str, ...],
         if not result.paired:
             raise InputError("no paired interval")
         verdict, intervals, details = _from_differences(result.paired)
+        details = (*details, *result.operating_points())  # both FPR95 operating points, each with its interval
         note = f"mean over {len(result.seeds)} seeds, {shared.tune_fraction:.0%} tuning split, T and λ fixed" + (
             f", ε = 0 (not the shared ε = {shared.eps:g}: input pre-processing is Explore's)" if shared.eps else ""
         )

@@ -75,10 +75,13 @@ def test_rows_come_in_order_computing_then_with_the_paired_interval() -> None:
     scorecard.start(run, shared)  # the cancelled job is submitted again
     _wait(run, "in_distribution", shared)
     first = scorecard.rows(run, shared)[0]
-    expected = protocol.evaluate(run.logits, run.labels, protocol.PAIRED, tune_fraction=0.5, seeds=2).paired
+    direct = protocol.evaluate(run.logits, run.labels, protocol.PAIRED, tune_fraction=0.5, seeds=2)
+    expected = direct.paired
     assert first.state == scorecard.READY
     assert first.verdict == scorecard.plain_verdict({m: expected[m].outcome() for m in scorecard.METRICS})
-    assert first.details == tuple(expected[m].verdict() for m in scorecard.METRICS)
+    # each metric's verdict, then both FPR95 operating points in words
+    assert first.details == (*(expected[m].verdict() for m in scorecard.METRICS), *direct.operating_points())
+    assert first.details[-1].startswith("Catch 95 % of the errors")
     fpr = expected["fpr95"]
     assert first.intervals.startswith(f"FPR95 {fpr.estimate:+.3f} [{fpr.low:+.3f}, {fpr.high:+.3f}] · AUROC ")
     assert "mean over 2 seeds" in first.note
