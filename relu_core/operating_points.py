@@ -9,7 +9,7 @@
 
 Both are read by :func:`relu_core.metrics.fpr_at_tpr` (``positive``); a Rel-U − Doctor difference of each comes
 with its own paired interval (:mod:`relu_core.stats`, the same ``fpr_positive``). A verdict states both: on one
-run they can disagree (the pretrained CIFAR-10 ResNet-56, issue 41), and which one matters is the user's
+run they can disagree (the pretrained CIFAR-10 ResNet-56), and which one matters is the user's
 question, not the method's. Formulas layer: no pages, no runs.
 """
 
