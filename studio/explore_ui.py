@@ -136,14 +136,10 @@ def controls(has_model: bool, no_eps: str = "ε needs the model and the images; 
 # ------------------------------------------------------------------------------- ε
 
 
-@st.fragment(run_every=1.0)
-def _eps_watch(key: str, step: str) -> None:
-    """The "updating" mark of a running ε pass (with its ``step``, so that the whole split's pass after the
-    subsample's does not look like a restart); reruns the page once the pass has ended."""
-    job = jobs.MANAGER.get(key)
-    if job is None or not job.running:
-        st.rerun()
-    st.progress(job.fraction, text=f"updating{f' ({step})' if step else ''}: {job.label}")
+#: How often the browser asks for the panel again while an ε pass runs: a rerun of the panel's fragment. (A
+#: fragment of its own that reran the whole page when the pass ended rebuilt the controls and took the keyboard
+#: focus off the ε slider: a second arrow press did not move it.)
+EPS_POLL_S = 1.0
 
 
 def eps_section(run, setting: explore.Setting, slot) -> explore.EpsPass:
@@ -164,8 +160,10 @@ def eps_section(run, setting: explore.Setting, slot) -> explore.EpsPass:
         note, bar = st.columns(2, vertical_alignment="bottom")
         note.caption(plain(shown.note))
         with bar:
-            if shown.job is not None:
-                _eps_watch(shown.job.key, shown.step)
+            if shown.job is not None:  # the step, so that the whole split's pass does not look like a restart
+                step = f" ({shown.step})" if shown.step else ""
+                st.progress(shown.job.fraction, text=f"updating{step}: {shown.job.label}")
+                html("", "eps_poll", None, poll_s=EPS_POLL_S)  # the panel again until the pass has ended
             elif shown.done:
                 st.progress(1.0, text="ε pass done")
     return shown
