@@ -145,7 +145,7 @@ def _operating_section(view: explore.View, neighbours: Neighbours, s: explore.Se
         _guarantee_section(view, s)
         return
     html(explore.operating_html(view, s), "operating", neighbours.follow(lambda v: explore.operating_html(v, s)))
-    st.caption(explore.OPERATING_NOTE.format(what=s.target_words()) + " Marked with × on both curves.")
+    st.caption(explore.operating_note(view, s) + " Marked with × on both curves.")
 
 
 def _guarantee_section(view: explore.View, s: explore.Setting) -> None:

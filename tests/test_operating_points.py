@@ -172,3 +172,16 @@ def test_the_setting_carries_the_convention_to_the_roc_marker_and_the_export_car
     fitted = detector_export.from_setting(digits_run, setting, "relu", n_resamples=0)
     card = detector_export._operating_point(fitted)
     assert card["target"] == "errors caught ≥ 95%" and card["fpr95_positives"] == "error"
+
+
+def test_the_errors_caught_note_and_the_export_flag(digits_run):
+    import argparse
+
+    from relu_core import explore
+    from relu_core.cli import export
+
+    setting = explore.Setting(op_kind="errors", op_target=0.9)
+    note = explore.operating_note(explore.view(digits_run, setting), setting)
+    assert note.startswith("Each detector's threshold is the highest still rejecting at least 90% of the errors")
+    args = argparse.Namespace(delta=None, risk=None, target_tpr=None, target_coverage=None, target_errors="0.9")
+    assert export._operating_point(args)[:2] == ("errors", 0.9)

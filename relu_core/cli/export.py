@@ -38,6 +38,11 @@ def add_parser(sub) -> None:
     target.add_argument("--target-tpr", default=None, help="the operating point: this TPR on the tuning split (0.95)")
     target.add_argument("--target-coverage", default=None, help="or this coverage on the tuning split")
     target.add_argument(
+        "--target-errors",
+        default=None,
+        help="or catch (reject) this share of the errors on the tuning split: the errors-positive operating point",
+    )
+    target.add_argument(
         "--risk",
         default=None,
         metavar="R",
@@ -106,7 +111,7 @@ def card_path(out: Path) -> Path:
 
 
 def _operating_point(args: argparse.Namespace) -> tuple[str, float, float]:
-    """(kind, target, δ) from --target-tpr, --target-coverage or --risk/--delta."""
+    """(kind, target, δ) from --target-tpr, --target-coverage, --target-errors or --risk/--delta."""
     from relu_core import risk_control  # it loads torch: not at import, so that --help stays fast
 
     if args.delta is not None and args.risk is None:
@@ -115,7 +120,11 @@ def _operating_point(args: argparse.Namespace) -> tuple[str, float, float]:
         risk = risk_control.check_risk(_number(args.risk, "--risk"), "--risk")
         delta = risk_control.DEFAULT_DELTA if args.delta is None else _number(args.delta, "--delta")
         return "risk", *risk_control.check_certifiable(risk, risk_control.check_delta(delta, "--delta"), "--risk")
-    kind, target = ("coverage", args.target_coverage) if args.target_coverage is not None else ("tpr", args.target_tpr)
+    kind, target = ("tpr", args.target_tpr)
+    if args.target_coverage is not None:
+        kind, target = "coverage", args.target_coverage
+    elif args.target_errors is not None:
+        kind, target = "errors", args.target_errors
     value = _number(target or "0.95", f"--target-{kind}")
     if not 0 < value <= 1:
         raise InputError(f"--target-{kind} must lie in (0, 1], got {value:g}")

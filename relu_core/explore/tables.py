@@ -67,9 +67,19 @@ def operating_html(view: View, setting: Setting) -> str:
     return report.table_html(table, formats={"threshold": detector_comparison.threshold_format(table["threshold"])})
 
 
+#: What the operating-point table shows at the errors-caught operating point (errors positive).
+ERRORS_NOTE = (
+    "Each detector's threshold is the highest still rejecting at least {share} of the errors on the evaluation split "
+    "(catch {share} of the errors: the good predictions rejected with them are lost); it accepts the predictions "
+    "with uncertainty ≤ threshold. Errors caught = misclassified and rejected."
+)
+
+
 def operating_note(view: View, setting: Setting) -> str:
     """What the operating table shows, in words: the target (``Setting.target_words``) and where the thresholds
     come from; at a guaranteed risk, the guarantee in plain words first."""
+    if setting.op_kind == "errors":
+        return ERRORS_NOTE.format(share=f"{setting.op_target:.0%}")
     if not setting.guaranteed:
         return OPERATING_NOTE.format(what=setting.target_words())
     certified = view.marked(setting).guarantee
