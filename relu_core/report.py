@@ -1,8 +1,9 @@
 """A report for stakeholders: one self-contained HTML file of a view (openable offline, no server).
 
 :func:`render_html` writes the figures (interactive plotly, with plotly.js inlined once, so the file needs no
-network), the metrics with the Rel-U − Doctor paired intervals, every setting and the run's provenance (model,
-weights hash, data set, split seed, package versions). ``explore.report_html`` fills it from a view: the one the
+network), the metrics with the Rel-U − Doctor paired intervals, the paper's published numbers for the run's data
+set as labelled reference rows (``studies.paper_table``), every setting and the run's provenance (model, weights
+hash, data set, split seed, package versions). ``explore.report_html`` fills it from a view: the one the
 Explore page shows, or a logits file's (``python -m relu_core report --logits F.npz --out r.html``).
 """
 
@@ -155,10 +156,14 @@ def render_html(
     operating_table: pd.DataFrame | None = None,
     operating_note: str = "",
     paired_note: str = "",
+    paper_reference: tuple[str, str, pd.DataFrame, Sequence[str]] | None = None,
 ) -> str:
     """The report as one HTML string: plotly.js is inlined once (the first figure), so it opens offline.
     ``operating_table`` (``detector_comparison.operating_table``, with ``operating_note`` under it), when given, is the
-    view's operating point; ``paired_note`` says how the paired intervals were made."""
+    view's operating point; ``paired_note`` says how the paired intervals were made; ``paper_reference``, when
+    given, is the paper's section: ``(title, heading, rows, notes)`` (``studies.paper_table.table1_reference``: the
+    paper's rows of the run's data set, their heading and notes; empty rows: the notes alone, the line saying the
+    paper has none)."""
     import pandas as pd
 
     classes = detector_comparison.difference_classes(
@@ -185,7 +190,7 @@ def render_html(
 interval excludes 0 (green: Rel-U better, red: Doctor better).</p>
 <h2>Is Rel-U better than Doctor here?</h2>{table_html(detector_comparison.paired_rows(paired).set_index("metric"))}
 <p class="note">{html.escape(paired_note)}</p>
-{_operating_html(operating_table, operating_note)}<h2>Settings</h2>{table_html(settings_frame)}
+{_operating_html(operating_table, operating_note)}{_paper_html(paper_reference)}<h2>Settings</h2>{table_html(settings_frame)}
 <h2>Provenance</h2>{table_html(prov_frame)}
 <p class="note">Made with Rel-U Studio. Rel-U: Dadalto et al., A Data-Driven Measure of Relative Uncertainty for
 Misclassification Detection, ICLR 2024.</p>"""
@@ -200,6 +205,17 @@ def _operating_html(table: pd.DataFrame | None, note: str) -> str:
         return ""
     formats = {"threshold": detector_comparison.threshold_format(table["threshold"])}  # detectors' scales differ
     return f'<h2>Operating point</h2>{table_html(table, formats=formats)}<p class="note">{html.escape(note)}</p>\n'
+
+
+def _paper_html(reference: tuple[str, str, pd.DataFrame, Sequence[str]] | None) -> str:
+    """The paper's section: its title, the heading (label, units, selection) and rows when there are rows, then
+    each note; "" without a reference."""
+    if reference is None:
+        return ""
+    title, heading, rows, notes = reference
+    table = "" if rows.empty else f'<p class="note">{html.escape(heading)}</p>{table_html(rows, index=False)}'
+    lines = "".join(f'<p class="note">{html.escape(note)}</p>' for note in notes)
+    return f'<h2 id="paper-reference">{html.escape(title)}</h2>{table}{lines}\n'
 
 
 def write_report(path: str | Path, text: str) -> Path:

@@ -13,6 +13,7 @@ import pytest
 
 from relu_core import cli, protocol
 from relu_core.cli import shared as cli_shared
+from relu_core.cli.evaluate import PAPER_KEY
 from relu_core.detectors import LAMBDA_GRID, protocol_keys
 from relu_core.errors import InputError
 
@@ -99,7 +100,9 @@ def test_evaluate_json_equals_protocol_evaluate(npz_file):
             tune_fraction=0.33,
             seeds=3,
         ).to_dict()
-    assert list(got) == list(protocol_keys())
+    # the detectors in order, then the one other key: the paper's rows of the data set (none for run.npz)
+    assert list(got) == [*protocol_keys(), PAPER_KEY]
+    assert got.pop(PAPER_KEY)["rows"] == []
     assert set(got["relu"]) - JSON_KEYS == {"hamming_fallback", "minus_doctor", "operating_points"}
     assert set(got["relu"]["minus_doctor"]) == {"fpr95", "auroc", "aurc", "augrc"}
     assert (
@@ -144,6 +147,7 @@ def test_evaluate_select_and_oracle_are_labelled(npz_file, capsys):
             data["logits"], data["labels"], ["relu"], selection="oracle", seeds=2
         ).to_dict()
     assert oracle["relu"].pop("selection") == protocol.ORACLE_LABEL and oracle["relu"].pop("fpr95_positives")
+    assert oracle.pop(PAPER_KEY)["rows"] == []  # the paper's rows of the data set: none for this file
     assert oracle == expected
     assert cli.main(["evaluate", "--logits", str(npz_file), "--methods", "relu", "--seeds", "2", "--oracle"]) == 0
     assert "oracle (selected on the evaluation split)" in capsys.readouterr().out
@@ -307,7 +311,7 @@ def test_warnings_of_a_successful_run_are_one_line_each(npz_file, capsys, monkey
     assert cli.main(["evaluate", "--logits", str(npz_file), "--seeds", "1", "--json"]) == 0
     captured = capsys.readouterr()
     assert captured.err.strip() == "warning: something odd over two lines"
-    assert set(json.loads(captured.out)) == set(protocol_keys())
+    assert set(json.loads(captured.out)) == {*protocol_keys(), PAPER_KEY}
 
 
 def test_cancel_exits_130(npz_file, capsys, monkeypatch):
@@ -416,7 +420,7 @@ def test_logits_on_digits_feeds_evaluate(tmp_path, capsys):
         np.testing.assert_array_equal(data["labels"], test.labels)
         assert tuple(data["class_names"]) == tuple(test.class_names)
     assert cli.main(["evaluate", "--logits", str(out), "--seeds", "2", "--json"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == set(protocol_keys())
+    assert set(json.loads(capsys.readouterr().out)) == {*protocol_keys(), PAPER_KEY}
 
 
 @pytest.mark.slow

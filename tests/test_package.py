@@ -217,6 +217,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart_and_the_cl
     np.savez(work / "run.npz", logits=logits, labels=labels)
     installed = json.loads(run("-m", "relu_core", "evaluate", "--logits", "run.npz", "--json", "--seeds", "2"))
     here = protocol.evaluate(logits, labels, seeds=2, temperature=None).to_dict()  # the CLI: each its own T
+    # keyed by method, plus the paper's Table 1 rows of the data set ("run": none, said in one line)
+    assert installed.pop("paper_reference")["note"].startswith("No paper reference for run")
     assert set(installed) == set(here)
     for method, row in here.items():
         for metric in ("fpr95", "auroc", "aurc"):

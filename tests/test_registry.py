@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from relu_core import cli, detectors, metric_info, metrics, preprocessing, protocol
+from relu_core.cli.evaluate import PAPER_KEY
 from relu_core.errors import InputError
 
 PAPER_T = (0.5, 1.0, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0, 1000.0)
@@ -237,11 +238,11 @@ def test_a_registered_detector_is_available_on_the_command_line(toys, tmp_path, 
         == 0
     )
     got = json.loads(capsys.readouterr().out)
-    assert list(got) == ["toy_margin", "toy_centroid"]
+    assert list(got) == ["toy_margin", "toy_centroid", PAPER_KEY]  # the detectors, then the paper's rows
     assert got["toy_margin"]["temperature"] == 5 and got["toy_centroid"]["temperature"] == 1
     expected = protocol.evaluate(logits, labels, ["toy_margin"], temperature=5.0, seeds=2, n_resamples=0)
     assert got["toy_margin"]["auroc"] == pytest.approx(expected.mean("toy_margin", "auroc"), rel=1e-9)
     # the default method list is every protocol detector, the new ones included
     assert cli.main(["evaluate", "--logits", str(path), "--seeds", "1", "--bootstrap", "0", "--json"]) == 0
-    assert list(json.loads(capsys.readouterr().out)) == list(detectors.protocol_keys())
+    assert list(json.loads(capsys.readouterr().out)) == [*detectors.protocol_keys(), PAPER_KEY]
     assert {"toy_margin", "toy_centroid"} <= set(detectors.protocol_keys())

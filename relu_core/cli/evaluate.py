@@ -123,7 +123,10 @@ def add_parser(sub) -> None:
     )
     ev.add_argument("--delta", default=None, metavar="D", help="with --risk: the guarantee's confidence is 1 − D (0.1)")
     ev.add_argument(
-        "--json", action="store_true", help="print one JSON object keyed by method (Rel-U's row holds minus_doctor)"
+        "--json",
+        action="store_true",
+        help="print one JSON object keyed by method (Rel-U's row holds minus_doctor), and paper_reference: the "
+        "paper's Table 1 rows of the run's data set",
     )
     ev.set_defaults(handler=_cmd_evaluate)
 
@@ -276,7 +279,15 @@ def format_guarantee(at_risk, names: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def _emit(result, as_json: bool, title: str, at_risk=None) -> None:
+#: The one key of ``evaluate --json`` that is not a detector's: the paper's Table 1 rows of the run's data set.
+PAPER_KEY = "paper_reference"
+
+
+def _emit(result, as_json: bool, title: str, at_risk=None, run=None) -> None:
+    """The result as text or JSON (keyed by method); with ``run``, the paper's Table 1 rows of its data set too:
+    the text's last block, the JSON's :data:`PAPER_KEY` (``paper_table.table1_reference_dict``)."""
+    from relu_core.studies import paper_table
+
     if as_json:
         table = result.to_dict()
         for row in table.values():  # the conventions travel with the numbers they qualify
@@ -287,9 +298,12 @@ def _emit(result, as_json: bool, title: str, at_risk=None) -> None:
         if at_risk is not None:
             for key, guarantee in guarantee_json(at_risk).items():
                 table[key]["guarantee"] = guarantee
+        if run is not None:
+            table[PAPER_KEY] = paper_table.table1_reference_dict(run)
         print(json.dumps(table, indent=2))
     else:
-        print(format_table(result, title=title) + ("" if at_risk is None else format_guarantee(at_risk, result.names)))
+        text = format_table(result, title=title) + ("" if at_risk is None else format_guarantee(at_risk, result.names))
+        print(text + ("" if run is None else "\n\n" + paper_table.table1_text(run)))
 
 
 def _guarantee_options(args: argparse.Namespace) -> tuple[float, float] | None:
@@ -432,7 +446,7 @@ def _cmd_evaluate(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
             "model",
             file=sys.stderr,
         )
-    _emit(result, args.json, title, at_risk)
+    _emit(result, args.json, title, at_risk, run)
     return 0
 
 
@@ -499,15 +513,11 @@ def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
             raise InputError("ε > 0 needs the run's model and images (input pre-processing): this run has logits only")
         epsilons = paper_protocol.EPSILONS
     run, title = shared.run_from_args(args, bar, batch_size)
-    perturbed = None
+    perturbation = None
     if len(epsilons) > 1:
         from relu_core import preprocessing
 
-        perturbed = {
-            e: preprocessing.make_perturbed_scorer(run, e, device=args.device, batch_size=batch_size)
-            for e in epsilons
-            if e > 0
-        }
+        perturbation = preprocessing.make_perturbation(run, device=args.device, batch_size=batch_size)
     result = paper_protocol.evaluate(
         run.logits,
         run.labels,
@@ -515,14 +525,17 @@ def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
         seeds=seeds,
         methods=methods,
         epsilons=epsilons,
-        perturbed=perturbed,
+        perturbation=perturbation,
         progress=bar,
     )
     bar.close()
+    from relu_core.studies import paper_table
+
     if args.json:
-        print(json.dumps({"run": title, **result.to_dict()}, indent=1, allow_nan=False))
+        reference = {PAPER_KEY: paper_table.table1_reference_dict(run)}
+        print(json.dumps({"run": title, **result.to_dict(), **reference}, indent=1, allow_nan=False))
         return 0
-    print(paper_text(result, title))
+    print(paper_text(result, title) + "\n\n" + paper_table.table1_text(run))
     return 0
 
 

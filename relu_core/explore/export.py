@@ -16,6 +16,7 @@ from relu_core import csv_text, figures, report, stats
 from relu_core.explore import cached, tables, views
 from relu_core.explore.setting import Setting
 from relu_core.explore.views import View, ensure_paired
+from relu_core.studies import paper_table
 
 
 def view_figures(run, view: View, setting: Setting) -> dict[str, object]:
@@ -28,9 +29,11 @@ def view_figures(run, view: View, setting: Setting) -> dict[str, object]:
 
 def report_html(run, view: View, setting: Setting, *, eps_note: str = "", logits_file: str | Path | None = None) -> str:
     """The report of ``view`` (of ``run``, at ``setting``'s operating point): its figures, metrics with the
-    paired intervals (computed here when its bootstrap has not landed), operating point, settings in words and
-    the run's provenance (``logits_file``: the file it was read from, hashed)."""
+    paired intervals (computed here when its bootstrap has not landed), operating point, the paper's Table 1 rows
+    of the run's data set (``paper_table.table1_reference``; one line where the paper has none), settings in words
+    and the run's provenance (``logits_file``: the file it was read from, hashed)."""
     paired = ensure_paired(view)
+    rows, notes = paper_table.table1_reference(run)
     return report.render_html(
         title=f"Rel-U Studio report: {run.source or run.run_id}",
         verdict=tables.verdict(paired),
@@ -42,11 +45,14 @@ def report_html(run, view: View, setting: Setting, *, eps_note: str = "", logits
         operating_table=tables.operating_table(view, setting),
         operating_note=tables.operating_note(view, setting),
         paired_note=views.paired_note(view),
+        paper_reference=(paper_table.REFERENCE_TITLE, paper_table.table1_heading(), rows, notes),
     )
 
 
 def view_zip(run, view: View, setting: Setting, *, eps_note: str = "") -> bytes:
-    """:func:`view_files` of ``view`` as one ZIP archive."""
+    """:func:`view_files` of ``view`` as one ZIP archive, with the paper's Table 1 rows of the run's data set
+    (``paper_table.table1_reference``) where the paper has any."""
+    rows, notes = paper_table.table1_reference(run)
     files = view_files(
         view,
         view_figures(run, view, setting),
@@ -56,6 +62,7 @@ def view_zip(run, view: View, setting: Setting, *, eps_note: str = "") -> bytes:
         paired=ensure_paired(view),
         operating=tables.operating_table(view, setting),
         provenance=report.provenance(run),
+        paper_reference=(rows, notes),
     )
     return report.data_zip(files)
 
@@ -70,13 +77,16 @@ def view_files(
     paired: dict[str, stats.PairedDifference],
     operating: pd.DataFrame,
     provenance: dict[str, str],
+    paper_reference: tuple[pd.DataFrame, Sequence[str]] | None = None,
 ) -> dict[str, str | bytes]:
     """The data of a view, file name -> content: the fitted D* (``dstar_matrix.csv`` with class names,
     ``dstar.npy`` exact), each figure of ``figs`` but the D* heatmap as ``<name>.csv`` (its traces' data, as
     drawn: curves of at most a few hundred points, ``figures.figure_csv``), the metrics ``table``
     (``metrics.csv``), the ``paired`` Rel-U − Doctor differences with their intervals (``paired.csv``), the
     ``operating`` point table (``operating_point.csv``), and the ``settings`` with the run's ``provenance``
-    (``settings.json``: run id, model, weights hash, data set, versions)."""
+    (``settings.json``: run id, model, weights hash, data set, versions). ``paper_reference`` (rows, notes), when
+    given: the rows as ``paper_reference.csv`` (none where there are no rows) and, in ``settings.json``, its title,
+    heading and notes under ``paper_reference``."""
     buffer = io.BytesIO()
     np.save(buffer, view.dstar)
     paired_csv = pd.DataFrame(
@@ -95,6 +105,16 @@ def view_files(
         ]
     )
     described = {"settings": {k: str(v) for k, v in settings.items()}, "provenance": dict(provenance)}
+    paper_files = {}
+    if paper_reference is not None:
+        rows, notes = paper_reference
+        described["paper_reference"] = {
+            "title": paper_table.REFERENCE_TITLE,
+            "heading": paper_table.table1_heading() if not rows.empty else None,
+            "notes": list(notes),
+        }
+        if not rows.empty:
+            paper_files["paper_reference.csv"] = csv_text.frame_csv(rows)
     return {
         "dstar_matrix.csv": figures.matrix_csv(view.dstar, class_names),
         "dstar.npy": buffer.getvalue(),
@@ -102,5 +122,6 @@ def view_files(
         "metrics.csv": csv_text.frame_csv(table, index=True),
         "paired.csv": csv_text.frame_csv(paired_csv),
         "operating_point.csv": csv_text.frame_csv(operating, index=True),
+        **paper_files,
         "settings.json": json.dumps(described, indent=2, ensure_ascii=False),
     }

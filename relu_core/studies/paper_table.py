@@ -669,6 +669,86 @@ def ladder_reference(run) -> tuple[object, list[str]]:
     return pd.DataFrame(lines), [jpeg] if jpeg else []
 
 
+# -------------------------------------------------------------- one run's data set: the report, CLI evaluate
+
+#: The title of the paper's rows of a run's data set (the HTML report's section, the CLI ``evaluate`` block).
+REFERENCE_TITLE = "The paper's numbers for this data set"
+#: Table 1's FPR95 columns and their headers, in the paper's units (percent).
+TABLE1_COLUMNS = {f"{key}_fpr95": f"{name} FPR95 %" for key, name in TABLE1_DETECTORS.items()}
+
+
+def table1_heading() -> str:
+    """The line above Table 1's rows of a run's data set (the report, ``evaluate``): label, units, selection."""
+    return heading(
+        "table1",
+        "accuracy and FPR95 of MSP, ODIN, Doctor and Rel-U in %, the paper's units, mean (std) as printed (our "
+        "numbers are fractions: × 100 to compare). The run's training objective is not recorded, so every objective "
+        "of the data set is shown",
+    )
+
+
+def network_line(run) -> str:
+    """One line on our network beside the paper's (the report, ``evaluate``): ours, its accuracy on the run's
+    samples, and whether the paper has a row of the same architecture."""
+    model = getattr(run, "model_name", "") or None
+    accuracy = our_accuracy(run)
+    ours = f"Ours: {model or 'a logits file (network not recorded)'}" + (
+        f", {accuracy} % accuracy on the run's {len(run.labels):,} samples" if accuracy else ""
+    )
+    same = [row.network for row in objective_rows(getattr(run, "dataset_name", ""), model=model) if row.model == model]
+    if model and same:
+        return f"{ours}: the paper's {same[0]} architecture, trained and evaluated by us, not the paper's weights."
+    networks = ", ".join(dict.fromkeys(row.network for row in rows("table1")))
+    return f"{ours}: our network differs from the paper's ({networks}), so its rows are a reference, not a replication."
+
+
+def table1_reference(run) -> tuple[object, list[str]]:
+    """Table 1's rows of the run's data set (every objective and both of the paper's networks, the run's first):
+    the paper's accuracy and the FPR95 of MSP, ODIN, Doctor and Rel-U in % as printed, each row labelled with its
+    table and a network note. Returns ``(frame, notes)``: the notes say how our network compares
+    (:func:`network_line`) and, where so, that our test images are the JPEG folder; where the paper has no row of
+    the data set the frame is empty and the one note says so."""
+    import pandas as pd
+
+    dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
+    found = objective_rows(dataset, list(OBJECTIVES.values()), model=model)
+    if not found:
+        return pd.DataFrame(), [no_table("table1", dataset)]
+    lines = []
+    for row in found:
+        line = {"row": row.label, "network": row.network, "objective": row.objective, "accuracy %": row.accuracy_text()}
+        line.update({header: row.value(column).text() for column, header in TABLE1_COLUMNS.items()})
+        line["note"] = network_note(row, model)
+        lines.append(line)
+    jpeg = images_note(run)
+    return pd.DataFrame(lines), [network_line(run), *([jpeg] if jpeg else [])]
+
+
+def table1_reference_dict(run) -> dict[str, object]:
+    """:func:`table1_reference` for a JSON output: title, heading, rows (``PaperRow.to_dict`` with the network
+    note), ``note`` (the one line where the paper has no row of the data set, else None), ``network_line`` (None
+    where there are no rows) and ``images_note`` (None where our test images are not the JPEG folder)."""
+    dataset, model = getattr(run, "dataset_name", ""), getattr(run, "model_name", "") or None
+    found = objective_rows(dataset, list(OBJECTIVES.values()), model=model)
+    return {
+        "title": REFERENCE_TITLE,
+        "heading": table1_heading(),
+        "rows": [{**row.to_dict(), "network_note": network_note(row, model)} for row in found],
+        "note": None if found else no_table("table1", dataset),
+        "network_line": network_line(run) if found else None,
+        "images_note": images_note(run) if found else None,
+    }
+
+
+def table1_text(run) -> str:
+    """:func:`table1_reference` as a text block: title, heading, the rows, the notes (the CLI ``evaluate``)."""
+    frame, notes = table1_reference(run)
+    lines = [REFERENCE_TITLE]
+    if not frame.empty:
+        lines += [table1_heading(), frame.to_string(index=False)]
+    return "\n".join(lines + [f"Note: {note}" for note in notes])
+
+
 # ---------------------------------------------------------------------------- the earlier API, kept working
 
 
