@@ -204,3 +204,44 @@ def test_evaluate_protocol_paper_carries_them_too(tmp_path, capsys):
     assert len(got[PAPER_KEY]["rows"]) == 10 and got[PAPER_KEY]["rows"][0]["label"] == LABEL
     assert cli.main(argv) == 0
     assert paper_table.REFERENCE_TITLE in capsys.readouterr().out
+
+
+# ------------------------------------------------ the JPEG images line in the JSON of study objectives / paper-protocol
+
+JPEG_SOURCE = "resnet56 on imagefolder:cifar10/test_jpeg_q75"
+
+
+def test_study_objectives_json_carries_the_jpeg_line_the_text_shows():
+    from relu_core import protocol
+    from relu_core.cli import study as study_cli
+    from relu_core.studies import objectives
+
+    def result(dataset: str, source: str) -> objectives.ObjectivesResult:
+        logits, labels = _logits(10, n=300)
+        run = runs.Run.from_logits(logits, labels, tuple("abcdefghij"), source=source, dataset_name=dataset)
+        fixed = protocol.evaluate(logits, labels, objectives.TABLE_KEYS, seeds=1, n_resamples=0)
+        row = objectives.ObjectiveRow("cross-entropy", run, fixed)
+        return objectives.ObjectivesResult(
+            dataset=dataset.removesuffix("-test"), model="resnet56", epochs=1, train_seed=0, outliers=None,
+            seeds=(0,), tune_fraction=0.5, selection="fixed", rows=(row,),
+        )  # fmt: skip
+
+    jpeg = result("cifar10-test", JPEG_SOURCE)
+    record = json.loads(json.dumps(jpeg.to_dict()))
+    assert record["paper_images_note"] == paper_table.images_note(JPEG_SOURCE) and "JPEG" in record["paper_images_note"]
+    assert f"Note: {record['paper_images_note']}" in study_cli.format_objectives(jpeg)
+    # no paper rows (Fashion-MNIST): no images line in either
+    other = result("fashion-mnist-test", "cnn28 on fashion-mnist")
+    assert other.to_dict()["paper_images_note"] is None and "JPEG" not in study_cli.format_objectives(other)
+
+
+def test_study_paper_protocol_json_carries_the_jpeg_line_the_text_shows():
+    from relu_core.cli import study as study_cli
+
+    result = SimpleNamespace(study="paper-protocol")
+    run = SimpleNamespace(dataset_name="cifar10-test", model_name="resnet56", source=JPEG_SOURCE)
+    record = study_cli._with_paper({}, result, run)["paper_reference"]
+    assert record["images_note"] == paper_table.images_note(run) and "JPEG" in record["images_note"]
+    assert record["images_note"] in study_cli._paper_text(result, run)
+    other = SimpleNamespace(dataset_name="digits-test", model_name="cnn8", source="")
+    assert study_cli._with_paper({}, result, other)["paper_reference"]["images_note"] is None

@@ -383,8 +383,7 @@ def format_objectives(result) -> str:
     reference = result.reference_table()
     if not reference.empty:
         lines += ["", paper_table.objectives_heading(), reference.to_string(index=False)]
-        jpeg = {paper_table.images_note(row.run) for row in result.rows if row.run is not None} - {None}
-        lines += [f"Note: {note}" for note in sorted(jpeg)]
+        lines += [f"Note: {note}" for note in (result.images_note(),) if note]
     missing = paper_table.not_recorded(result.dataset, result.model, [row.objective for row in result.rows])
     if missing:
         lines += ["", missing]
@@ -446,6 +445,7 @@ def _with_paper(record: dict, result, run) -> dict:
                 "heading": paper_table.ladder_heading(),
                 "rows": [{**row.to_dict(), "network_note": paper_table.network_note(row, model)} for row in found],
                 "note": None if found else paper_table.no_table("table1", dataset),
+                "images_note": paper_table.images_note(run) if found else None,  # as the text shows it
             },
         }
     return record

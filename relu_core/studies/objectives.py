@@ -241,6 +241,14 @@ class ObjectivesResult:
         first where it is one of them); empty when the paper has no row of the data set."""
         return paper_table.objective_rows(self.dataset, [row.objective for row in self.rows], model=self.model)
 
+    def images_note(self) -> str | None:
+        """The line beside the paper's rows when a row's test images are the CIFAR-10 JPEG folder, not the paper's
+        original images (``paper_table.images_note``); None where they are not or the paper has no row here."""
+        if not self.reference_rows():
+            return None
+        notes = {paper_table.images_note(row.run) for row in self.rows if row.run is not None} - {None}
+        return min(notes) if notes else None
+
     def reference_table(self) -> pd.DataFrame:
         """Per objective with paper rows: ours (honest selection, then oracle) and the paper's (labelled with its
         table, network, accuracy, and a note where its network differs from ours), FPR95 of MSP, ODIN, Doctor
@@ -324,6 +332,7 @@ class ObjectivesResult:
                 {**ref.to_dict(), "network_note": paper_table.network_note(ref, self.model)}
                 for ref in self.reference_rows()
             ],
+            "paper_images_note": self.images_note(),
         }
 
 
