@@ -99,7 +99,9 @@ def test_the_report_shows_table1_s_rows_of_the_run_s_data_set_as_the_csv_prints_
     assert "our network differs from the paper&#x27;s (DenseNet-121, ResNet-34)" in section
     accuracy = 100 * np.mean(np.argmax(run.logits, 1) == run.labels)
     assert f"{accuracy:.1f} % accuracy on the run&#x27;s {len(run.labels)} samples" in section
-    assert ("JPEG folder" in section) == (paper_table.images_note(run) is not None)
+    # an uploaded logits file named cifar10: where its images came from is not known, so no JPEG line
+    assert run.source.endswith(paper_table.UPLOADED) and paper_table.images_note(run) is None
+    assert "JPEG" not in section
 
 
 def test_the_data_zip_carries_the_same_rows(cifar10_report):
@@ -142,6 +144,9 @@ def test_our_network_is_named_the_same_where_the_paper_has_it():
     assert all(note.endswith("the same network as ours") for note in frame["note"][frame["network"] == "ResNet-34"])
     assert "the paper's ResNet-34 architecture, trained and evaluated by us" in notes[0]
     assert notes[1:] == []  # CIFAR-100: no JPEG folder
+    jpeg = SimpleNamespace(dataset_name="cifar10-test", model_name="resnet56", source=JPEG_SOURCE, logits=logits)
+    frame, notes = paper_table.table1_reference(SimpleNamespace(**vars(jpeg), labels=labels))
+    assert len(frame) == 10 and "our network differs" in notes[0] and "CIFAR-10 JPEG folder" in notes[1]
 
 
 def _evaluate(tmp_path: Path, name: str, n_classes: int, *extra: str, capsys) -> str:

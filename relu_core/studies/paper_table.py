@@ -405,17 +405,22 @@ def network_note(row: PaperRow, model: str | None) -> str:
 def images_note(run_or_source) -> str | None:
     """A line when our CIFAR-10 test images are the JPEG folder (quality 75), not the paper's original images: a
     run (``dataset_name`` and ``source``) whose data set is registered CIFAR-10 read from that folder on this
-    machine, or a ``source`` text naming it."""
+    machine, or a ``source`` text naming it. An uploaded logits file named after CIFAR-10 gets no line: where its
+    images came from is not known."""
     if isinstance(run_or_source, str):
         source, dataset = run_or_source, ""
     else:
         source, dataset = getattr(run_or_source, "source", ""), getattr(run_or_source, "dataset_name", "")
     jpeg = "jpeg" in (source or "").lower()
-    if not jpeg and shown_dataset(dataset) == "cifar10":
+    if not jpeg and shown_dataset(dataset) == "cifar10" and UPLOADED not in (source or ""):
         jpeg = "jpeg" in _cifar10_test_location().lower()
     if jpeg:
         return "our test images are the CIFAR-10 JPEG folder (quality 75), not the original images the paper used"
     return None
+
+
+#: How a run read from a logits file names its source (``runs.load_logits_upload``).
+UPLOADED = "(uploaded logits)"
 
 
 def _cifar10_test_location() -> str:
