@@ -11,6 +11,17 @@ at most :data:`MOVED_ASIDE_KEPT` per folder are kept, none older than :data:`MOV
 entry recomputed. Arrays are stored without pickle (strings as numpy unicode arrays) and read with
 ``allow_pickle=False``. Extracted folders (zips) are verified against a manifest of their files' sizes and
 SHA-256 written at extraction (:func:`write_manifest`, :func:`manifest_matches`).
+
+What the checks cover, exactly. The checksum proves an entry's integrity against accidents (a truncated or
+corrupted file, a file copied from another key, a write cut short), not against someone with write access to the
+cache, who can recompute it. On read, what can be checked cheaply is checked too: each entry records the key it
+was written for (``__key__``, the key's JSON; an entry recording another key is dropped with a warning, and
+moved aside), and :func:`cached`'s ``check`` checks the arrays against what the caller knows (cached logits: dtype
+float32, shape against the data set, finite, and a few rows recomputed from the model, ``runs.check_logits``;
+cached model weights: every name, shape and dtype of the network's state dict, ``runs.check_state``). An entry
+that fails is moved aside (:func:`move_aside`) and computed again. A forger who writes arrays of the right kind,
+shape and record that differ from the model's in rows the spot check does not draw is not detected: keep the cache
+where only you can write (``RELU_STUDIO_CACHE``).
 """
 
 from __future__ import annotations
@@ -35,14 +46,20 @@ from relu_core import npz, paths
 from relu_core.errors import InputError
 
 _CHECKSUM = "__checksum__"
+#: The array holding the key an entry was written for (its JSON text, :func:`key_text`).
+_KEY_RECORD = "__key__"
 MANIFEST = ".manifest.json"
 """The manifest file inside an extracted folder (hidden: data-set listings skip dot files)."""
 
 
+def key_text(key: Any) -> str:
+    """A JSON-serialisable key as canonical text (dict keys sorted, so order does not matter)."""
+    return json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
+
+
 def key_digest(key: Any) -> str:
     """SHA-256 hex digest of a JSON-serialisable key (dict keys sorted, so order does not matter)."""
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(key_text(key).encode()).hexdigest()
 
 
 def array_digest(*arrays: np.ndarray) -> str:
@@ -227,6 +244,15 @@ def load(namespace: str, key: Any) -> dict[str, np.ndarray] | None:
     except Exception:  # any damage (truncation, bad zip, missing or wrong checksum) means: recompute
         path.unlink(missing_ok=True)
         return None
+    recorded = arrays.pop(_KEY_RECORD, None)  # absent in entries written before the record was kept
+    if recorded is not None and str(recorded) != key_text(key):  # no accident: a valid checksum over a wrong key
+        move_aside(path)
+        warnings.warn(
+            f"a cached entry ({namespace}) was dropped and computed again: it was written for another key than the "
+            "one it is stored under (its checksum matches: a deliberate rewrite of the cache)",
+            stacklevel=3,
+        )
+        return None
     return arrays
 
 
@@ -236,9 +262,10 @@ def save(namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path | N
     An entry that cannot be written (a full disk, a read-only cache: :class:`WriteError`) is only missing: None
     is returned, a warning says why and the app's pages say so (:func:`write_failure`); the caller goes on with
     the arrays it has."""
-    if _CHECKSUM in arrays:
-        raise ValueError(f"{_CHECKSUM!r} is a reserved array name")
+    if _CHECKSUM in arrays or _KEY_RECORD in arrays:
+        raise ValueError(f"{_CHECKSUM!r} and {_KEY_RECORD!r} are reserved array names")
     arrays = {name: np.asarray(value) for name, value in arrays.items()}
+    arrays[_KEY_RECORD] = np.array(key_text(key))
     checksum = np.array(_checksum(arrays, key_digest(key)))
     try:
         path = atomic_write(
@@ -308,7 +335,8 @@ def cached(
 
     ``check`` (given) raises InputError for arrays that must not be used. It is asked of the arrays read from
     the cache too, since a checksum only proves that an entry was not changed by accident: an entry that
-    fails it is deleted and computed again, with a warning saying why; computed arrays that fail it raise.
+    fails it is moved aside (:func:`move_aside`) and computed again, with a warning saying why; computed arrays
+    that fail it raise.
     Threads of one process (the app's sessions) asking for the same key wait for one computation instead of
     each running it (a lock per key; nested computations of other keys take their own locks).
     """
@@ -318,7 +346,7 @@ def cached(
             try:
                 check(arrays)
             except InputError as error:
-                path_for(namespace, key).unlink(missing_ok=True)
+                move_aside(path_for(namespace, key))
                 warnings.warn(f"a cached entry ({namespace}) was dropped and computed again: {error}", stacklevel=2)
                 arrays = None
         if arrays is None:

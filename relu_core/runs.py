@@ -380,8 +380,37 @@ def small_cnn(
         )
         return {name: tensor.detach().cpu().numpy() for name, tensor in model.state_dict().items()}
 
-    state = cache.cached("models", key, fit)
+    state = cache.cached("models", key, fit, check_state(arch, len(train.class_names), f"{arch} on {dataset_spec}"))
     return _built(arch, len(train.class_names), state)
+
+
+def check_state(
+    arch: str, n_outputs: int, what: str, prefix: str = "", also: tuple[str, ...] = ()
+) -> Callable[[Mapping[str, np.ndarray]], None]:
+    """The check of cached model weights (:func:`cache.cached`'s ``check``): InputError unless the entry holds
+    exactly the state dict of a fresh ``arch`` with ``n_outputs`` outputs (every name, under ``prefix``, with its
+    shape and dtype) and the arrays named in ``also``; ``what`` names the model. A forged entry then fails in one
+    line (and is moved aside and trained again) instead of torch's "Error(s) in loading state_dict"."""
+
+    def check(arrays: Mapping[str, np.ndarray]) -> None:
+        expected = {
+            f"{prefix}{name}": (tuple(t.shape), str(t.dtype).removeprefix("torch."))
+            for name, t in models.build_model(arch, n_outputs).state_dict().items()
+        }
+        stored = {name: a for name, a in arrays.items() if name.startswith(prefix) and name not in also}
+        missing = sorted(set(expected) - set(stored)) + [name for name in also if name not in arrays]
+        extra = sorted(set(stored) - set(expected))
+        wrong = [
+            f"{name} {a.shape} {a.dtype}"
+            for name, a in stored.items()
+            if name in expected and (tuple(a.shape), str(a.dtype)) != expected[name]
+        ]
+        if missing or extra or wrong:
+            parts = [("missing", missing), ("not of the network", extra), ("of another shape or dtype", wrong)]
+            detail = "; ".join(f"{label}: {', '.join(names[:3])}" for label, names in parts if names)
+            raise InputError(f"the cached weights of {what} do not fit {arch}: {detail}")
+
+    return check
 
 
 def _built(arch: str, n_outputs: int, state: dict[str, np.ndarray]) -> nn.Module:
@@ -543,7 +572,14 @@ def trained_model(
         return {"metadata": np.array(json.dumps(metadata)), **curves, **weights}
 
     try:
-        stored = cache.cached("models", key, fit)
+        check = check_state(
+            arch,
+            n_classes + objective.extra_classes,
+            f"{arch} trained on {train.name}",
+            WEIGHTS_PREFIX,
+            ("metadata", *(f"curve/{name}" for name in CURVE_NAMES)),
+        )
+        stored = cache.cached("models", key, fit, check)
     except training.Diverged:
         if distributed.is_main_process():
             checkpoint.unlink(missing_ok=True)  # resuming a diverged run would diverge again
@@ -690,8 +726,25 @@ def logits_for(
             raise InputError(f"the model has {logits.shape[1]} outputs but {data.name} has {n_classes} classes")
         return {"logits": logits}
 
-    check = check_logits(len(data), n_classes, f"the logits of {data.name}")
-    logits = cache.cached("logits", key, compute, check)["logits"]
+    def rows_again(rows: np.ndarray) -> np.ndarray:  # a few rows from the model: the cached entry's spot check
+        return engine.compute_logits(model, data.images[rows], **inputs, device=selected, shard=False)
+
+    what = f"the logits of {data.name}"
+    tolerance = 1e-4 if resolved == "fp32" else 5e-2  # bf16 / fp16 autocast rounds far more
+    checks = {"read": check_logits(len(data), n_classes, what, rows_again, tolerance)}
+    checks["computed"] = check_logits(len(data), n_classes, what)  # just computed: no rows to compute again
+    computed: list[np.ndarray] = []
+
+    def compute_kept() -> dict[str, np.ndarray]:
+        arrays = compute()
+        computed.append(arrays["logits"])
+        return arrays
+
+    def check(arrays: Mapping[str, np.ndarray]) -> None:
+        fresh = any(arrays.get("logits") is logits for logits in computed)
+        checks["computed" if fresh else "read"](arrays)
+
+    logits = cache.cached("logits", key, compute_kept, check)["logits"]
     return Run(
         run_id=cache.key_digest(key)[:16],
         logits=logits,
@@ -798,9 +851,23 @@ def onnx_run(
     )
 
 
-def check_logits(rows: int, classes: int, what: str) -> Callable[[Mapping[str, np.ndarray]], None]:
+#: Rows of a cached logits entry recomputed from the model when it is read (:func:`check_logits`): the first, the
+#: last and a few drawn at random on every read (unseeded, so that a forger cannot know them).
+SPOT_CHECK_ROWS = 4
+
+
+def check_logits(
+    rows: int,
+    classes: int,
+    what: str,
+    recompute: Callable[[np.ndarray], np.ndarray] | None = None,
+    tolerance: float = 1e-4,
+) -> Callable[[Mapping[str, np.ndarray]], None]:
     """The check of cached logits (:func:`cache.cached`'s ``check``): InputError unless the entry's ``logits``
-    are finite real numbers of shape (``rows``, ``classes``); ``what`` names them."""
+    are finite float32 numbers (what the engine computes) of shape (``rows``, ``classes``); ``what`` names them.
+    With ``recompute`` (the logits of some row indices, from the model), :data:`SPOT_CHECK_ROWS` rows are
+    recomputed and must match within ``tolerance`` relative to the logits' scale (a batch rounds differently:
+    about 1e-6 in float32; bf16 needs more): a rewritten entry whose rows were reversed or shuffled fails."""
 
     def check(arrays: Mapping[str, np.ndarray]) -> None:
         logits = arrays.get("logits")
@@ -812,6 +879,18 @@ def check_logits(rows: int, classes: int, what: str) -> Callable[[Mapping[str, n
             raise InputError(f"{what}: {error}") from None
         if logits.shape != (rows, classes):
             raise InputError(f"{what} have shape {logits.shape}, not ({rows}, {classes})")
+        if logits.dtype != np.float32:
+            raise InputError(f"{what} are {logits.dtype}, not float32 as the engine computes them")
+        if recompute is None or rows == 0:
+            return
+        drawn = np.random.default_rng().integers(0, rows, SPOT_CHECK_ROWS - 2)
+        picked = np.unique(np.r_[0, rows - 1, drawn])
+        fresh = np.asarray(recompute(picked), dtype=np.float64)
+        scale = max(1.0, float(np.abs(fresh).max()))
+        if not np.allclose(logits[picked], fresh, rtol=tolerance, atol=tolerance * scale):
+            raise InputError(
+                f"{what} do not match the model: rows {', '.join(map(str, picked))} recomputed differ from the entry"
+            )
 
     return check
 

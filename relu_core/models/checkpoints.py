@@ -351,20 +351,57 @@ def load_hub_model(repo_id: str) -> nn.Module:
     return model.eval()
 
 
+#: The suffix TorchScript gives a type it has seen before (``__torch__.___torch_mangle_7.Net``): a copy of a
+#: module (``copy.deepcopy``) or a re-script gets a new one, which says nothing of what it computes.
+_TORCH_MANGLE = re.compile(r"___torch_mangle_\d+\.?")
+_SELF_ATTRIBUTE = re.compile(r"\bself\.(\w+)")
+
+
+def _hash_tensor(digest, name: str, tensor: torch.Tensor) -> None:
+    data = tensor.detach().to("cpu").contiguous()
+    digest.update(f"{name}|{data.dtype}|{tuple(data.shape)}\n".encode())
+    digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+
+
+def _hash_torchscript(digest, model: torch.jit.ScriptModule) -> None:
+    """Each submodule (by name): its type's original name, its code (mangled type suffixes left out), its code's
+    tensor constants and the attributes its code reads that are neither submodules nor tensors of the state dict
+    (``self.scale``: a float set when it was scripted)."""
+    for name, module in sorted(model.named_modules(), key=lambda item: item[0]):
+        try:
+            code, constants = module.code_with_constants
+        except (RuntimeError, AttributeError):  # a container without a forward of its own
+            code, constants = "", None
+        original = getattr(module, "original_name", type(module).__name__)
+        digest.update(f"module {name}|{original}\n{_TORCH_MANGLE.sub('', code)}\n".encode())
+        mapping = getattr(constants, "const_mapping", None) or {}
+        for key in sorted(mapping):
+            if isinstance(mapping[key], torch.Tensor):
+                _hash_tensor(digest, f"{name}|constant {key}", mapping[key])
+        own = {n for n, _ in module.named_children()} | set(module.state_dict())
+        for attribute in sorted(set(_SELF_ATTRIBUTE.findall(code)) - own):
+            try:
+                value = module._c.getattr(attribute)
+            except (RuntimeError, AttributeError):  # a method, or a name the code only tests
+                continue
+            if isinstance(value, torch.Tensor):
+                _hash_tensor(digest, f"{name}|attribute {attribute}", value)
+            else:
+                digest.update(f"{name}|attribute {attribute}={_TORCH_MANGLE.sub('', repr(value))}\n".encode())
+
+
 def weights_hash(model: nn.Module) -> str:
     """SHA-256 (hex) of the state dict: every entry's name, dtype, shape and raw bytes, in name order.
 
-    A TorchScript model is hashed as its serialised archive instead: its code and constants define what it
-    computes as much as its tensors (deterministic for one file; re-scripting may rename types).
+    A TorchScript model is hashed by what defines what it computes besides its tensors, in a stable order: each
+    submodule's code, constants and the attributes its code reads (:func:`_hash_torchscript`), then its
+    parameters and buffers in name order; not its serialised archive, whose bytes change with a
+    ``copy.deepcopy`` (its types are renamed, its pickle memoised otherwise) although nothing it computes does.
     """
     digest = hashlib.sha256()
     if isinstance(model, torch.jit.ScriptModule):
-        archive = io.BytesIO()
-        torch.jit.save(model, archive)
-        digest.update(archive.getvalue())
-        return digest.hexdigest()
+        digest.update(b"torchscript\n")
+        _hash_torchscript(digest, model)
     for name, tensor in sorted(model.state_dict().items()):
-        data = tensor.detach().to("cpu").contiguous()
-        digest.update(f"{name}|{data.dtype}|{tuple(data.shape)}\n".encode())
-        digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+        _hash_tensor(digest, name, tensor)
     return digest.hexdigest()

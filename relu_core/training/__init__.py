@@ -110,6 +110,10 @@ def _validate(
     validation.integer(num_classes, "num_classes", minimum=2)
     if labels.min() < 0 or labels.max() >= num_classes:
         raise InputError(f"labels must lie in 0..{num_classes - 1}, found {labels.min()}..{labels.max()}")
+    if labels.min() == labels.max():  # a classifier of one class learns nothing to tell apart
+        raise InputError(
+            f"training needs images of at least 2 classes; all {n:,} training images are of class {int(labels[0])}"
+        )
     recipes.check_epochs(epochs, "epochs")
     validation.integer(batch_size, "batch_size", minimum=1)
     return labels.astype(np.int64)
