@@ -30,14 +30,15 @@ softmax, D*, ROC and metrics are the studio's own (:mod:`relu_core.detectors`, :
   from. Ties at the fifth place go to the rows that come last in row order (the authors' stable descending
   sort, then ``tail(5)``).
 
-ε > 0 needs the run's model: the caller passes one scorer per ε (``perturbed``, e.g.
-``relu_core.preprocessing.make_perturbed_scorer(run, eps)``); this module never runs a model.
+ε > 0 needs the run's model: the caller passes a ``perturbation`` (:data:`relu_core.protocol.Perturbation`, e.g.
+``relu_core.preprocessing.make_perturbation(run)``: one backward pass per fitted detector, one forward pass per ε);
+this module never runs a model.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,9 +69,6 @@ NO_INTERVAL = (
     "no confidence interval: the five best rows are a minimum over settings and seeds measured on the evaluation "
     "part, which no bootstrap of the evaluation samples covers"
 )
-
-#: ``scorer(fitted detector, eval_idx) -> uncertainty`` on inputs pre-processed with one ε (protocol's hook).
-PerturbedScorer = Callable[[detectors.Detector, np.ndarray], np.ndarray]
 
 
 # ------------------------------------------------------------------------------------------------- split
@@ -197,7 +195,8 @@ def settings(
     lambdas: Sequence[float] = LAMBDAS,
 ) -> list[tuple[float, float, float | None]]:
     """The ``(T, ε, λ)`` settings the authors evaluate for ``method``: MSP only ``(1, 0, None)``; ODIN and
-    Doctor every (T, ε); Rel-U every (T, ε, λ). In grid order (T, then ε, then λ).
+    Doctor every (T, ε); Rel-U every (T, ε, λ). In the order T, then λ, then ε (one fitted detector a (T, λ), its
+    every ε together).
 
     Examples
     --------
@@ -210,7 +209,7 @@ def settings(
     if key == "msp":
         return [(1.0, 0.0, None)]
     lams: Sequence[float | None] = tuple(lambdas) if key == "relu" else (None,)
-    return [(float(t), float(e), lam) for t in temperatures for e in epsilons for lam in lams]
+    return [(float(t), float(e), lam) for t in temperatures for lam in lams for e in epsilons]
 
 
 def _check_grids(temperatures, epsilons, lambdas) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
@@ -231,7 +230,7 @@ def setting_rows(
     temperatures: Sequence[float] = TEMPERATURES,
     epsilons: Sequence[float] = (0.0,),
     lambdas: Sequence[float] = LAMBDAS,
-    perturbed: Mapping[float, PerturbedScorer] | None = None,
+    perturbation: protocol.Perturbation | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> Rows:
@@ -247,8 +246,10 @@ def setting_rows(
         Among :data:`METHODS`.
     temperatures, epsilons, lambdas : sequence of float
         The grids (:func:`settings` says which method gets which).
-    perturbed : mapping {ε: scorer}, optional
-        The scorer of each ε > 0 (needs the run's model); an ε > 0 without one raises InputError.
+    perturbation : callable, optional
+        ``perturbation(fitted detector, eval_idx, positive εs) -> (len(εs), len(eval_idx))`` uncertainty
+        (:class:`relu_core.preprocessing.Perturbation`; needs the run's model): one call per fitted detector and
+        split. An ε > 0 without it raises InputError. ε = 0 is always scored from the clean logits.
     progress, cancel : callable, optional
         ``progress(done, total, message)`` per (split, method); ``cancel()`` True raises :class:`Cancelled`.
 
@@ -259,13 +260,9 @@ def setting_rows(
     """
     temps, eps_grid, lams = _check_grids(temperatures, epsilons, lambdas)
     methods = tuple(detectors.detector_key(m) for m in methods)
-    missing = [e for e in eps_grid if e > 0 and (perturbed is None or e not in perturbed)]
-    if missing:
-        raise InputError(
-            "ε > 0 needs the run's model and images (input pre-processing): this run has logits only"
-            if perturbed is None
-            else f"no pre-processing scorer for ε = {', '.join(f'{e:g}' for e in missing)}"
-        )
+    positive = tuple(e for e in eps_grid if e > 0)
+    if positive and perturbation is None:
+        raise InputError("ε > 0 needs the run's model and images (input pre-processing): this run has logits only")
     logits = np.asarray(logits)
     correct = protocol.correctness(logits, np.asarray(labels))
     probs_at: dict[float, np.ndarray] = {}
@@ -287,14 +284,22 @@ def setting_rows(
             if cancel is not None and cancel():
                 raise Cancelled("the paper's protocol cancelled")
             moments: dict[float, detectors.Moments] = {}
+            fitted: tuple | None = None  # (T, λ, detector, {ε > 0: its scores}) of the last fitted detector
             for t, e, lam in settings(key, temps, eps_grid, lams):
-                detector = detectors.make_detector(key, temperature=t, lam=0.5 if lam is None else lam)
-                if key == "relu":
-                    if t not in moments:
-                        moments[t] = detectors.second_moments(probs(t)[fit_idx], correct[fit_idx])
-                    detector.fit_moments(moments[t])
+                if fitted is None or fitted[:2] != (t, lam):
+                    detector = detectors.make_detector(key, temperature=t, lam=0.5 if lam is None else lam)
+                    if key == "relu":
+                        if t not in moments:
+                            moments[t] = detectors.second_moments(probs(t)[fit_idx], correct[fit_idx])
+                        detector.fit_moments(moments[t])
+                    nudged = {}
+                    if positive and key != "msp":  # one backward pass, one forward pass per ε
+                        grid = np.asarray(perturbation(detector, eval_idx, positive), dtype=np.float64)
+                        nudged = dict(zip(positive, grid))
+                    fitted = (t, lam, detector, nudged)
+                detector, nudged = fitted[2], fitted[3]
                 if e > 0:
-                    uncertainty = np.asarray(perturbed[e](detector, eval_idx), dtype=np.float64)
+                    uncertainty = nudged[e]
                 else:
                     uncertainty = np.asarray(detector.score_probs(probs(t)[eval_idx]), dtype=np.float64)
                 for m, v in row_metrics(uncertainty, c_eval).items():
@@ -433,7 +438,7 @@ def evaluate(
     temperatures: Sequence[float] = TEMPERATURES,
     epsilons: Sequence[float] = (0.0,),
     lambdas: Sequence[float] = LAMBDAS,
-    perturbed: Mapping[float, PerturbedScorer] | None = None,
+    perturbation: protocol.Perturbation | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> PaperResult:
@@ -441,7 +446,7 @@ def evaluate(
     for each of :data:`ROW_METRICS`.
 
     ``seeds``: a count (seeds 1..S, as the authors number them) or explicit seeds. ε defaults to 0 only
-    (logits-only runs); pass :data:`EPSILONS` and one scorer per ε > 0 (``perturbed``) for a model run.
+    (logits-only runs); pass :data:`EPSILONS` and a ``perturbation`` (:func:`setting_rows`) for a model run.
 
     Examples
     --------
@@ -473,7 +478,7 @@ def evaluate(
         temperatures=temperatures,
         epsilons=epsilons,
         lambdas=lambdas,
-        perturbed=perturbed,
+        perturbation=perturbation,
         progress=progress,
         cancel=cancel,
     )

@@ -239,24 +239,40 @@ def test_the_protocol_end_to_end_equals_the_reference():
     assert "no confidence interval" in record["interval"]
 
 
-def test_eps_needs_a_model_and_calls_one_scorer_per_eps():
+def test_eps_needs_a_model_and_calls_one_backward_pass_per_fitted_detector():
     logits, labels = synthetic(n=300, seed=5)
     with pytest.raises(InputError, match="logits only"):
         paper_protocol.evaluate(logits, labels, seeds=1, epsilons=(0.0, 0.001))
     calls = []
 
-    def scorer(detector, eval_idx):
-        calls.append((detector.key, len(eval_idx)))
-        return np.asarray(detector.score(logits[eval_idx]), dtype=np.float64)  # a stand-in: the clean scores
+    def perturbation(detector, rows, epsilons):
+        calls.append((detector.key, len(rows), tuple(epsilons)))
+        clean = np.asarray(detector.score(logits[rows]), dtype=np.float64)
+        return np.stack([clean + 0.0 * e for e in epsilons])  # a stand-in: the clean scores at every ε
 
     result = paper_protocol.evaluate(
-        logits, labels, seeds=1, temperatures=(1.0,), lambdas=(0.5,), epsilons=(0.0, 0.001), perturbed={0.001: scorer}
+        logits,
+        labels,
+        seeds=1,
+        temperatures=(1.0, 2.0),
+        lambdas=(0.5, 1.0),
+        epsilons=(0.0, 0.001, 0.002),
+        perturbation=perturbation,
     )
-    assert sorted(calls) == [("doctor", 120), ("odin", 120), ("relu", 120)]  # MSP runs at ε = 0 only
+    # one call per (T, λ) of each method that pre-processes (MSP runs at ε = 0 only), every ε > 0 at once
+    assert sorted(calls) == sorted(
+        [("odin", 120, (0.001, 0.002))] * 2
+        + [("doctor", 120, (0.001, 0.002))] * 2
+        + [("relu", 120, (0.001, 0.002))] * 4
+    )
+    assert len(result.rows) == 1 + 2 * 3 + 2 * 3 + 4 * 3
     clean = result.rows.eps == 0
     for key in ("odin", "doctor", "relu"):
         at = result.rows.method == key
-        np.testing.assert_allclose(result.rows.values["fpr95"][at & clean], result.rows.values["fpr95"][at & ~clean])
+        for e in (0.001, 0.002):
+            np.testing.assert_allclose(
+                result.rows.values["fpr95"][at & clean], result.rows.values["fpr95"][at & (result.rows.eps == e)]
+            )
 
 
 def test_only_the_papers_methods():
@@ -431,3 +447,23 @@ def test_the_ladder_on_a_pretrained_resnet_agrees_with_the_reference(shared_data
                 matrix = ref_matrix(probs[tune], correct[tune], lams_used[i]) if key == "relu" else None
                 expected = _reference_fpr(ref_score(key, probs[ev], matrix), correct[ev], errors=rung >= 2)
                 assert per_seed[(float(rung), label, "fpr95", seed)] == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_ladder_refuses_eps_on_logits_in_one_line():
+    logits, labels = synthetic(n=300, seed=11)
+    with pytest.raises(InputError, match="logits"):
+        ladder.run_study(_run(logits, labels), seeds=2, n_resamples=0, epsilons=(0.0, 0.001))
+
+
+@pytest.mark.slow  # input pre-processing through a small model
+def test_the_ladder_searches_eps_from_rung_3_on_a_model_run(digits_run):
+    result = ladder.run_study(digits_run, seeds=2, n_resamples=0, epsilons=(0.0, 0.002), use_cache=False)
+    rungs = result.settings["rungs"]
+    assert "ε over 0, 0.002" in rungs[2]["changed"]
+    assert all(rungs[k]["settings"]["relu"]["eps"] == 0.0 for k in (0, 1))  # rungs 1-2: no ε
+    searched = rungs[2]["settings"]["relu"]["settings_searched"]
+    assert searched == len(paper_protocol.TEMPERATURES) * len(paper_protocol.LAMBDAS) * 2
+    assert (
+        rungs[4]["rows_per_detector"]["relu"] == 2 * len(paper_protocol.TEMPERATURES) * len(paper_protocol.LAMBDAS) * 2
+    )
+    assert result.settings["eps"] == [0.0, 0.002]

@@ -103,8 +103,11 @@ def ratio_for(tune_fraction: float) -> int:
     return max(2, int(round(1.0 / validation.fraction(tune_fraction, "the tuning fraction"))))
 
 
-def _selected(run, common: base.Options, tune_fraction: float, rung: int, progress) -> protocol.EvaluationResult:
-    """Rungs 1-4 through :func:`relu_core.protocol.evaluate_with_selection` (Rel-U and Doctor)."""
+def _selected(
+    run, common: base.Options, tune_fraction: float, rung: int, progress, eps: dict
+) -> protocol.EvaluationResult:
+    """Rungs 1-4 through :func:`relu_core.protocol.evaluate_with_selection` (Rel-U and Doctor); ``eps`` (the
+    ``epsilons`` and ``perturbation`` of an ε search, or empty) from rung 3 on."""
     errors = rung >= 2
     authors_grid = rung >= 3
     return protocol.evaluate_with_selection(
@@ -122,15 +125,39 @@ def _selected(run, common: base.Options, tune_fraction: float, rung: int, progre
         n_resamples=common.n_resamples,
         progress=progress,
         cancel=common.cancel,
+        **(eps if authors_grid else {}),
     )
+
+
+def rungs_for(epsilons: Sequence[float] | None) -> tuple[Rung, ...]:
+    """:data:`RUNGS`, rung 3 saying that it adds the ε grid too when ``epsilons`` are searched."""
+    if not epsilons:
+        return RUNGS
+    grid = ", ".join(f"{e:g}" for e in epsilons)
+    third = Rung(
+        3,
+        "authors' grids",
+        f"T over the authors' grid 0.2 … 2 and ε over {grid} (λ over the studio's "
+        "λ grid), still inside the tuning split",
+    )
+    return (*RUNGS[:2], third, *RUNGS[3:])
 
 
 def _rows_rung(rows: paper_protocol.Rows) -> dict[str, dict[str, paper_protocol.Aggregate]]:
     return {m: paper_protocol.aggregate(rows, m) for m in METRICS}
 
 
-def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult:
-    """The ladder on ``run`` (logits and labels; ε stays 0); the keyword ``options`` as :func:`base.options`.
+def run_study(
+    run, *, tune_fraction: float = 0.5, epsilons: Sequence[float] | None = None, device: str = "auto", **options
+) -> base.StudyResult:
+    """The ladder on ``run``; the keyword ``options`` as :func:`base.options`.
+
+    ``epsilons`` None (default): ε = 0 on every rung (logits only). An ε grid (e.g.
+    :data:`relu_core.paper_protocol.EPSILONS`; needs the run's model and images, else one InputError line) is
+    searched from rung 3 on: jointly with T and λ in rungs 3-4 (:func:`relu_core.protocol.evaluate_with_selection`
+    with ``relu_core.preprocessing.make_perturbation(run)``: one backward pass per fitted detector, one forward
+    pass per ε, on ``device``), and as rows in rungs 5-6. On two CPU cores the authors' whole grid takes hours on
+    CIFAR-10; a GPU or a smaller grid (``preprocessing.CPU_EPSILONS``) is the way.
 
     Returns a :class:`~relu_core.studies.base.StudyResult` whose ``tables["ladder"]`` is the ladder
     (:data:`LADDER_COLUMNS`, one row per rung: Rel-U − Doctor per metric, the interval for rungs 1-4, NaN bounds
@@ -141,6 +168,13 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
     tune_fraction = validation.fraction(tune_fraction, "the tuning fraction")
     common = base.options(**options)
     r = ratio_for(tune_fraction)
+    eps: dict = {}
+    if epsilons is not None:
+        from relu_core import preprocessing
+
+        epsilons = protocol.check_epsilons(epsilons)
+        eps = {"epsilons": epsilons, "perturbation": preprocessing.make_perturbation(run, device=device)}
+    steps_rungs = rungs_for(epsilons)
 
     def compute() -> base.StudyResult:
         curves: list[dict] = []
@@ -157,9 +191,9 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
 
             return progress
 
-        for k, rung in enumerate(RUNGS[:4]):
+        for k, rung in enumerate(steps_rungs[:4]):
             base.checkpoint(common.cancel, "the ladder")
-            result = _selected(run, common, tune_fraction, rung.number, step(k))
+            result = _selected(run, common, tune_fraction, rung.number, step(k), eps)
             summary = result.paired_summary() or {}
             pooled = {m: result.paired[m] for m in METRICS} if result.paired else {}
             rows = stats.paired_rows({m: result.difference_per_seed(m) for m in METRICS}, pooled)
@@ -223,6 +257,8 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
 
         # rungs 5 and 6: every setting a row, the five best per detector and metric
         grids = {"temperatures": paper_protocol.TEMPERATURES, "lambdas": paper_protocol.LAMBDAS}
+        if eps:
+            grids.update(eps)
         correct = protocol.correctness(run.logits, run.labels)
         studio_splits = [(s, t, e) for s, t, e in protocol.seeded_splits(correct, tune_fraction, common.seeds)]
         base.checkpoint(common.cancel, "the ladder")
@@ -333,7 +369,10 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
         }
         if rows5.fallback.any() or authors.rows.fallback.any():
             notes.append("some Rel-U rows used the Hamming fallback D* (= Doctor's ranking)")
-        notes.append("ε = 0 on every rung (logits only); the authors also search ε where a model is present")
+        if eps:
+            notes.append(f"ε searched from rung 3 on: {protocol.describe_eps_grid(eps['epsilons'])}")
+        else:
+            notes.append("ε = 0 on every rung (logits only); the authors also search ε where a model is present")
         notes.append(
             f"rungs 1-5: the studio's stratified splits at tuning fraction {tune_fraction:g}; rung 6: the authors' split, r = {r}"
         )
@@ -345,7 +384,7 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
             "n_resamples": common.n_resamples,
             "authors_temperatures": list(paper_protocol.TEMPERATURES),
             "lambdas": list(paper_protocol.LAMBDAS),
-            "eps": 0.0,
+            "eps": 0.0 if not eps else list(eps["epsilons"]),
             "rungs": objects,
         }
         return base.StudyResult(
@@ -360,7 +399,10 @@ def run_study(run, *, tune_fraction: float = 0.5, **options) -> base.StudyResult
             notes,
         )
 
-    return common.cached(NAME, run, {"tune_fraction": tune_fraction, "r": r, "version": 2}, compute)
+    key = {"tune_fraction": tune_fraction, "r": r, "version": 2}
+    if eps:  # the model's weights are the logits' (the run's content)
+        key["epsilons"] = list(eps["epsilons"])
+    return common.cached(NAME, run, key, compute)
 
 
 def _finite(value: float) -> float | None:
