@@ -250,3 +250,17 @@ def test_study_paper_protocol_json_carries_the_jpeg_line_the_text_shows():
     assert record["images_note"] in study_cli._paper_text(result, run)
     other = SimpleNamespace(dataset_name="digits-test", model_name="cnn8", source="")
     assert study_cli._with_paper({}, result, other)["paper_reference"]["images_note"] is None
+
+
+def test_cli_report_writes_the_paper_section(tmp_path, capsys):
+    logits, labels = _logits(100, n=300)
+    path = tmp_path / "cifar100.npz"
+    np.savez(path, logits=logits, labels=labels)
+    out = tmp_path / "report.html"
+    assert cli.main(["report", "--logits", str(path), "--out", str(out)]) == 0
+    section = _section(out.read_text(encoding="utf-8"))
+    _header, *body = _table(section)
+    expected = {(row["network"], row["objective"]): row for row in _csv_rows("CIFAR-100")}
+    assert len(body) == len(expected) == 10
+    for cells in body:
+        assert cells[4:8] == [_printed(expected[(cells[1], cells[2])], key) for key, _ in DETECTORS]
