@@ -68,7 +68,7 @@ def add_parser(sub) -> None:
         default=None,
         help="how settings are chosen: honest (= --select, inside the tuning split), oracle (= --oracle) or paper: "
         "the paper's protocol as the authors' code runs it (their T grid, λ grid, split n // r, errors-positive "
-        "thinned FPR95, mean of the five best setting x seed rows; no interval)",
+        "thinned FPR95, mean of the five best setting x seed rows; no interval; ε: --eps-grid on a model run)",
     )
     ev.add_argument(
         "--r",
@@ -493,7 +493,7 @@ def _cmd_demo(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
 
 def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     """``evaluate --protocol paper``: :func:`relu_core.paper_protocol.evaluate` on the run the flags name (ε = 0 on
-    logits; with a model, ``--eps-grid paper`` adds the authors' ε grid), its text or JSON."""
+    logits; with a model, ``--eps-grid`` adds an ε grid: authors (or paper), cpu or values), its text or JSON."""
     from relu_core import paper_protocol, protocol
 
     ignored = [f for f, v in (("--temperature", args.temperature), ("--risk", args.risk)) if v is not None]
@@ -507,14 +507,13 @@ def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     batch_size = None if args.batch_size is None else parse_int(args.batch_size, "--batch-size", minimum=1)
     epsilons: tuple[float, ...] = (0.0,)
     if getattr(args, "eps_grid", None) is not None:
-        if args.eps_grid.strip().lower() != "paper":
-            raise InputError("--protocol paper searches the authors' ε grid: give --eps-grid paper, or no --eps-grid")
+        text = "authors" if args.eps_grid.strip().lower() == "paper" else args.eps_grid
+        epsilons = shared.parse_eps_grid(text)  # authors (or paper), cpu or values
         if args.logits is not None or shared.onnx_weights(args):
             raise InputError("ε > 0 needs the run's model and images (input pre-processing): this run has logits only")
-        epsilons = paper_protocol.EPSILONS
     run, title = shared.run_from_args(args, bar, batch_size)
     perturbation = None
-    if len(epsilons) > 1:
+    if any(e > 0 for e in epsilons):
         from relu_core import preprocessing
 
         perturbation = preprocessing.make_perturbation(run, device=args.device, batch_size=batch_size)

@@ -79,6 +79,15 @@ def add_parser(sub) -> None:
         )
         if name in ("ablation", "calibration", "paper-protocol"):
             one.add_argument("--val-fraction", default="0.5", help="tuning fraction (default 0.5)")
+        if name == "paper-protocol":
+            one.add_argument(
+                "--eps-grid",
+                default=None,
+                metavar="GRID",
+                help="also search ε from rung 3 on: 'authors' (0, 0.0005, ..., 0.004), 'cpu' (0, 0.001, 0.002, "
+                "0.004) or comma-separated values; needs --model (a logits file cannot be perturbed); hours on a CPU "
+                "for CIFAR-10 with the authors' grid",
+            )
         if name in ("tuning-split", "mismatch"):
             one.add_argument(
                 "--fractions",
@@ -210,6 +219,9 @@ def options_from_args(name: str, args) -> dict:
     }
     if name in ("ablation", "calibration", "paper-protocol"):
         options["tune_fraction"] = validation.parse_fraction(args.val_fraction, "--val-fraction")  # one value
+    if name == "paper-protocol" and args.eps_grid is not None:
+        options["epsilons"] = shared.parse_eps_grid(args.eps_grid)
+        options["device"] = args.device
     if name in ("tuning-split", "mismatch"):
         options["fractions"] = _numbers("--fractions", args.fractions)
     if name == "ablation":
