@@ -159,12 +159,12 @@ def main() -> None:
         n_resamples=args.bootstrap,
     )
     wall = time.perf_counter() - started
-    n_pos = sum(e > 0 for e in grid["epsilons"])
     print(f"selection + evaluation: {wall:.1f} s (in the model: {perturbation.seconds:.1f} s)")
     print(
         f"work: {perturbation.calls} perturbation calls, {perturbation.backward_images:,} images through a backward "
         f"pass, {perturbation.forward_images:,} through a forward pass; one pass per ε would have taken "
-        f"{perturbation.backward_images * n_pos if n_pos else 0:,} backward passes (about {n_pos}x the gradients)"
+        f"{perturbation.backward_images_per_eps:,} backward passes "
+        f"({perturbation.backward_images_per_eps / max(perturbation.backward_images, 1):.1f}x the gradients)"
     )
     print("load average after: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     print(f"hyperparameters: {result.selection}; {result.eps_label}")

@@ -262,7 +262,8 @@ class Perturbation:
 
     ``engine_kw`` go to the engine (device, batch_size, precision, progress, cancel). ``calls``,
     ``backward_images`` and ``forward_images`` count the work asked of it (cache hits included), ``seconds`` the
-    time spent in it: what ε selection cost. Made by :func:`make_perturbation`, which refuses a run without its
+    time spent in it: what ε selection cost; ``backward_images_per_eps`` the backward passes a pass per ε > 0
+    (:func:`perturbed_scores` once per value) would have needed for the same calls. Made by :func:`make_perturbation`, which refuses a run without its
     model and images.
     """
 
@@ -272,6 +273,7 @@ class Perturbation:
         self.calls = 0
         self.backward_images = 0
         self.forward_images = 0
+        self.backward_images_per_eps = 0
         self.seconds = 0.0
 
     def __call__(self, detector: Detector, rows: np.ndarray, epsilons) -> np.ndarray:
@@ -293,6 +295,7 @@ class Perturbation:
         self.calls += 1
         self.backward_images += rows.size if any(e > 0 for e in epsilons) else 0
         self.forward_images += rows.size * len(epsilons)
+        self.backward_images_per_eps += rows.size * sum(e > 0 for e in epsilons)
         self.seconds += time.perf_counter() - started
         return scores
 

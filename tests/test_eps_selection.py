@@ -44,6 +44,7 @@ def test_the_perturbation_counts_one_backward_per_call(digits_run):
     scores = perturbation(_fitted(digits_run, "doctor"), ROWS[:50], (0.01, 0.02, 0.03))
     assert scores.shape == (3, 50)
     assert (perturbation.calls, perturbation.backward_images, perturbation.forward_images) == (1, 50, 150)
+    assert perturbation.backward_images_per_eps == 150  # a pass per ε: three gradients instead of one
 
 
 def test_a_run_of_logits_only_is_refused_in_one_line(digits_run):
