@@ -29,6 +29,9 @@ from relu_core.studies import paper_table
 from studio import jobbox, page, session
 from studio.text import plain
 
+#: The per-corruption table's verdict column in pixels: "no significant difference" whole.
+VERDICT_WIDTH = 200
+
 run = page.page_header(
     "Robustness under corruption",
     "The paper's mismatch study: D* and the hyperparameters (T, and λ for Rel-U) are chosen by a "
@@ -193,8 +196,10 @@ if result is not None:
                 f"{losses}, no significant difference on {len(rows) - wins - losses} of {len(rows)} corruptions "
                 f"(95 % paired bootstrap interval of the mean over {count(n_seeds, 'seed')})."
             )
-        st.dataframe(
-            detector_comparison.paired_table(result.paired, corruption=result.paired["corruption"]), hide_index=True
+        st.dataframe(  # the verdict's width fixed: sized on the first rows ("Rel-U better"), it cut "no signific…"
+            detector_comparison.paired_table(result.paired, corruption=result.paired["corruption"]),
+            hide_index=True,
+            column_config={"verdict": st.column_config.TextColumn("verdict", width=VERDICT_WIDTH)},
         )
         st.caption(
             "Each row: the difference Rel-U − Doctor on the same corrupted evaluation images, mean ± std "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from apptest_charts import charts
@@ -51,6 +52,11 @@ def test_study_draws_radar_plots_over_all_19_corruptions(pages, digits_run) -> N
     assert "95 % CI of the mean (conditional on the selected settings)" in paired.columns
     assert len(paired) == 20 * 4 and set(paired["metric"]) == {"FPR95", "AUROC", "AURC", "AUGRC"}
     assert set(paired["verdict"]) <= {"no significant difference", "Rel-U better", "Doctor better"}  # numbers: before
+    # the verdict column wide enough for "no significant difference" (sized on the first rows, it cut it at 1280 px)
+    paired_columns = next(
+        json.loads(df.proto.columns) for df in at.dataframe if any(c.startswith("95 % CI") for c in df.value.columns)
+    )
+    assert paired_columns["verdict"]["width"] >= 190
     assert any("of 19 corruptions (95 % paired bootstrap" in m.value for m in at.markdown)
     assert any("without a correction for the 19 comparisons" in c.value for c in at.caption)  # multiplicity said
     for start, label in (("AUROC", "AUROC"), ("FPR at 95 % TPR", "FPR95")):  # the radars mark where, and who wins
