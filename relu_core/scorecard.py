@@ -511,7 +511,7 @@ def _ready_guarantee(result, shared: Shared) -> tuple[str, str, tuple[str, ...],
         f"δ = {result.delta:g}; each threshold certified on a calibration half of the evaluation split "
         f"({n_cal:,} samples), the coverage read on the other half; mean over {len(result.seeds)} seeds; the "
         "interval is a paired bootstrap of the evaluation samples for the certified thresholds, the range in "
-        "brackets how much the seeds' calibration draws move it"
+        f"brackets how much the seeds' calibration draws move it; {risk_control.VERDICT_RULE}"
     )
     return verdict, intervals, details, note
 
