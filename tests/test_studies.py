@@ -418,7 +418,7 @@ def test_every_figure_has_a_sentence_and_its_csv(run) -> None:
 
 
 def test_registry_names_its_modules() -> None:
-    assert tuple(STUDIES) == ("ablation", "tuning-split", "mismatch", "calibration")
+    assert tuple(STUDIES) == ("ablation", "tuning-split", "mismatch", "calibration", "paper-protocol")
     # the command also runs the training-objectives table, which trains its own runs (studies.objectives)
     assert studies_cli.STUDY_NAMES == (*STUDIES, "objectives")
     for name, study in STUDIES.items():
