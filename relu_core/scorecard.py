@@ -280,6 +280,14 @@ def start(run, shared: Shared) -> None:
 # ------------------------------------------------------------------------------------------- the paper's procedure
 #: The job key's setting name of the card's sentence on the paper's procedure (:func:`paper_sentence`).
 PAPER = "paper_protocol"
+#: The largest run (samples x classes²) whose ladder the card starts by itself: 10,000 x 100² (CIFAR-100) is 1e8;
+#: above 1e9 its grid searches (55 settings x 5 folds x 6 rungs of C x C moments) would hold the CPU for long.
+PAPER_MAX_WORK = 1e9
+
+
+def _paper_too_large(run) -> bool:
+    n, c = np.shape(run.logits)
+    return float(n) * float(c) ** 2 > PAPER_MAX_WORK
 
 
 def start_paper(run, shared: Shared) -> None:
@@ -287,6 +295,8 @@ def start_paper(run, shared: Shared) -> None:
     background job, unless one is running, finished or failed (a cancelled one starts again)."""
     key = job_key(run, PAPER, shared)
     job = jobs.MANAGER.get(key)
+    if _paper_too_large(run):
+        return
     if job is None or job.state == jobs.CANCELLED:
 
         def work(progress, cancel):
@@ -336,6 +346,11 @@ def paper_words(ladder_table: pd.DataFrame) -> str:
 def paper_sentence(run, shared: Shared) -> str:
     """The card's sentence on the paper's procedure for ``run`` (:func:`paper_words`), or what its job is doing;
     "" before it was submitted."""
+    if _paper_too_large(run):
+        return (
+            "The paper's procedure is not run by itself on a run this large: the Studies page's paper-protocol "
+            "study (or python -m relu_core study paper-protocol) takes the gap apart rung by rung."
+        )
     job = jobs.MANAGER.get(job_key(run, PAPER, shared))
     if job is None or job.state == jobs.CANCELLED:
         return ""

@@ -467,3 +467,13 @@ def test_the_ladder_searches_eps_from_rung_3_on_a_model_run(digits_run):
         rungs[4]["rows_per_detector"]["relu"] == 2 * len(paper_protocol.TEMPERATURES) * len(paper_protocol.LAMBDAS) * 2
     )
     assert result.settings["eps"] == [0.0, 0.002]
+
+
+def test_the_scorecard_leaves_a_large_run_to_the_studies_page():
+    from relu_core import jobs, scorecard
+
+    run = Run("test-scorecard-large", np.zeros((2, 40_000)), np.array([0, 1]), ("a", "b"))  # 2 x 40,000² > 1e9
+    shared = scorecard.Shared(seeds=2)
+    scorecard.start_paper(run, shared)
+    assert jobs.MANAGER.get(scorecard.job_key(run, scorecard.PAPER, shared)) is None
+    assert "Studies page" in scorecard.paper_sentence(run, shared)
