@@ -185,3 +185,16 @@ def test_the_errors_caught_note_and_the_export_flag(digits_run):
     assert note.startswith("Each detector's threshold is the highest still rejecting at least 90% of the errors")
     args = argparse.Namespace(delta=None, risk=None, target_tpr=None, target_coverage=None, target_errors="0.9")
     assert export._operating_point(args)[:2] == ("errors", 0.9)
+
+
+def test_the_report_states_both_operating_points(digits_run):
+    import html
+
+    from relu_core import explore
+    from relu_core.explore import export
+
+    setting = explore.Setting()
+    view = explore.view(digits_run, setting)
+    text = export.report_html(digits_run, view, setting)
+    for line in explore.operating_points_lines(view):
+        assert html.escape(line) in text

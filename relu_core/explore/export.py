@@ -36,7 +36,7 @@ def report_html(run, view: View, setting: Setting, *, eps_note: str = "", logits
     rows, notes = paper_table.table1_reference(run)
     return report.render_html(
         title=f"Rel-U Studio report: {run.source or run.run_id}",
-        verdict=tables.verdict(paired),
+        verdict=" ".join([tables.verdict(paired), *tables.operating_points_lines(view)]),  # both FPR95 questions
         settings=tables.settings_in_words(view, setting, eps_note),
         provenance_info=report.provenance(run, logits_file=logits_file),
         figs=list(view_figures(run, view, setting).values()),
