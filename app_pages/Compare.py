@@ -106,10 +106,12 @@ def _offered(run_ids: list[str]) -> tuple[list[str], list[str]]:
 offered, not_offered = _offered(loaded)
 if not offered:
     st.info(
-        "No two runs loaded in this session hold the same samples (one data set, in one order), and runs are "
-        "compared sample by sample. Add another run of the same data set in the sidebar: it appears here."
+        plain(
+            "No two runs loaded in this session hold the same samples (one data set, in one order), and runs are "
+            "compared sample by sample. Add another run of the same data set in the sidebar: it appears here. "
+            "Loaded: " + "; ".join(not_offered) + "."
+        )
     )
-    st.caption(plain("Loaded: " + "; ".join(not_offered) + "."))
     st.stop()
 
 session.share(session.CMP_SHARED)  # T, λ, the tuning fraction and the seeds every page shares

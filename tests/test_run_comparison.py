@@ -318,3 +318,20 @@ def test_a_refused_run_leaves_no_prompt_to_press_run(two_runs):
     assert not at.exception, [e.value for e in at.exception]
     assert at.error and "perfect" in at.error[0].value
     assert not any("Press **Run the study**" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_page_without_two_comparable_runs_says_so(two_runs):
+    from relu_core import runs
+
+    other = _run(2.0, 7, np.random.default_rng(11).integers(0, C, N + 10), "model on a third data set")
+    for run in (two_runs[0], other):
+        runs.register_run(run)
+    at = app(COMPARE, 120)
+    at.session_state["run_id"] = two_runs[0].run_id
+    at.session_state["run_ids"] = [two_runs[0].run_id, other.run_id]
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (info,) = [i.value for i in at.info]
+    assert info.startswith("No two runs loaded in this session hold the same samples")
+    assert "model on a third data set" in info and f"{N + 10:,} samples" in info
+    assert not at.multiselect
