@@ -6,10 +6,17 @@ progress (``done / total`` and a message), can be cancelled (cooperatively: the 
 ends ``done`` with its result, ``failed`` with a one-line message, or ``cancelled``. Results of finished jobs
 stay in the manager until :meth:`JobManager.forget`; the work itself writes its own caches (``relu_core.cache``),
 so nothing already computed is lost when a job fails or a session leaves. No Streamlit here.
+
+At the interpreter's exit the running jobs are cancelled and waited for (:func:`stop_at_exit`, registered with
+``atexit``; at most :data:`EXIT_WAIT_S`): a job thread is a daemon, and one still inside torch while the
+interpreter tears down aborted the process ("terminate called without an active exception", SIGABRT) after a
+page had started background work. The work stops at its next ``cancel()`` poll (between batches, steps,
+resamples).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +31,8 @@ RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
 Work = Callable[[Progress, Cancel], object]
 #: How often a job waiting for its lane looks whether it was cancelled.
 LANE_POLL_S = 0.2
+#: Longest the interpreter's exit waits for the running jobs once they are cancelled (:func:`stop_at_exit`).
+EXIT_WAIT_S = 60.0
 
 
 @dataclass(eq=False)
@@ -181,6 +190,17 @@ class JobManager:
         if job is not None:
             job.cancel()
 
+    def stop_all(self, timeout: float, by: str = "") -> list[Job]:
+        """Cancel every running job and wait up to ``timeout`` seconds in all for them to end; returns the ones
+        still running then (their work had not polled ``cancel()`` yet)."""
+        running = [job for job in self.jobs() if job.running]
+        for job in running:
+            job.cancel(by)
+        deadline = time.monotonic() + timeout
+        for job in running:
+            job.wait(max(0.0, deadline - time.monotonic()))
+        return [job for job in running if job.running]
+
     def forget(self, key: str) -> None:
         """Drop a finished job (a running one is cancelled first)."""
         with self._lock:
@@ -191,3 +211,12 @@ class JobManager:
 
 #: The process-wide manager every session of a Streamlit server shares.
 MANAGER = JobManager()
+
+
+def stop_at_exit() -> None:
+    """Registered with ``atexit``: the running jobs cancelled and waited for (:data:`EXIT_WAIT_S` at most), so that
+    no job thread is still inside torch while the interpreter finalises."""
+    MANAGER.stop_all(EXIT_WAIT_S, by="the interpreter's exit")
+
+
+atexit.register(stop_at_exit)
