@@ -94,13 +94,44 @@ class Job:
         return self.running, error
 
 
+class _Lane:
+    """The jobs of one lane, first submitted first served: each runs once those before it have ended (a job
+    cancelled while it waits leaves the queue)."""
+
+    def __init__(self) -> None:
+        self._queue: list[Job] = []
+        self._turn = threading.Condition()
+
+    def join(self, job: Job) -> None:
+        with self._turn:
+            self._queue.append(job)
+
+    def wait_turn(self, job: Job, message: str) -> None:
+        """Blocks until ``job`` is first in the queue, saying ``message`` meanwhile; raises Cancelled when the job is
+        cancelled before its turn."""
+        with self._turn:
+            if self._queue[0] is not job:
+                job.progress(0, 0, message)
+            while self._queue[0] is not job:
+                if job.cancel_requested():
+                    raise Cancelled()
+                self._turn.wait(LANE_POLL_S)
+        job.progress(0, 0, "starting")
+
+    def leave(self, job: Job) -> None:
+        with self._turn:
+            if job in self._queue:
+                self._queue.remove(job)
+            self._turn.notify_all()
+
+
 class JobManager:
     """Thread-safe registry of jobs keyed by computation; one daemon thread per running job."""
 
     def __init__(self) -> None:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
-        self._lanes: dict[str, threading.Lock] = {}
+        self._lanes: dict[str, _Lane] = {}
 
     def submit(
         self,
@@ -118,7 +149,7 @@ class JobManager:
         ``group``: submitting a new key cancels the running jobs of the same group (e.g. the ε pass of one
         view: only the last value asked for is computed). ``on_done(result)`` runs in the worker thread after
         a success (e.g. to register a run), before the job reads as done. ``lane``: the jobs of one lane run one
-        at a time (each waits, running and cancellable, saying so, until the one before has ended): background work
+        at a time, first submitted first (each waits, running and cancellable, saying so): background work
         that nobody waits on (the Start page's scorecard, five studies) then takes one core, not every core a
         slider's rerun needs.
         """
@@ -133,22 +164,20 @@ class JobManager:
             job = Job(key, label, group)
             self._jobs[key] = job
             self._drop_oldest_finished()
-            lock = (lane, self._lanes.setdefault(lane, threading.Lock())) if lane else None
-        args = (job, work, on_done, lock)
+            queue = None
+            if lane:
+                queue = (lane, self._lanes.setdefault(lane, _Lane()))
+                queue[1].join(job)
+        args = (job, work, on_done, queue)
         threading.Thread(target=self._work, args=args, name=f"job {key}", daemon=True).start()
         return job
 
     @staticmethod
     def _work(job: Job, work: Work, on_done: Callable[[object], None] | None, lane=None) -> None:
-        held = False
         lane_name, lane = lane if lane is not None else ("", None)
         try:
             if lane is not None:
-                job.progress(0, 0, f"waiting for the other {lane_name} jobs")
-                while not (held := lane.acquire(timeout=LANE_POLL_S)):
-                    if job.cancel_requested():
-                        raise Cancelled()
-                job.progress(0, 0, "starting")
+                lane.wait_turn(job, f"waiting for the other {lane_name} jobs")
             result = work(job.progress, job.cancel_requested)
             if on_done is not None:
                 on_done(result)
@@ -164,8 +193,8 @@ class JobManager:
             job.result = result
             job.state = DONE
         finally:
-            if held:
-                lane.release()
+            if lane is not None:
+                lane.leave(job)
             job.finished = time.monotonic()
             job._finished.set()
 

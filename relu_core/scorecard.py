@@ -258,6 +258,8 @@ def job_key(run, key: str, shared: Shared) -> str:
 #: The jobs lane of the card's computations: they run one at a time, so that the card, which nobody waits on,
 #: takes one core of a busy machine and not the ones a slider's rerun needs (``jobs.JobManager.submit``).
 LANE = "scorecard"
+#: The rows whose studies take minutes (the others seconds): submitted to the lane last.
+SLOW_ROWS = frozenset({"mismatch", "corruptions"})
 
 
 def start(run, shared: Shared) -> None:
@@ -270,11 +272,20 @@ def start(run, shared: Shared) -> None:
     }
     if _supported(run, "mismatch") is None:
         work["mismatch"] = lambda: _mismatch(run, shared)
-    for key, title, _ in SETTINGS:
+
+    def submit(key: str, title: str) -> None:
         job = jobs.MANAGER.get(job_key(run, key, shared))
         if key in work and _supported(run, key) is None and (job is None or job.state == jobs.CANCELLED):
             jobs.MANAGER.submit(job_key(run, key, shared), f"Scorecard: {title.lower()}", work[key](), lane=LANE)
+
+    # the lane runs them in this order: the quick rows, the paper's procedure, then the rows that take minutes
+    for key, title, _ in SETTINGS:
+        if key not in SLOW_ROWS:
+            submit(key, title)
     start_paper(run, shared)
+    for key, title, _ in SETTINGS:
+        if key in SLOW_ROWS:
+            submit(key, title)
 
 
 # ------------------------------------------------------------------------------------------- the paper's procedure

@@ -170,3 +170,21 @@ def test_the_jobs_of_one_lane_run_one_at_a_time_and_wait_cancellably():
         assert job.wait(30)
     assert most[0] == 2  # one of the lane at a time, beside the job of no lane
     assert sorted(j.state for j in (first, second, third)) == [jobs.CANCELLED, jobs.DONE, jobs.DONE]
+
+
+def test_a_lane_serves_its_jobs_in_the_order_submitted():
+    manager = jobs.JobManager()
+    gate, order = threading.Event(), []
+
+    def work(name):
+        def run(progress, cancel):
+            gate.wait(30)
+            order.append(name)
+
+        return run
+
+    submitted = [manager.submit(f"fifo:{k}", str(k), work(k), lane="fifo") for k in range(6)]
+    gate.set()
+    for job in submitted:
+        assert job.wait(30) and job.state == jobs.DONE
+    assert order == list(range(6))
