@@ -180,7 +180,8 @@ st.caption(
         else ""
     )
     + f"; settings: {study_figures.settings_text(result.settings)}."
-    + page.fixed_note()  # every study holds T = 1 and λ = 0.5 but on the axis it sweeps
+    # every study holds T = 1 and λ = 0.5 but on the axis it sweeps; the ladder selects them, rung by rung
+    + ("" if name == "paper-protocol" else page.fixed_note())
 )
 for note in result.notes:
     st.caption(plain(f"Note: {note}"))

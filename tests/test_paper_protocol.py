@@ -379,6 +379,7 @@ def test_the_studies_page_runs_the_ladder_as_a_study(pages):
     ladder_frame = next(df.value for df in at.dataframe if "changed" in df.value.columns)
     assert ladder_frame["rung"].tolist() == [1, 2, 3, 4, 5, 6]
     assert any("no interval is valid" in c.value for c in at.caption)
+    assert not any("rungs:" in c.value or "not the shared T" in c.value for c in at.caption)  # a result, not a setting
 
 
 def test_the_objectives_tables_paper_column_is_the_paper_protocol():

@@ -359,4 +359,5 @@ def settings_text(settings: dict) -> str:
             return f"{word(key)}: " + ", ".join(f"{word(k)} = {show(v)}" for k, v in value.items())
         return f"{word(key)}: {show(value)}"
 
-    return " · ".join(item(key, value) for key, value in settings.items() if key not in ("seeds", "seeds_eps"))
+    # the ladder's "rungs" are its result, one object a rung (the page shows them as a table), not a setting
+    return " · ".join(item(key, value) for key, value in settings.items() if key not in ("seeds", "seeds_eps", "rungs"))
