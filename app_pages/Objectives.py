@@ -179,7 +179,9 @@ for note in result.notes:
 st.dataframe(result.summary_table(), hide_index=True)
 st.caption(
     "Rel-U − Doctor: the FPR95 difference (lower is better for Rel-U) with its 95 % paired bootstrap interval pooled "
-    "over the seeds; the verdict says who is better where the interval excludes 0."
+    "over the seeds; the verdict says who is better where the interval excludes 0. FPR95 is given both ways: with "
+    "the correct predictions as positives (keep 95 % of them: how many errors slip through?) and with the errors as "
+    "positives (catch 95 % of them: how many good predictions are lost?), each with its own interval."
     + (
         " Under selection the interval is conditional on the settings each seed chose: it does not resample the "
         "choice itself. The **oracle** column chooses T and λ on the evaluation split itself, as the paper's tables "
@@ -205,6 +207,9 @@ if missing:
     st.caption(missing)
 with st.expander("Verdicts in words, AUROC"):
     for line in result.verdicts():
+        st.text(line)
+    # the two FPR95 conventions answer two questions: both, each with its paired interval
+    for line in result.operating_points():
         st.text(line)
     st.dataframe(result.auroc_table(), hide_index=True)
 

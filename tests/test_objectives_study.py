@@ -130,6 +130,8 @@ def test_page_trains_what_is_missing_and_opens_a_row_in_explore():
     assert list(summary.columns)[2:] == [
         "Rel-U − Doctor FPR95 [95 % CI]",
         "verdict (FPR95)",
+        "Rel-U − Doctor FPR95, errors positive [95 % CI]",
+        "verdict (errors positive)",
         "oracle: Rel-U − Doctor FPR95",
         "paper's protocol: Rel-U − Doctor FPR95 (errors positive)",
     ]
