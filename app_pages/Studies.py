@@ -12,7 +12,7 @@ import streamlit as st
 
 from relu_core import figures, onnx_model, protocol, scorecard
 from relu_core.progress import count
-from relu_core.studies import STUDIES, ablation, calibration, paper_table
+from relu_core.studies import STUDIES, ablation, calibration, ladder, paper_table
 from relu_core.studies import figures as study_figures
 from studio import jobbox, page, query, session
 from studio.text import plain
@@ -209,7 +209,7 @@ if "ladder" in result.tables:
         "(conditional on the selected settings); rungs 5-6 are the mean of each detector's five best rows, a "
         "minimum over settings and seeds measured on the evaluation split: no interval is valid for them."
     )
-    st.dataframe(result.tables["ladder"], hide_index=True)
+    st.dataframe(ladder.display_table(result), hide_index=True)
     reference, reference_notes = paper_table.ladder_reference(run)
     if not reference.empty:
         st.markdown(paper_table.ladder_heading())

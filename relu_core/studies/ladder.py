@@ -432,3 +432,23 @@ def ladder_text(result: base.StudyResult, rungs: Sequence[int] | None = None) ->
         lines.append(f"   Rel-U − Doctor: {'; '.join(parts)}")
         lines.append(f"   {row.verdict}")
     return "\n".join(lines)
+
+
+def display_table(result: base.StudyResult) -> pd.DataFrame:
+    """The ladder for a page: per rung what it changed, each detector's FPR95 and Rel-U − Doctor per metric in
+    percentage points with its interval (rungs 1-4) or "no interval" (5-6), and the FPR95 verdict."""
+    out = []
+    for row in result.tables["ladder"].itertuples(index=False):
+        line = {
+            "rung": f"{row.rung}. {row.name}",
+            "what it changed": row.changed,
+            "Rel-U FPR95 %": f"{100 * row.relu_fpr95:.1f}",
+            "Doctor FPR95 %": f"{100 * row.doctor_fpr95:.1f}",
+        }
+        for m in METRICS:
+            value, low, high = (100 * float(getattr(row, f"{m}{s}")) for s in ("", "_low", "_high"))
+            interval = f" [{low:+.1f}, {high:+.1f}]" if np.isfinite(low) else " (no interval)"
+            line[f"Rel-U − Doctor {metric_info.get(m).label} (points)"] = f"{value:+.1f}{interval}"
+        line["verdict"] = row.verdict
+        out.append(line)
+    return pd.DataFrame(out)
