@@ -66,6 +66,7 @@ def _in_child(code: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a child process each
 @pytest.mark.parametrize("risk", ["1e-12", "1e-16", "1e-300", "5e-324"])
 def test_a_tiny_risk_returns_from_the_library(risk):
     code = (
@@ -116,6 +117,7 @@ def test_the_pages_choices_are_all_certifiable():
             assert risk_control.check_certifiable(risk, delta) == (risk, delta)
 
 
+@pytest.mark.slow  # a child process each
 @pytest.mark.parametrize(
     "command, risk", [("evaluate", "1e-12"), ("evaluate", "5e-324"), ("export", "1e-12"), ("export", "1e-300")]
 )

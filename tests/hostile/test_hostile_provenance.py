@@ -77,6 +77,7 @@ def test_what_the_cache_check_covers_is_said():
     assert "not against someone" in cache.__doc__ and "write access" in cache.__doc__
 
 
+@pytest.mark.slow  # trains the digits CNN twice
 @pytest.mark.parametrize(
     "change",
     [
