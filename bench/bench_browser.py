@@ -194,16 +194,18 @@ def _compare(pw, tmp: str, sizes, run_ids, url: str, other: Path, repeats: int) 
                 _open(pw, u, run_id, str(Path(tmp) / f"compare-{n}-{c}-{i}")) for i, u in enumerate((url, other_url))
             ]
             times: list[list[tuple[float, float, float]]] = [[], []]
+            classed: list[list[str]] = [[], []]
             start_load = os.getloadavg()[0]
             try:
                 for k in range(repeats):
-                    for (_, page), out in zip(opened, times, strict=True):
+                    for (_, page), out, kinds in zip(opened, times, classed, strict=True):
                         out.append(_press_and_time(page, "λ", _key("λ", k, False)))
+                        kinds.append(FOLLOWING[-1])
             finally:
                 for context, _ in opened:
                     context.close()
-            for name, out in zip(("this checkout", str(other)), times, strict=True):
-                print(f"{n:>7,} x {c:<4} λ, {name}: {_figures(out)}", flush=True)
+            for name, out, kinds in zip(("this checkout", str(other)), times, classed, strict=True):
+                print(f"{n:>7,} x {c:<4} λ, {name}: {_figures(out)}; {_following_line(kinds)}", flush=True)
             print(f"  {_load(start_load)}", flush=True)
     finally:
         headless.stop(other_server)
