@@ -198,3 +198,19 @@ def test_the_report_states_both_operating_points(digits_run):
     text = export.report_html(digits_run, view, setting)
     for line in explore.operating_points_lines(view):
         assert html.escape(line) in text
+
+
+@pytest.mark.slow
+def test_explore_draws_the_errors_caught_operating_point_and_both_sentences(pages, digits_run):
+    from apptest_charts import charts, html_texts
+
+    from studio import session
+
+    at = pages.open("Explore.py", digits_run, **{session.EX_OP_KIND: session.OP_KINDS["errors"]})
+    pages.ok(at)
+    roc = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("ROC"))
+    assert any(str(t.get("name", "")).endswith("@ 95% of errors caught") for t in roc["data"])
+    assert "95% of errors caught" in roc["layout"]["xaxis"]["title"]["text"]
+    texts = " ".join(html_texts(at)) + " ".join(c.value for c in at.caption)
+    assert "the highest still rejecting at least 95% of the errors" in texts
+    assert at.query_params.get("op") == "errors"
