@@ -5,16 +5,24 @@ Facts of the authors' public code (``edadaltocg/relative-uncertainty`` at commit
 softmax, D*, ROC and metrics are the studio's own (:mod:`relu_core.detectors`, :mod:`relu_core.metrics`):
 
 - **The grids** (``src/RelU/main.py``): T in :data:`TEMPERATURES`, ε in :data:`EPSILONS` (99 pairs); λ is one
-  value a run (``--lbd``, default 0.5; the paper says λ was tuned), searched here over :data:`LAMBDAS`
-  (:data:`relu_core.detectors.LAMBDA_GRID`, which holds 0.5). MSP runs at T = 1, ε = 0 only.
+  value a run (``--lbd``, default 0.5; the paper says λ was tuned, and which λ values the authors ran is not in
+  their repository), searched here over :data:`LAMBDAS` (:data:`relu_core.detectors.LAMBDA_GRID`, which holds
+  0.5; ``lambdas=(0.5,)`` is the code's default alone, with as many Rel-U rows as Doctor's). MSP runs at T = 1,
+  ε = 0 only.
   ODIN is ``-max softmax(z / T)`` at the grid's T (not T = 1000), Doctor ``(1 - g) / g`` with ``g = Σ p²`` (the
   same ranking as the studio's ``1 - g``), Rel-U ``p D* pᵀ`` with D* fitted on the fit part.
+- **The seed picks the model too** (``src/RelU/main.py``): the authors' seed ``s`` also loads the checkpoint
+  ``<s>/best.pth``, a separately trained network per seed, so their spread and their five best rows include
+  differences between models. Here one model (the run's logits) serves every seed: only the split varies.
+  Seeds are numbered from 1 as the authors do (:func:`paper_seeds`), in every entry point.
 - **The split** (:func:`authors_split`): the seed shuffles the test set with Python's ``random`` (the authors'
   ``random.seed(seed); random.shuffle(indices)``, so the same seed gives the same permutation of the same
   test-set order); the first ``n // r`` samples fit the detector (``r`` = 10, the code's default, or 2, the
   one its table script keeps); of the rest the first fifth is set aside (passed to the fit as a validation
   loader that the Rel-U fit never reads) and the other four fifths are evaluated. Not stratified: a fit part
-  without errors gives D* the Hamming fallback (the authors' code falls back to the same matrix).
+  without errors (or without correct samples) gives D* the Hamming fallback here; the authors' code falls back
+  to the same matrix only when every entry after the ReLU is <= 0, and with an empty side its mean is NaN (D*,
+  the scores and the run then fail).
 - **Their FPR95** (:func:`fpr95`): errors are the positives (a detector flags a sample when its uncertainty,
   higher = more likely an error, is at or above the threshold), read on scikit-learn's default *thinned* ROC
   curve (``drop_intermediate=True``) at the first threshold whose TPR reaches 0.95. On tied scores the thinned
@@ -23,15 +31,19 @@ softmax, D*, ROC and metrics are the studio's own (:mod:`relu_core.detectors`, :
   with FPR95 (theirs), AUROC (identical to theirs: ties count one half) and AURC (the studio's
   :func:`relu_core.metrics.aurc`, the expected risk under random order in tie groups; the authors' trapezoid over
   distinct thresholds differs from it slightly).
-- **Their aggregation** (:func:`aggregate`, ``src/utils/tables.py``): per method, the five rows of best value
-  (lowest FPR95, highest AUROC, lowest AURC) over all settings and seeds together, then their mean and
-  standard deviation (pandas' default, ``ddof=1``). That is selection on the evaluation part over settings and
-  seeds at once: it has no valid confidence interval, and a method with more settings has more rows to pick
-  from. Ties at the fifth place go to the rows that come last in row order (the authors' stable descending
-  sort, then ``tail(5)``).
+- **Their aggregation** (:func:`aggregate`, ``src/utils/tables.py`` as committed): per method, the five rows of
+  lowest FPR95 over all settings and seeds together, then the mean and standard deviation (pandas' default,
+  ``ddof=1``, NaN for one row) of FPR95, AUROC, AURC **and accuracy over those same five rows**
+  (:data:`SELECT_BY`). The script's ``metric`` line can be edited to select by another metric; ``select_by=None``
+  gives each metric its own five best rows, labelled "each metric's own five best (tables.py with its metric
+  edited)". That is selection on the evaluation part over settings and seeds at once: it has no valid
+  confidence interval, and a method with more settings has more rows to pick from. Ties at the fifth place go
+  to the rows that come last in row order (the authors' stable descending sort, then ``tail(5)``).
+- **Precision**: the authors run the model, the gradient step and the scores in float32 (no autocast); the ε
+  path here runs at :data:`PRECISION` (``make_perturbation(run, precision=PRECISION)``), the scores in float64.
 
 ε > 0 needs the run's model: the caller passes a ``perturbation`` (:data:`relu_core.protocol.Perturbation`, e.g.
-``relu_core.preprocessing.make_perturbation(run)``: one backward pass per fitted detector, one forward pass per ε);
+``relu_core.preprocessing.make_perturbation(run, precision=PRECISION)``: one backward pass per fitted detector, one forward pass per ε);
 this module never runs a model.
 """
 
@@ -64,6 +76,22 @@ METHODS: tuple[str, ...] = ("msp", "odin", "doctor", "relu")
 TOP_K = 5
 #: The reported metrics and the convention of each.
 ROW_METRICS: tuple[str, ...] = ("fpr95", "auroc", "aurc")
+#: What the table script aggregates: the metrics and the evaluation part's accuracy of the same rows.
+REPORTED: tuple[str, ...] = (*ROW_METRICS, "accuracy")
+#: The committed ``tables.py`` keeps the five rows of lowest FPR95 and reports every metric at those rows.
+SELECT_BY = "fpr95"
+#: The ε path's precision: float32 as the authors' code (no bf16 / fp16 autocast on a GPU).
+PRECISION = "fp32"
+#: The label of each selection rule.
+SELECTION_LABELS = {
+    "fpr95": "the five rows of lowest FPR95, every metric and accuracy read at those rows (tables.py as committed)",
+    None: "each metric's own five best rows (tables.py with its metric edited)",
+}
+#: The authors' seed also loads a checkpoint; here one model serves every seed.
+ONE_MODEL = (
+    "the authors' seed s also loads checkpoint <s>/best.pth (one trained network per seed); here one model "
+    "serves every seed, so only the split varies"
+)
 FPR_CONVENTION = "FPR at 95% TPR, positives = misclassified (errors), on the thinned ROC curve (the authors' code)"
 NO_INTERVAL = (
     "no confidence interval: the five best rows are a minimum over settings and seeds measured on the evaluation "
@@ -72,6 +100,38 @@ NO_INTERVAL = (
 
 
 # ------------------------------------------------------------------------------------------------- split
+def paper_seeds(count: int) -> tuple[int, ...]:
+    """The seeds of ``count`` runs numbered as the authors number them (``main.py``'s default seed is 1):
+    ``1..count``. Every entry point of the paper's protocol (``evaluate``, the ladder's rung 6, the objectives
+    table's paper column) uses this rule.
+
+    Examples
+    --------
+    >>> paper_seeds(3)
+    (1, 2, 3)
+    """
+    return tuple(range(1, int(validation.integer(count, "seeds", minimum=1, maximum=protocol.MAX_SEEDS)) + 1))
+
+
+def lambda_note(lambdas: Sequence[float]) -> str:
+    """The words on the λ grid the Rel-U rows are drawn from (the authors' λ values are not in their repository).
+
+    Examples
+    --------
+    >>> lambda_note((0.5,))
+    "Rel-U's λ over 0.5 (the authors' code default, one λ a run; which λ values the authors ran is unknown)"
+    """
+    grid = ", ".join(f"{float(x):g}" for x in lambdas)
+    if tuple(float(x) for x in lambdas) == (0.5,):
+        return (
+            f"Rel-U's λ over {grid} (the authors' code default, one λ a run; which λ values the authors ran is unknown)"
+        )
+    return (
+        f"Rel-U's λ over {grid}, {len(lambdas)} rows per (T, ε) against Doctor's one (the authors' λ values are "
+        "unknown; their code's default is 0.5 a run)"
+    )
+
+
 def authors_permutation(n: int, seed: int) -> np.ndarray:
     """The authors' shuffle of ``range(n)``: ``random.seed(seed); random.shuffle(indices)`` (Python's Mersenne
     Twister), so the same seed permutes the same test-set order exactly as their ``main.py`` does.
@@ -328,14 +388,16 @@ def setting_rows(
 # ------------------------------------------------------------------------------------------- aggregation
 @dataclass(frozen=True)
 class Aggregate:
-    """One method's five best rows by one metric: their mean and std (``ddof=1``, pandas' default; NaN for a
-    single row) and the row indices kept (best first)."""
+    """One method's ``metric`` over its five best rows by ``selected_by``: the mean and std over those rows
+    (``ddof=1``, pandas' default; NaN for a single row; the spread of five rows, not a standard error) and the
+    row indices kept (best first)."""
 
     method: str
     metric: str
     mean: float
     std: float
     rows: tuple[int, ...]
+    selected_by: str = SELECT_BY
 
 
 def best_rows(values: np.ndarray, higher_is_better: bool, k: int = TOP_K) -> np.ndarray:
@@ -353,21 +415,55 @@ def best_rows(values: np.ndarray, higher_is_better: bool, k: int = TOP_K) -> np.
     return order[: min(int(k), values.shape[0])]
 
 
-def aggregate(rows: Rows, metric: str = "fpr95", k: int = TOP_K) -> dict[str, Aggregate]:
-    """Per method, the mean and std of the ``k`` rows best by ``metric`` over all settings and seeds together
-    (``src/utils/tables.py``); the better direction is :data:`relu_core.metric_info.METRICS`' (``fpr95_full``:
-    lower)."""
+def _column(rows: Rows, metric: str) -> np.ndarray:
+    if metric == "accuracy":
+        return rows.accuracy
     if metric not in rows.values:
-        raise InputError(f"metric must be one of {', '.join(rows.values)}, got {metric!r}")
-    higher = metric_info.get(metric, "metric").higher_is_better if metric in ROW_METRICS else False
+        raise InputError(f"metric must be one of {', '.join((*rows.values, 'accuracy'))}, got {metric!r}")
+    return rows.values[metric]
+
+
+def _higher_is_better(metric: str) -> bool:
+    if metric == "accuracy":
+        return True
+    return metric_info.get(metric, "metric").higher_is_better if metric in ROW_METRICS else False  # fpr95_full
+
+
+def aggregate(
+    rows: Rows, metric: str = "fpr95", k: int = TOP_K, select_by: str | None = SELECT_BY
+) -> dict[str, Aggregate]:
+    """Per method, the mean and std (``ddof=1``) of ``metric`` over the ``k`` rows best by ``select_by`` over
+    all settings and seeds together (``src/utils/tables.py``).
+
+    ``select_by``: ``"fpr95"`` (default, the committed script: the ``k`` lowest-FPR95 rows, every metric and
+    ``"accuracy"`` read at those same rows), another row metric, or None (each ``metric`` its own ``k`` best:
+    the script with its ``metric`` line edited). The better direction is
+    :data:`relu_core.metric_info.METRICS`' (``fpr95_full``: lower; accuracy: higher).
+
+    Examples
+    --------
+    >>> rows = Rows(np.array(["relu"] * 3, dtype=object), np.ones(3), np.zeros(3), np.ones(3), np.arange(3),
+    ...             np.zeros(3, bool), np.array([0.9, 0.8, 0.7]),
+    ...             {"fpr95": np.array([0.2, 0.1, 0.3]), "auroc": np.array([0.9, 0.8, 0.95])})
+    >>> aggregate(rows, "auroc", k=1)["relu"].mean, aggregate(rows, "auroc", k=1, select_by=None)["relu"].mean
+    (0.8, 0.95)
+    """
+    values = _column(rows, metric)
+    chooser = metric if select_by is None else select_by
+    criterion, higher = _column(rows, chooser), _higher_is_better(chooser)
     out: dict[str, Aggregate] = {}
     for key in dict.fromkeys(rows.method.tolist()):
         members = np.flatnonzero(rows.method == key)
-        kept = members[best_rows(rows.values[metric][members], higher, k)]
-        chosen = rows.values[metric][kept]
+        kept = members[best_rows(criterion[members], higher, k)]
+        chosen = values[kept]
         std = float(np.std(chosen, ddof=1)) if chosen.size > 1 else float("nan")
-        out[key] = Aggregate(key, metric, float(np.mean(chosen)), std, tuple(int(i) for i in kept))
+        out[key] = Aggregate(key, metric, float(np.mean(chosen)), std, tuple(int(i) for i in kept), chooser)
     return out
+
+
+def aggregates_of(rows: Rows, select_by: str | None = SELECT_BY) -> dict[str, dict[str, Aggregate]]:
+    """:func:`aggregate` of every :data:`REPORTED` metric (accuracy too) under one selection rule."""
+    return {m: aggregate(rows, m, select_by=select_by) for m in REPORTED}
 
 
 # ----------------------------------------------------------------------------------------------- protocol
@@ -387,6 +483,7 @@ class PaperResult:
     label: str = LABEL
     fpr_convention: str = FPR_CONVENTION
     notes: tuple[str, ...] = field(default=())
+    select_by: str | None = SELECT_BY
 
     def difference(self, metric: str, a: str = "relu", b: str = "doctor") -> float:
         """``mean of a's five best − mean of b's five best`` for ``metric`` (no interval: :data:`NO_INTERVAL`)."""
@@ -408,7 +505,10 @@ class PaperResult:
             "epsilons": list(self.epsilons),
             "lambdas": list(self.lambdas),
             "rows_per_method": {k: int(np.count_nonzero(self.rows.method == k)) for k in methods},
-            "aggregation": f"mean and std (ddof=1) of the {TOP_K} best rows per method over all settings x seeds",
+            "aggregation": f"mean and std (ddof=1, the spread of {TOP_K} rows) of the {TOP_K} best rows per method "
+            "over all settings x seeds",
+            "selection": SELECTION_LABELS.get(self.select_by, f"the five best rows by {self.select_by}"),
+            "precision": f"{PRECISION} on the ε path (scores float64)" if any(self.epsilons) else None,
             "methods": {
                 k: {
                     m: {
@@ -441,12 +541,15 @@ def evaluate(
     perturbation: protocol.Perturbation | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
+    select_by: str | None = SELECT_BY,
 ) -> PaperResult:
-    """The paper's protocol end to end: :func:`authors_split` per seed, :func:`setting_rows`, :func:`aggregate`
-    for each of :data:`ROW_METRICS`.
+    """The paper's protocol end to end on one model: :func:`authors_split` per seed, :func:`setting_rows`,
+    :func:`aggregate` of each of :data:`REPORTED` with ``select_by`` (default: the five lowest-FPR95 rows, every
+    metric read at them, as the committed ``tables.py``; None: each metric's own five best).
 
-    ``seeds``: a count (seeds 1..S, as the authors number them) or explicit seeds. ε defaults to 0 only
-    (logits-only runs); pass :data:`EPSILONS` and a ``perturbation`` (:func:`setting_rows`) for a model run.
+    ``seeds``: a count (seeds 1..S, :func:`paper_seeds`, as the authors number them) or explicit seeds; every seed
+    uses the same logits (:data:`ONE_MODEL`). ε defaults to 0 only (logits-only runs); pass :data:`EPSILONS` and a
+    ``perturbation`` (:func:`setting_rows`, made with ``precision=PRECISION``) for a model run.
 
     Examples
     --------
@@ -460,7 +563,7 @@ def evaluate(
     """
     r = check_ratio(r)
     if validation.is_integer(seeds):
-        seeds = tuple(range(1, int(validation.integer(seeds, "seeds", minimum=1, maximum=protocol.MAX_SEEDS)) + 1))
+        seeds = paper_seeds(seeds)
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise InputError("the paper's protocol needs at least one seed")
@@ -483,14 +586,18 @@ def evaluate(
         cancel=cancel,
     )
     temps, eps_grid, lams = _check_grids(temperatures, epsilons, lambdas)
-    notes = []
+    if select_by is not None:
+        _column(rows, select_by)
+    notes = [ONE_MODEL, lambda_note(lams)]
+    if select_by is None:
+        notes.append("each metric's own five best rows (tables.py with its metric edited, not as committed)")
     if eps_grid == (0.0,):
         notes.append("ε = 0 only (logits, no model): the authors also search ε over " + ", ".join(map(str, EPSILONS)))
     if rows.fallback.any():
         notes.append(f"{int(rows.fallback.sum())} Rel-U rows used the Hamming fallback (= Doctor's ranking)")
     return PaperResult(
         rows=rows,
-        aggregates={m: aggregate(rows, m) for m in ROW_METRICS},
+        aggregates=aggregates_of(rows, select_by),
         r=r,
         seeds=seeds,
         n=n,
@@ -499,4 +606,5 @@ def evaluate(
         epsilons=eps_grid,
         lambdas=lams,
         notes=tuple(notes),
+        select_by=select_by,
     )

@@ -86,16 +86,19 @@ def ref_rows(logits, labels, splits, temperatures, lambdas, methods=("msp", "odi
                         "seed": seed,
                         "fpr": ref_fpr95(u, correct[ev]),
                         "auc": roc_auc_score(~correct[ev], u),
+                        "accuracy": float(np.mean(correct[ev])),
                     }
                 )
     return pd.DataFrame(rows)
 
 
 def ref_table(df: pd.DataFrame, metric: str = "fpr") -> pd.DataFrame:
-    """tables.py: sort by (method, metric), keep each method's last five (the best), mean and std."""
+    """tables.py: sort by (method, metric), keep each method's last five (the best), then the mean and std of
+    every column it aggregates (fpr, auc, accuracy) over those same five rows (the committed script's
+    ``metric = "fpr"`` selects the rows for every column)."""
     res = df.sort_values(["method", metric], ascending=metric == "auc")
     res = res.groupby("method").tail(5)
-    return res.groupby("method").agg({metric: ["mean", "std"]})
+    return res.groupby("method").agg({c: ["mean", "std"] for c in ("fpr", "auc", "accuracy")})
 
 
 def synthetic(n: int = 600, c: int = 4, seed: int = 0, scale: float = 1.5):
@@ -193,8 +196,17 @@ def test_the_five_row_aggregation_matches_the_authors_table_script():
     splits = [(s, *ref_split(len(labels), 2, s)) for s in (1, 2, 3)]
     rows = paper_protocol.setting_rows(logits, labels, splits, temperatures=temps, lambdas=lams)
     ref = ref_rows(logits, labels, splits, temps, lams)
-    for metric, ref_metric in (("fpr95", "fpr"), ("auroc", "auc")):
+    # the committed script: the five lowest-FPR rows, every column read at them (the default)
+    by_fpr = ref_table(ref, "fpr")
+    for metric, ref_metric in (("fpr95", "fpr"), ("auroc", "auc"), ("accuracy", "accuracy")):
         agg = paper_protocol.aggregate(rows, metric)
+        for method in ("odin", "doctor", "relu"):
+            assert agg[method].selected_by == "fpr95"
+            assert agg[method].mean == pytest.approx(by_fpr.loc[method, (ref_metric, "mean")], abs=1e-9)
+            assert agg[method].std == pytest.approx(by_fpr.loc[method, (ref_metric, "std")], abs=1e-9)
+    # the option: each metric its own five best (the script with its metric line edited)
+    for metric, ref_metric in (("fpr95", "fpr"), ("auroc", "auc")):
+        agg = paper_protocol.aggregate(rows, metric, select_by=None)
         table = ref_table(ref, ref_metric)
         for method in ("odin", "doctor", "relu"):
             assert agg[method].mean == pytest.approx(table.loc[method, (ref_metric, "mean")], abs=1e-9)
@@ -232,11 +244,25 @@ def test_the_protocol_end_to_end_equals_the_reference():
     table = ref_table(ref_rows(logits, labels, splits, paper_protocol.TEMPERATURES, (0.5, 0.8)))
     expected = table.loc["relu", ("fpr", "mean")] - table.loc["doctor", ("fpr", "mean")]
     assert result.difference("fpr95") == pytest.approx(expected, abs=1e-9)
+    for metric, ref_metric in (("auroc", "auc"), ("accuracy", "accuracy")):  # read at the lowest-FPR rows
+        expected = table.loc["relu", (ref_metric, "mean")] - table.loc["doctor", (ref_metric, "mean")]
+        assert result.difference(metric) == pytest.approx(expected, abs=1e-9)
+    for key in ("doctor", "relu"):  # every metric's mean over the same five rows
+        assert {result.aggregates[m][key].rows for m in paper_protocol.REPORTED} == {
+            result.aggregates["fpr95"][key].rows
+        }
+    own = paper_protocol.evaluate(logits, labels, r=2, seeds=3, lambdas=(0.5, 0.8), select_by=None)
+    by_auc = ref_table(ref_rows(logits, labels, splits, paper_protocol.TEMPERATURES, (0.5, 0.8)), "auc")
+    expected = by_auc.loc["relu", ("auc", "mean")] - by_auc.loc["doctor", ("auc", "mean")]
+    assert own.difference("auroc") == pytest.approx(expected, abs=1e-9)
+    assert "edited" in own.to_dict()["selection"] and "as committed" in result.to_dict()["selection"]
     record = result.to_dict()
     json.dumps(record, allow_nan=False)
     assert record["protocol"] == paper_protocol.LABEL
     assert record["rows_per_method"] == {"msp": 3, "odin": 33, "doctor": 33, "relu": 66}
     assert "no confidence interval" in record["interval"]
+    assert record["seeds"] == [1, 2, 3] and any("best.pth" in n for n in record["notes"])
+    assert any("λ over 0.5, 0.8" in n and "unknown" in n for n in record["notes"])
 
 
 def test_eps_needs_a_model_and_calls_one_backward_pass_per_fitted_detector():
@@ -303,13 +329,24 @@ def test_the_ladder_rungs_agree_with_the_reference():
     # rung 5: every (T, λ) row on the studio's stratified splits, five best per detector
     studio = [(s, t, e) for s, t, e in protocol.seeded_splits(correct, 0.5, (0, 1))]
     ref5 = ref_table(ref_rows(logits, labels, studio, paper_protocol.TEMPERATURES, lams, ("doctor", "relu")))
-    rung5 = table.set_index("rung").loc[5, "fpr95"]
-    assert rung5 == pytest.approx(ref5.loc["relu", ("fpr", "mean")] - ref5.loc["doctor", ("fpr", "mean")], abs=1e-9)
-    # rung 6: the same on the authors' split (r = 2, seeds as given)
-    authors = [(s, *ref_split(800, 2, s)) for s in (0, 1)]
+    # rung 6: the same on the authors' split (r = 2, seeds numbered 1..S as the authors do)
+    authors = [(s, *ref_split(800, 2, s)) for s in (1, 2)]
     ref6 = ref_table(ref_rows(logits, labels, authors, paper_protocol.TEMPERATURES, lams, ("doctor", "relu")))
-    rung6 = table.set_index("rung").loc[6, "fpr95"]
-    assert rung6 == pytest.approx(ref6.loc["relu", ("fpr", "mean")] - ref6.loc["doctor", ("fpr", "mean")], abs=1e-9)
+    by_rung = table.set_index("rung")
+    for rung, ref in ((5, ref5), (6, ref6)):  # AUROC read at the five lowest-FPR rows (tables.py as committed)
+        for m, ref_m in (("fpr95", "fpr"), ("auroc", "auc")):
+            expected = ref.loc["relu", (ref_m, "mean")] - ref.loc["doctor", (ref_m, "mean")]
+            assert by_rung.loc[rung, m] == pytest.approx(expected, abs=1e-9)
+        assert "not paired" in by_rung.loc[rung, "verdict"]
+    assert rungs[5]["seeds"] == [1, 2] and result.settings["rung6_seeds"] == [1, 2]
+    assert "one model" in rungs[5]["changed"] and "best.pth" in rungs[5]["model"]
+    assert "0.4, 0.5, 0.6, 0.8, 1" in rungs[4]["changed"] and "unknown" in rungs[4]["changed"]
+    assert rungs[4]["relu"]["accuracy"]["mean"] == pytest.approx(ref5.loc["relu", ("accuracy", "mean")])
+    # rung 4: the interval is kept, labelled as conditional on settings chosen on the same samples
+    assert "not a valid interval" in by_rung.loc[4, "verdict"] and "not a valid interval" in rungs[3]["interval"]
+    assert "not a valid interval" in ladder.ladder_text(result)
+    curves = result.curves[(result.curves["x"] >= 5) & (result.curves["metric"] == "fpr95")]
+    assert curves["n_seeds"].between(1, 2).all()  # distinct seeds among the five rows, not the row count
 
     # rungs 2-4 read FPR95 with errors positive (every threshold) at the settings they selected
     per_seed = result.per_seed
@@ -389,7 +426,8 @@ def test_the_objectives_tables_paper_column_is_the_paper_protocol():
     logits, labels = synthetic(n=400, seed=9)
     run = Run("test-objectives-paper", logits, labels, tuple("abcd"))
     summary = objectives.paper_summary(run, (0, 1, 2), 0.5)
-    expected = paper_protocol.evaluate(logits, labels, r=2, seeds=(0, 1, 2))
+    expected = paper_protocol.evaluate(logits, labels, r=2, seeds=(1, 2, 3))  # three seeds, numbered from 1
+    assert summary["seeds"] == [1, 2, 3]
     assert summary["relu_minus_doctor"]["fpr95"] == pytest.approx(expected.difference("fpr95"))
     assert objectives.paper_summary(run, (0, 1, 2), 0.5) == summary  # read back from the cache
     assert objectives._paper_difference(summary).endswith("(no interval)")
@@ -432,11 +470,12 @@ def test_the_ladder_on_a_pretrained_resnet_agrees_with_the_reference(shared_data
     correct = logits.argmax(1) == labels
     lams = paper_protocol.LAMBDAS
     studio = list(protocol.seeded_splits(correct, 0.5, seeds))
-    authors = [(s, *ref_split(len(labels), 2, s)) for s in seeds]
+    authors = [(s, *ref_split(len(labels), 2, s)) for s in paper_protocol.paper_seeds(len(seeds))]
     for rung, splits in ((5, studio), (6, authors)):
         ref = ref_table(ref_rows(logits, labels, splits, paper_protocol.TEMPERATURES, lams, ("doctor", "relu")))
-        expected = ref.loc["relu", ("fpr", "mean")] - ref.loc["doctor", ("fpr", "mean")]
-        assert table.loc[rung, "fpr95"] == pytest.approx(expected, abs=1e-9)
+        for m, ref_m in (("fpr95", "fpr"), ("auroc", "auc")):
+            expected = ref.loc["relu", (ref_m, "mean")] - ref.loc["doctor", (ref_m, "mean")]
+            assert table.loc[rung, m] == pytest.approx(expected, abs=1e-9)
     per_seed = result.per_seed.set_index(["x", "detector", "metric", "seed"])["value"]
     for rung in (1, 2, 3, 4):
         used = result.settings["rungs"][rung - 1]["settings"]
@@ -449,6 +488,27 @@ def test_the_ladder_on_a_pretrained_resnet_agrees_with_the_reference(shared_data
                 matrix = ref_matrix(probs[tune], correct[tune], lams_used[i]) if key == "relu" else None
                 expected = _reference_fpr(ref_score(key, probs[ev], matrix), correct[ev], errors=rung >= 2)
                 assert per_seed[(float(rung), label, "fpr95", seed)] == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_eps_path_runs_in_float32_in_the_ladder(monkeypatch):
+    from relu_core import preprocessing
+
+    logits, labels = synthetic(n=300, seed=12)
+    asked = []
+
+    def fake_make_perturbation(run, **engine_kw):
+        asked.append(engine_kw.get("precision"))
+
+        def perturbation(detector, rows, epsilons):
+            clean = np.asarray(detector.score(run.logits[rows]), dtype=np.float64)
+            return np.stack([clean for _ in epsilons])
+
+        return perturbation
+
+    monkeypatch.setattr(preprocessing, "make_perturbation", fake_make_perturbation)
+    result = ladder.run_study(_run(logits, labels), seeds=1, n_resamples=0, epsilons=(0.0, 0.001), use_cache=False)
+    assert asked == ["fp32"] and paper_protocol.PRECISION == "fp32"
+    assert any("fp32" in n for n in result.notes)
 
 
 def test_the_ladder_refuses_eps_on_logits_in_one_line():

@@ -516,7 +516,9 @@ def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
     if any(e > 0 for e in epsilons):
         from relu_core import preprocessing
 
-        perturbation = preprocessing.make_perturbation(run, device=args.device, batch_size=batch_size)
+        perturbation = preprocessing.make_perturbation(
+            run, device=args.device, batch_size=batch_size, precision=paper_protocol.PRECISION
+        )  # float32 as the authors' code, not bf16 autocast on a GPU
     result = paper_protocol.evaluate(
         run.logits,
         run.labels,
@@ -549,15 +551,16 @@ def paper_text(result, title: str) -> str:
         f"seeds {', '.join(map(str, result.seeds))}",
         f"Grids: T {', '.join(f'{t:g}' for t in result.temperatures)}; ε {', '.join(f'{e:g}' for e in result.epsilons)}; "
         f"λ {', '.join(f'{x:g}' for x in result.lambdas)}",
-        f"{result.fpr_convention}; each value the mean (std) of the method's {paper_protocol.TOP_K} best rows over "
-        "every setting x seed, measured on the evaluation part",
+        f"{result.fpr_convention}; each value the mean (std, ddof=1) over the method's {paper_protocol.TOP_K} best "
+        "rows over every setting x seed, measured on the evaluation part",
+        f"Rows: {paper_protocol.SELECTION_LABELS.get(result.select_by, result.select_by)}",
         *(f"Note: {n}" for n in result.notes),
     ]
     methods = list(dict.fromkeys(result.rows.method.tolist()))
-    header = ["method", *(metric_info.get(m).header for m in paper_protocol.ROW_METRICS)]
+    header = ["method", *(metric_info.get(m).header for m in paper_protocol.ROW_METRICS), "accuracy"]
     table = [header]
     for key in methods:
-        cells = [result.aggregates[m][key] for m in paper_protocol.ROW_METRICS]
+        cells = [result.aggregates[m][key] for m in paper_protocol.REPORTED]
         table.append([key, *(f"{a.mean:.4f} ({a.std:.4f})" if a.std == a.std else f"{a.mean:.4f}" for a in cells)])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in table]

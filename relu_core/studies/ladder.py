@@ -1,8 +1,10 @@
 """The ladder: the gap between the paper's Table 1 and the studio's verdicts taken apart, one change a rung.
 
-For one run, Rel-U − Doctor in FPR95, AUROC and AURC (the difference of the two detectors on the same samples;
-negative FPR95 / AURC and positive AUROC favour Rel-U), rung by rung, each rung changing one thing from the rung
-above (:data:`RUNGS` says what, in one line):
+For one run, Rel-U − Doctor in FPR95, AUROC and AURC (negative FPR95 / AURC and positive AUROC favour Rel-U),
+rung by rung, each rung changing one thing from the rung above (rung 5 two: :data:`RUNGS` says what, in one
+line). In rungs 1-4 it is the paired difference of the two detectors on the same samples; in rungs 5-6 it is the
+difference of two separate means, each detector's five best rows, which may come from different seeds (so from
+different evaluation splits): not paired.
 
 1. **honest**: the studio's protocol: positives = correctly classified, the detectors' own grids
    (:data:`relu_core.detectors.TEMPERATURE_GRID`, :data:`~relu_core.detectors.LAMBDA_GRID`), T and λ selected by
@@ -13,18 +15,26 @@ above (:data:`RUNGS` says what, in one line):
    inside the tuning split (ε stays 0: the logits-only rungs);
 4. **oracle**: the same grid selected on each seed's evaluation split;
 5. **five best rows**: the authors' table aggregation (:func:`relu_core.paper_protocol.aggregate`): every
-   (T, λ) setting on every seed's evaluation split, per detector the mean of its five best rows;
+   (T, λ) setting (λ over :data:`relu_core.paper_protocol.LAMBDAS`; the authors' λ values are unknown, their
+   code's default is 0.5 a run) on every seed's evaluation split, per detector the mean of its five lowest-FPR95
+   rows, and FPR95 read on the thinned ROC curve (rungs 1-4 read every threshold): two changes;
 6. **authors' split**: rung 5 on the authors' split (:func:`relu_core.paper_protocol.authors_split`, fit part
-   ``n // r``, a fifth of the rest set aside, not stratified) with their thinned-curve FPR95: the paper's
-   protocol end to end on this run.
+   ``n // r``, a fifth of the rest set aside, not stratified), seeds numbered 1..S as the authors do
+   (:func:`relu_core.paper_protocol.paper_seeds`): the paper's protocol end to end on this one model (the
+   authors' seed also loads a separately trained checkpoint, :data:`relu_core.paper_protocol.ONE_MODEL`).
 
 Rungs 1-4 carry the 95 % paired bootstrap interval of the mean over seeds (:func:`relu_core.stats.pooled_bootstrap`,
-conditional on the selected settings, as everywhere in the studio). Rungs 5 and 6 are a minimum over rows measured
-on the evaluation split: no interval is valid for them, and they say so in words
-(:data:`relu_core.paper_protocol.NO_INTERVAL`). Rungs 1-5 use the studio's seeded stratified splits at the
-tuning fraction; rung 6 uses ``r = round(1 / tuning fraction)``. In rungs 1-4 the settings are chosen by FPR95
-and AUROC and AURC are read at them; rungs 5-6 pick each metric's own five best rows, as the authors' table
-script does.
+conditional on the selected settings, as everywhere in the studio). Rung 4's settings are chosen on the same
+samples the interval resamples: it is optimistic, more so for Rel-U with its more settings, and is labelled so
+(:data:`ORACLE_INTERVAL`). Rungs 5 and 6 are a minimum over rows measured on the evaluation split: no interval is
+valid for them, and they say so in words (:data:`relu_core.paper_protocol.NO_INTERVAL`). Rungs 1-5 use the
+studio's seeded stratified splits at the tuning fraction (seeds as given, 0..S-1 by default); rung 6 uses
+``r = round(1 / tuning fraction)`` and seeds 1..S. Every rung chooses its settings or rows by FPR95 and reads
+AUROC and AURC at them (rungs 5-6: at the five lowest-FPR95 rows, as the authors' committed ``tables.py``).
+
+The ``curves`` table: rungs 1-4 the mean and std (``ddof=0``) over seeds, ``n_seeds`` the seed count; rungs 5-6
+the mean and std (``ddof=1``, pandas') of the five best rows, ``n_seeds`` the number of distinct seeds among
+those rows (:data:`CURVE_NOTE`).
 """
 
 from __future__ import annotations
@@ -62,6 +72,17 @@ LADDER_COLUMNS = (
 )
 
 
+#: Rung 4's interval in words.
+ORACLE_INTERVAL = "conditional on settings chosen on these samples: optimistic, not a valid interval for the selection"
+#: The two conventions of the curves table.
+CURVE_NOTE = (
+    "curves: rungs 1-4 the mean and std (ddof=0) over seeds; rungs 5-6 the mean and std (ddof=1) of the five best "
+    "rows, n_seeds = the distinct seeds among those rows"
+)
+#: How rungs 5-6 differ from a paired difference.
+NOT_PAIRED = "the difference of the two detectors' best-five means; rows may come from different seeds (not paired)"
+
+
 @dataclass(frozen=True)
 class Rung:
     """One rung: its number, short name and the one line saying what it changed from the rung above."""
@@ -83,17 +104,25 @@ RUNGS: tuple[Rung, ...] = (
         "authors' grids",
         "T over the authors' grid 0.2 … 2 (λ over the studio's λ grid), still inside the tuning split",
     ),
-    Rung(4, "oracle", "T and λ selected on each seed's evaluation split (optimistic)"),
+    Rung(
+        4,
+        "oracle",
+        "T and λ selected on each seed's evaluation split (optimistic; its interval is " + ORACLE_INTERVAL + ")",
+    ),
     Rung(
         5,
         "five best rows",
-        "the authors' table: every (T, λ) × seed row on the evaluation split, mean of each detector's 5 best "
-        "(FPR95 on the thinned curve: it differs from the full one on tied scores only)",
+        "two changes: the authors' table, every (T, λ) × seed row on the evaluation split (λ over "
+        + ", ".join(f"{x:g}" for x in paper_protocol.LAMBDAS)
+        + "; the authors' λ values are unknown, their code's default 0.5 a run), mean of each detector's 5 "
+        "lowest-FPR95 rows with AUROC and AURC read at those rows; and FPR95 read on the thinned ROC curve "
+        "(it differs from the full one on tied scores only)",
     ),
     Rung(
         6,
         "authors' split",
-        "their split: fit n // r, a fifth of the rest set aside, unstratified (shuffled by Python's random, the same seeds)",
+        "their split: fit n // r, a fifth of the rest set aside, unstratified (shuffled by Python's random, seeds "
+        "1..S as the authors number them), on this one model (the authors' seed also picks a trained checkpoint)",
     ),
 )
 
@@ -144,7 +173,7 @@ def rungs_for(epsilons: Sequence[float] | None) -> tuple[Rung, ...]:
 
 
 def _rows_rung(rows: paper_protocol.Rows) -> dict[str, dict[str, paper_protocol.Aggregate]]:
-    return {m: paper_protocol.aggregate(rows, m) for m in METRICS}
+    return paper_protocol.aggregates_of(rows)  # the five lowest-FPR95 rows, every metric read at them
 
 
 def run_study(
@@ -173,7 +202,12 @@ def run_study(
         from relu_core import preprocessing
 
         epsilons = protocol.check_epsilons(epsilons)
-        eps = {"epsilons": epsilons, "perturbation": preprocessing.make_perturbation(run, device=device)}
+        eps = {
+            "epsilons": epsilons,
+            "perturbation": preprocessing.make_perturbation(
+                run, device=device, precision=paper_protocol.PRECISION
+            ),  # float32 as the authors' code, not bf16 autocast on a GPU
+        }
     steps_rungs = rungs_for(epsilons)
 
     def compute() -> base.StudyResult:
@@ -197,6 +231,8 @@ def run_study(
             summary = result.paired_summary() or {}
             pooled = {m: result.paired[m] for m in METRICS} if result.paired else {}
             rows = stats.paired_rows({m: result.difference_per_seed(m) for m in METRICS}, pooled)
+            if rung.number == 4:  # settings chosen on the samples the interval resamples
+                rows = [{**row, "verdict": f"{row['verdict']} ({ORACLE_INTERVAL})"} for row in rows]
             for key in protocol.PAIRED:
                 for m in METRICS:
                     curves.append(
@@ -252,6 +288,7 @@ def run_study(
                     "relu": {m: result.mean("relu", m) for m in METRICS},
                     "doctor": {m: result.mean("doctor", m) for m in METRICS},
                     "relu_minus_doctor": {m: summary.get(m) for m in METRICS},
+                    "interval": ORACLE_INTERVAL if rung.number == 4 else "conditional on the selected settings",
                 }
             )
 
@@ -276,7 +313,7 @@ def run_study(
             run.logits,
             run.labels,
             r=r,
-            seeds=common.seeds,
+            seeds=paper_protocol.paper_seeds(len(common.seeds)),  # 1..S, as the authors number them
             methods=protocol.PAIRED,
             **grids,
             progress=step(5),
@@ -298,7 +335,7 @@ def run_study(
                             "metric": m,
                             "mean": agg.mean,
                             "std": agg.std,
-                            "n_seeds": len(agg.rows),
+                            "n_seeds": len(set(rows.seed[list(agg.rows)].tolist())),  # of the five rows
                         }
                     )
             for m in METRICS:
@@ -314,7 +351,8 @@ def run_study(
                         "ci_low": np.nan,
                         "ci_high": np.nan,
                         "significant": False,
-                        "verdict": f"{label}: Rel-U − Doctor = {metric_info.signed(diffs[m])}; {paper_protocol.NO_INTERVAL}",
+                        "verdict": f"{label}: Rel-U − Doctor = {metric_info.signed(diffs[m])}, {NOT_PAIRED}; "
+                        f"{paper_protocol.NO_INTERVAL}",
                     }
                 )
             ladder.append(
@@ -329,7 +367,8 @@ def run_study(
                         for m in METRICS
                         for suffix in ("", "_low", "_high")
                     },
-                    "verdict": f"FPR95: Rel-U − Doctor = {metric_info.signed(diffs['fpr95'])}; no interval (a minimum over rows)",
+                    "verdict": f"FPR95: Rel-U − Doctor = {metric_info.signed(diffs['fpr95'])} (best-five means, not "
+                    "paired); no interval (a minimum over rows)",
                 }
             )
             objects.append(
@@ -337,17 +376,22 @@ def run_study(
                     "rung": rung.number,
                     "name": rung.name,
                     "changed": rung.changed,
-                    "selection": f"{paper_protocol.TOP_K} best rows per detector over every setting x seed, on the evaluation split",
+                    "selection": f"{paper_protocol.TOP_K} lowest-FPR95 rows per detector over every setting x seed, "
+                    "on the evaluation split; AUROC, AURC and accuracy read at those rows (tables.py as committed)",
+                    "difference": NOT_PAIRED,
+                    "lambdas": list(paper_protocol.LAMBDAS),
+                    "lambdas_note": paper_protocol.lambda_note(paper_protocol.LAMBDAS),
                     "fpr_convention": paper_protocol.FPR_CONVENTION,
                     "rows_per_detector": {k: int(np.count_nonzero(rows.method == k)) for k in protocol.PAIRED},
                     "relu": {
                         m: {"mean": aggregates[m]["relu"].mean, "std": _finite(aggregates[m]["relu"].std)}
-                        for m in METRICS
+                        for m in (*METRICS, "accuracy")
                     },
                     "doctor": {
                         m: {"mean": aggregates[m]["doctor"].mean, "std": _finite(aggregates[m]["doctor"].std)}
-                        for m in METRICS
+                        for m in (*METRICS, "accuracy")
                     },
+                    "std": "ddof=1 over the five rows (the spread of five rows, not a standard error)",
                     "relu_minus_doctor": {m: {"estimate": diffs[m], "interval": None} for m in METRICS},
                     "interval": paper_protocol.NO_INTERVAL,
                     "five_best": {k: [rows.record(i) for i in aggregates["fpr95"][k].rows] for k in protocol.PAIRED},
@@ -361,6 +405,8 @@ def run_study(
                     f"rung {obj['rung']}: in {thinned} of {len(rows)} rows the thinned ROC curve's FPR95 differs from "
                     "the full curve's (tied scores)"
                 )
+        objects[-1]["seeds"] = list(authors.seeds)
+        objects[-1]["model"] = paper_protocol.ONE_MODEL
         objects[-1]["split"] = {
             "r": r,
             "fit": authors.sizes[0],
@@ -374,8 +420,14 @@ def run_study(
         else:
             notes.append("ε = 0 on every rung (logits only); the authors also search ε where a model is present")
         notes.append(
-            f"rungs 1-5: the studio's stratified splits at tuning fraction {tune_fraction:g}; rung 6: the authors' split, r = {r}"
+            f"rungs 1-5: the studio's stratified splits at tuning fraction {tune_fraction:g}, seeds "
+            f"{', '.join(map(str, common.seeds))}; rung 6: the authors' split, r = {r}, seeds "
+            f"{', '.join(map(str, authors.seeds))} (the authors number from 1), on this one model"
         )
+        notes.append(f"rung 4: its interval is {ORACLE_INTERVAL}")
+        notes.append(CURVE_NOTE)
+        if eps:
+            notes.append(f"ε path in {paper_protocol.PRECISION} (the authors' float32), scores in float64")
         report(common.progress, 1, 1, "done")
         settings = {
             "seeds": list(common.seeds),
@@ -384,6 +436,8 @@ def run_study(
             "n_resamples": common.n_resamples,
             "authors_temperatures": list(paper_protocol.TEMPERATURES),
             "lambdas": list(paper_protocol.LAMBDAS),
+            "rung6_seeds": list(authors.seeds),
+            "rows_selected_by": paper_protocol.SELECT_BY,
             "eps": 0.0 if not eps else list(eps["epsilons"]),
             "rungs": objects,
         }
@@ -399,7 +453,7 @@ def run_study(
             notes,
         )
 
-    key = {"tune_fraction": tune_fraction, "r": r, "version": 2}
+    key = {"tune_fraction": tune_fraction, "r": r, "version": 3}
     if eps:  # the model's weights are the logits' (the run's content)
         key["epsilons"] = list(eps["epsilons"])
     return common.cached(NAME, run, key, compute)

@@ -343,8 +343,9 @@ def _paper_difference(summary: dict) -> str:
 
 def paper_summary(run, seeds: Sequence[int], tune_fraction: float) -> dict:
     """:func:`relu_core.paper_protocol.evaluate` on the run's logits (ε = 0; r = ``round(1 / tune_fraction)``, at
-    least 2; as many seeds, numbered as given), as its JSON record without the kept rows, stored by the logits'
-    content and the settings (:data:`NAMESPACE`)."""
+    least 2; as many seeds as ``seeds``, numbered 1..S as the authors do, :func:`relu_core.paper_protocol.paper_seeds`;
+    the five lowest-FPR95 rows, every metric read at them), as its JSON record without the kept rows, stored by the
+    logits' content and the settings (:data:`NAMESPACE`)."""
     import json
 
     r = max(2, int(round(1.0 / tune_fraction)))
@@ -352,14 +353,14 @@ def paper_summary(run, seeds: Sequence[int], tune_fraction: float) -> dict:
         "kind": "paper-protocol",
         "logits": cache.array_digest(np.asarray(run.logits)),
         "labels": cache.array_digest(np.asarray(run.labels)),
-        "seeds": [int(s) for s in seeds],
+        "seeds": list(paper_protocol.paper_seeds(len(seeds))),
         "r": r,
-        "version": 1,
+        "version": 2,
     }
     stored = cache.load(NAMESPACE, key)
     if stored is not None:
         return json.loads(str(stored["result"]))
-    record = paper_protocol.evaluate(run.logits, run.labels, r=r, seeds=tuple(seeds)).to_dict()
+    record = paper_protocol.evaluate(run.logits, run.labels, r=r, seeds=len(seeds)).to_dict()  # seeds 1..S
     for method in record["methods"].values():
         for metric in method.values():
             metric.pop("rows")
