@@ -205,9 +205,12 @@ if "summary" in result.tables:
 if "ladder" in result.tables:
     st.subheader("Rel-U − Doctor, rung by rung")
     st.caption(
-        "Each rung changes one thing from the rung above. Rungs 1-4: the 95 % paired bootstrap interval "
-        "(conditional on the selected settings); rungs 5-6 are the mean of each detector's five best rows, a "
-        "minimum over settings and seeds measured on the evaluation split: no interval is valid for them."
+        "Each rung changes one thing from the rung above (rung 5 two). Rungs 1-4: the 95 % paired bootstrap "
+        "interval (conditional on the selected settings; rung 4's is "
+        + ladder.ORACLE_INTERVAL
+        + "); rungs 5-6 are the difference of each detector's mean of its five lowest-FPR95 rows (not paired: the "
+        "rows may come from different seeds), a minimum over settings and seeds measured on the evaluation split: "
+        "no interval is valid for them."
     )
     st.dataframe(ladder.display_table(result), hide_index=True)
     reference, reference_notes = paper_table.ladder_reference(run)

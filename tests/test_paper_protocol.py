@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from relu_core import cli, metrics, paper_protocol, protocol
+from relu_core import cli, metric_info, metrics, paper_protocol, protocol
 from relu_core.errors import InputError
 from relu_core.runs import Run
 from relu_core.studies import ladder
@@ -377,9 +377,11 @@ def test_the_cli_prints_one_object_a_rung(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert [r["rung"] for r in out["rungs"]] == [1, 2, 3, 4, 5, 6]
     assert out["rungs"][5]["relu_minus_doctor"]["fpr95"]["interval"] is None
+    assert "not a valid interval" in out["rungs"][3]["interval"] and out["rungs"][5]["seeds"] == [1, 2]
     rc = cli.main(["study", "paper-protocol", "--logits", str(path), "--seeds", "2", "--bootstrap", "0"])
     text = capsys.readouterr().out
     assert rc == 0 and "6. authors' split" in text and "no interval" in text
+    assert "not a valid interval for the selection" in text and "one model" in text
     assert cli.main(["study", "paper-protocol", "--logits", str(path), "--val-fraction", "2"]) == 2
 
 
@@ -393,6 +395,16 @@ def test_evaluate_protocol_paper_equals_the_library(tmp_path, capsys):
     expected = paper_protocol.evaluate(logits, labels, r=10, seeds=2)
     assert out["relu_minus_doctor"]["fpr95"] == pytest.approx(expected.difference("fpr95"))
     assert (out["fit"], out["set_aside"], out["evaluated"]) == (50, 90, 360)
+    assert out["seeds"] == [1, 2] and "as committed" in out["selection"]
+    assert out["relu_minus_doctor"]["auroc"] == pytest.approx(expected.difference("auroc"))
+    rc = cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--seeds", "2", "--lambda-grid", "0.5"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "; λ 0.5\n" in text and "accuracy" in text and "lowest FPR95" in text
+    expected = paper_protocol.evaluate(logits, labels, r=2, seeds=2, lambdas=(0.5,))
+    assert expected.to_dict()["rows_per_method"]["relu"] == expected.to_dict()["rows_per_method"]["doctor"]
+    label = metric_info.get("fpr95").label
+    assert f"{label} {metric_info.signed(expected.difference('fpr95'))}" in text  # the λ = 0.5 rows
+    assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--lambda-grid", "2"]) == 2
     assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--select"]) == 2
     assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--r", "1"]) == 2
     assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--eps-grid", "paper"]) == 2
@@ -417,6 +429,8 @@ def test_the_studies_page_runs_the_ladder_as_a_study(pages):
     assert [r.split(".")[0] for r in ladder_frame["rung"]] == ["1", "2", "3", "4", "5", "6"]
     assert ladder_frame["Rel-U − Doctor FPR95 (points)"].iloc[5].endswith("(no interval)")
     assert any("no interval is valid" in c.value for c in at.caption)
+    assert any(ladder.ORACLE_INTERVAL in c.value for c in at.caption)
+    assert ladder.ORACLE_INTERVAL in ladder_frame["verdict"].iloc[3]
     assert not any("rungs:" in c.value or "not the shared T" in c.value for c in at.caption)  # a result, not a setting
 
 

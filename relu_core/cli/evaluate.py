@@ -68,7 +68,9 @@ def add_parser(sub) -> None:
         default=None,
         help="how settings are chosen: honest (= --select, inside the tuning split), oracle (= --oracle) or paper: "
         "the paper's protocol as the authors' code runs it (their T grid, λ grid, split n // r, errors-positive "
-        "thinned FPR95, mean of the five best setting x seed rows; no interval; ε: --eps-grid on a model run)",
+        "thinned FPR95, the five lowest-FPR95 setting x seed rows with every metric read at them; seeds 1..S, one "
+        "model for every seed; no interval; ε: --eps-grid on a model run; λ: --lambda-grid, e.g. 0.5, the authors' "
+        "code default)",
     )
     ev.add_argument(
         "--r",
@@ -91,7 +93,11 @@ def add_parser(sub) -> None:
         "ε selection on a CPU",
     )
     ev.add_argument(
-        "--lambda-grid", default=None, metavar="L,...", help="the λ values --select/--oracle search for Rel-U"
+        "--lambda-grid",
+        default=None,
+        metavar="L,...",
+        help="the λ values --select/--oracle search for Rel-U; with --protocol paper the λ rows (default the studio's "
+        "λ grid; 0.5 alone is the authors' code default, their λ values are unknown)",
     )
     ev.add_argument(
         "--eps",
@@ -519,12 +525,16 @@ def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
         perturbation = preprocessing.make_perturbation(
             run, device=args.device, batch_size=batch_size, precision=paper_protocol.PRECISION
         )  # float32 as the authors' code, not bf16 autocast on a GPU
+    lambdas = paper_protocol.LAMBDAS
+    if getattr(args, "lambda_grid", None) is not None:
+        lambdas = shared.parse_grid(args.lambda_grid, "--lambda-grid", "λ values in [0, 1]")
     result = paper_protocol.evaluate(
         run.logits,
         run.labels,
         r=r,
         seeds=seeds,
         methods=methods,
+        lambdas=lambdas,
         epsilons=epsilons,
         perturbation=perturbation,
         progress=bar,
