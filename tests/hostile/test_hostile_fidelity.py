@@ -119,9 +119,14 @@ def test_the_cli_labels_the_interval_conditional_exactly_under_selection(flags, 
         assert row["conditional_on_selection"] is selected
         assert (stats.CONDITIONAL_LABEL in row["verdict"]) is selected
     text = _cli_out([*common, *flags], capsys)
-    paired_lines = text.split("Rel-U − Doctor on the same splits", 1)[1]
+    after = text.split("Rel-U − Doctor on the same splits", 1)[1]
+    paired_lines, operating_lines = after.split("Both operating points", 1)
     assert (stats.CONDITIONAL_LABEL in paired_lines) is selected
     assert paired_lines.count(stats.CONDITIONAL_LABEL) == (1 + len(metric_info.PAIRED_KEYS) if selected else 0)
+    # the two FPR95 questions in words (correct positive, errors positive), each with its own interval
+    sentences = [line for line in operating_lines.splitlines() if line.strip().startswith(("Keep 95", "Catch 95"))]
+    assert len(sentences) == 2
+    assert all((stats.CONDITIONAL_LABEL in line) is selected for line in sentences)
 
 
 @pytest.mark.parametrize("selection", ["tuning", "oracle"])
