@@ -137,7 +137,8 @@ def _paired_section(view: explore.View, neighbours: Neighbours, pending: bool) -
     html(explore.paired_html(view, pending), "paired", neighbours.follow_paired(), poll_s)
     if view.paired:
         st.caption(explore.paired_note(view))
-        html(explore.operating_points_html(view), "operating_points", None)  # both FPR95 questions, in words
+        # both FPR95 questions, in words; it follows λ (a neighbour's says nothing until its bootstrap landed)
+        html(explore.operating_points_html(view), "operating_points", neighbours.follow(explore.operating_points_html))
 
 
 def _operating_section(view: explore.View, neighbours: Neighbours, s: explore.Setting) -> None:

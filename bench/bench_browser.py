@@ -68,7 +68,8 @@ _CONTENT = (
     + """)() || ""); let main = figures, full = figures;
     for (const e of document.querySelectorAll('.relu-studio-html')) {
       full += '|' + e.innerHTML;
-      if (!e.closest('.st-key-ex_chart_paired')) main += '|' + e.innerHTML.replace(/ class="(better|worse)"/g, '');
+      if (!e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_operating_points'))
+        main += '|' + e.innerHTML.replace(/ class="(better|worse)"/g, '');
     }
     return [main, full]; }"""
 )

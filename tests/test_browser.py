@@ -245,11 +245,13 @@ def test_explore_rerenders_when_lambda_moves(app_url, chromium):
     print(f"browser flow took {time.monotonic() - started:.1f} s")
 
 
-# What a λ move changes, λ's intervals aside (they come from a background bootstrap): D*, the ROC and
-# risk-coverage data, and the HTML elements (D*'s caption, the metrics and operating tables), colours removed.
+# What a λ move changes, λ's intervals aside (they come from a background bootstrap: the paired table, the words
+# at both operating points, the metrics' colours): D*, the ROC and risk-coverage data, and the HTML elements (D*'s
+# caption, the metrics and operating tables), colours removed.
 _LAMBDA_CONTENT = """() => { const p = document.querySelectorAll('.js-plotly-plot');
     if (p.length < 4 || !p[0].data || !p[2].data || !p[3].data) return null;
-    const html = [...document.querySelectorAll('.relu-studio-html')].filter(e => !e.closest('.st-key-ex_chart_paired'))
+    const html = [...document.querySelectorAll('.relu-studio-html')]
+        .filter(e => !e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_operating_points'))
         .map(e => e.innerHTML.replace(/ class="(better|worse)"/g, ''));
     return JSON.stringify([p[0].layout.title.text, p[0].data.map(t => t.z), p[2].data.map(t => [t.x, t.y]),
                            p[3].data.map(t => [t.x, t.y]), html]); }"""
@@ -317,7 +319,8 @@ def test_lambda_moves_are_drawn_before_the_server_answers(app_url, chromium):
 
     drawn = """() => [...document.querySelectorAll('.js-plotly-plot')].filter((p, i) => i !== 1).map(p => p.data)
         .concat([...document.querySelectorAll('.relu-studio-html')]
-            .filter(e => !e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_metrics')).map(e => e.firstChild))"""
+            .filter(e => !e.closest('.st-key-ex_chart_paired, .st-key-ex_chart_operating_points, .st-key-ex_chart_metrics'))
+            .map(e => e.firstChild))"""
     page.evaluate(f"() => {{ window.__drawn = ({drawn})(); }}")
     release()
     page.wait_for_url(f"**lam={float(lam_at[1]):g}**", timeout=wait_ms(60_000))  # the server's rerun for that λ
