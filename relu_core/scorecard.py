@@ -330,7 +330,7 @@ def paper_words(ladder_table: pd.DataFrame) -> str:
     ...                       "fpr95_high": [0.027, float("nan")]})
     >>> paper_words(table)  # doctest: +NORMALIZE_WHITESPACE
     "The paper's procedure would report Rel-U 3.0 points ahead here (FPR95, errors as positives, the mean of each
-    detector's five best setting × seed rows, no interval); honestly measured it is +0.3 points [-2.1, +2.7] for
+    detector's five lowest-FPR95 setting × seed rows on this one model, no interval); honestly measured it is +0.3 points [-2.1, +2.7] for
     Rel-U − Doctor (FPR95, selection inside the tuning split): no significant difference."
     """
     by_rung = ladder_table.set_index("rung")
@@ -350,7 +350,7 @@ def paper_words(ladder_table: pd.DataFrame) -> str:
         measured += " for Rel-U − Doctor (FPR95, selection inside the tuning split; no bootstrap interval)"
     return (
         f"The paper's procedure would report {reported} here (FPR95, errors as positives, the mean of each detector's "
-        f"five best setting × seed rows, no interval); honestly measured it is {measured}."
+        f"five lowest-FPR95 setting × seed rows on this one model, no interval); honestly measured it is {measured}."
     )
 
 
