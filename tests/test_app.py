@@ -1004,7 +1004,7 @@ def test_lambda_neighbours_are_exactly_the_views_the_server_draws_there(explore)
     """Each element that follows λ gets the views of λ ± 0.01; moved there (either way), the server's own view
     is the same (same id: the browser, which showed the neighbour at once, redraws nothing). None are sent
     under λ auto or ε (whose pass is per λ); each run is numbered one more than the last."""
-    following = {"dstar", "roc", "risk_coverage", "dstar_caption", "metrics", "paired", "operating"}
+    following = {"dstar", "roc", "risk_coverage", "dstar_caption", "metrics", "paired", "operating_points", "operating"}
     for lam, neighbour in ((0.51, "0.51"), (0.5, "0.50")):
         _settle(explore)  # every paired bootstrap has landed, the neighbours' too
         sent = _follow_payloads(explore)
