@@ -85,6 +85,43 @@ def _detector_key(detector: Detector) -> dict:
     return key
 
 
+def _prepared(model, images, detector: Detector, indices, options: dict, **what) -> tuple:
+    """The engine's set-up, the images (``indices`` taken), and the cache key of a perturbed-scores pass: the
+    weights hash, image fingerprint, mean/std, detector (name, T, fitted state), precision and device type, plus
+    ``what`` (the kind of pass and its ε or ε tuple)."""
+    setup = engine.inference(model, images, **options)
+    check_detector(detector)
+    if indices is not None:
+        images = images[_check_indices(indices, images.shape[0])]
+
+    from relu_core import models
+
+    key = {
+        "kind": what.pop("kind"),
+        "weights": models.weights_hash(model),
+        "images": cache.array_digest(images),
+        "mean": setup.normalization.mean,
+        "std": setup.normalization.std,
+        "detector": _detector_key(detector),
+        **what,
+        "precision": setup.precision,
+        "device": setup.device.type,  # a GPU's float32 is not the CPU's to the last bit
+    }
+    return setup, images, key
+
+
+def _gradient_sign(net: nn.Module, x: torch.Tensor, detector: Detector, setup) -> torch.Tensor:
+    """``sign(-grad_x log s(x))`` on the normalised batch ``x``. Autocast covers the model only
+    (engine.forward): the gradient is taken w.r.t. the float32 input, the backward in full float32 too, and
+    log s is computed in float64 outside it."""
+    x = x.detach().requires_grad_(True)
+    with engine.full_float32(x.device, setup.precision):  # the backward too, not only the forward
+        with torch.enable_grad():
+            objective = log_score(detector, engine.forward(net, x, setup.precision)).sum()
+        (grad,) = torch.autograd.grad(objective, x)
+    return torch.sign(-grad)
+
+
 def perturbed_scores(
     model: nn.Module,
     images: np.ndarray,
@@ -107,36 +144,12 @@ def perturbed_scores(
     eps = float(eps)
     if not math.isfinite(eps) or eps < 0:
         raise InputError(f"eps must be a finite number >= 0, got {eps!r}")
-    setup = engine.inference(model, images, **options)
-    check_detector(detector)
-    if indices is not None:
-        images = images[_check_indices(indices, images.shape[0])]
-
-    from relu_core import models
-
-    key = {
-        "kind": "perturbed-scores",
-        "weights": models.weights_hash(model),
-        "images": cache.array_digest(images),
-        "mean": setup.normalization.mean,
-        "std": setup.normalization.std,
-        "detector": _detector_key(detector),
-        "eps": eps,
-        "precision": setup.precision,
-        "device": setup.device.type,  # a GPU's float32 is not the CPU's to the last bit
-    }
+    setup, images, key = _prepared(model, images, detector, indices, options, kind="perturbed-scores", eps=eps)
 
     def perturbed_logits(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """Gradient step on the normalised batch ``x``, then a clean forward pass (float32 logits). Autocast
-        covers the model only (engine.forward): the gradient is taken w.r.t. the float32 input and log s is
-        computed in float64 outside it."""
+        """Gradient step on the normalised batch ``x``, then a clean forward pass (float32 logits)."""
         if eps > 0:
-            x.requires_grad_(True)
-            with engine.full_float32(x.device, setup.precision):  # the backward too, not only the forward
-                with torch.enable_grad():
-                    objective = log_score(detector, engine.forward(net, x, setup.precision)).sum()
-                (grad,) = torch.autograd.grad(objective, x)
-            x = x.detach() - eps * torch.sign(-grad)
+            x = x.detach() - eps * _gradient_sign(net, x, detector, setup)
         with torch.inference_mode():
             return engine.forward(net, x, setup.precision)
 
@@ -188,38 +201,16 @@ def perturbed_scores_grid(
     precision, device type).
     """
     epsilons = _check_epsilons(epsilons)
-    setup = engine.inference(model, images, **options)
-    check_detector(detector)
-    if indices is not None:
-        images = images[_check_indices(indices, images.shape[0])]
-
-    from relu_core import models
-
-    key = {
-        "kind": "perturbed-scores-grid",
-        "weights": models.weights_hash(model),
-        "images": cache.array_digest(images),
-        "mean": setup.normalization.mean,
-        "std": setup.normalization.std,
-        "detector": _detector_key(detector),
-        "epsilons": list(epsilons),
-        "precision": setup.precision,
-        "device": setup.device.type,
-    }
+    setup, images, key = _prepared(
+        model, images, detector, indices, options, kind="perturbed-scores-grid", epsilons=list(epsilons)
+    )
     steps = torch.tensor(epsilons, dtype=torch.float32)
     need_grad = bool((steps > 0).any())
 
     def grid_logits(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """The gradient sign once, then one forward pass per ε: (batch, E * C) float32 logits, ε-major."""
-        sign = None
-        if need_grad:
-            x.requires_grad_(True)
-            with engine.full_float32(x.device, setup.precision):
-                with torch.enable_grad():
-                    objective = log_score(detector, engine.forward(net, x, setup.precision)).sum()
-                (grad,) = torch.autograd.grad(objective, x)
-            x = x.detach()
-            sign = torch.sign(-grad)
+        sign = _gradient_sign(net, x, detector, setup) if need_grad else None
+        x = x.detach()
         outs = []
         with torch.inference_mode():
             for eps in epsilons:
