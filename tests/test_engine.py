@@ -212,9 +212,9 @@ def test_resnet20_on_exact_cifar10_and_logits_cache(shared_data, monkeypatch, tm
     calls = []
     real = engine.compute_logits
 
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
+    def counting(model, images, *args, **kwargs):
+        calls.append(len(images))
+        return real(model, images, *args, **kwargs)
 
     monkeypatch.setattr(engine, "compute_logits", counting)
     before = set(paths.cache_dir("logits").glob("*.npz"))
@@ -224,16 +224,17 @@ def test_resnet20_on_exact_cifar10_and_logits_cache(shared_data, monkeypatch, tm
     assert run.images is not None and run.images.shape == (1017, 32, 32, 3)
     accuracy = float((run.logits.argmax(1) == run.labels).mean())
     assert abs(accuracy - 0.916) <= 0.005, accuracy
-    assert len(calls) == 1
+    assert calls == [1017]
 
     again = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu")
-    assert len(calls) == 1  # cache hit: nothing recomputed
+    # cache hit: no second pass over the set, only the read's spot check of a few rows (runs.check_logits)
+    assert calls[0] == 1017 and len(calls) == 2 and calls[1] <= runs.SPOT_CHECK_ROWS
     assert np.array_equal(again.logits, run.logits) and again.run_id == run.run_id
 
     (target,) = set(paths.cache_dir("logits").glob("*.npz")) - before
     target.write_bytes(target.read_bytes()[:100])  # corrupt the cache file
     recomputed = runs.logits_for("resnet20", None, "cifar10-exact", device="cpu", batch_size=128)
-    assert len(calls) == 2
+    assert calls[2:] == [1017]  # the unreadable entry is computed again, whole (just computed: no spot check)
     np.testing.assert_allclose(recomputed.logits, run.logits, rtol=1e-5, atol=1e-5)
 
 

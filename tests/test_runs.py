@@ -124,13 +124,21 @@ def test_default_run_trains_once_then_is_cached(monkeypatch, tmp_path):
     def must_not_train(*args, **kwargs):
         raise AssertionError("the cached model should have been used")
 
-    def must_not_compute(*args, **kwargs):
-        raise AssertionError("the cached logits should have been used")
+    real = engine.compute_logits
+    spot_checked: list[int] = []
+
+    def must_not_compute(model, images, *args, **kwargs):
+        # reading the entry recomputes a few rows only (runs.check_logits' spot check), never the whole set
+        if len(images) > runs.SPOT_CHECK_ROWS:
+            raise AssertionError("the cached logits should have been used")
+        spot_checked.append(len(images))
+        return real(model, images, *args, **kwargs)
 
     monkeypatch.setattr(training, "train_small_cnn", must_not_train)
     monkeypatch.setattr(engine, "compute_logits", must_not_compute)
     second = runs.default_run()
     assert np.array_equal(second.logits, first.logits) and second.run_id == first.run_id
+    assert len(spot_checked) == 1  # the cached entry was checked against the model on read
 
 
 def test_default_choice_prefers_fashion_mnist_then_digits(monkeypatch, shared_data):
