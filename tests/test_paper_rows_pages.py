@@ -29,8 +29,10 @@ def _percent(cells: dict[str, str], value: str, std: str) -> str:
 
 
 def _cifar(run, model: str = "resnet34_cifar"):
-    """``run`` presented as a CIFAR-10 run of ``model`` (the paper's tables are matched by these names only)."""
-    return dataclasses.replace(run, dataset_name="cifar10-test", model_name=model)
+    """``run`` presented as a CIFAR-10 run of ``model`` (the paper's tables are matched by these names only), under
+    its own run id: the run registry and the studies' cache are keyed on it, and another test's digits result of the
+    same run id would otherwise be served."""
+    return dataclasses.replace(run, dataset_name="cifar10-test", model_name=model, run_id=f"{run.run_id}-as-{model}")
 
 
 def _frame_with(at, label: str):
