@@ -17,8 +17,9 @@ from studio.text import plain
 
 run = page.page_header(
     "More baselines",
-    "The paper's comparison with other families of detectors (its tables tab:bayes and "
-    "tab:main_misclassification_detection_conformal, shown beside ours where the paper has the data set), on the same "
+    "The paper's comparison with other families of detectors (its Bayesian-baselines and "
+    "conformal-prediction tables, tab:bayes and tab:main_misclassification_detection_conformal, shown beside ours "
+    "where the paper has the data set), on the same "
     "seeded splits as Rel-U and Doctor: an **MLP** trained on the tuning split's soft-predictions to predict "
     "errors (early stopping on a held-out part of the tuning split), **MC-Dropout** (10 passes with dropout 0.2 "
     "before the classifier head; entropy of the softmax of the averaged logits), **Deep Ensembles** (MSP of the "

@@ -430,7 +430,11 @@ def test_the_studies_page_runs_the_ladder_as_a_study(pages):
     assert ladder_frame["Rel-U − Doctor FPR95 (points)"].iloc[5].endswith("(no interval)")
     assert any("no interval is valid" in c.value for c in at.caption)
     assert any(ladder.ORACLE_INTERVAL in c.value for c in at.caption)
-    assert ladder.ORACLE_INTERVAL in ladder_frame["verdict"].iloc[3]
+    assert ladder.ORACLE_INTERVAL in ladder_frame["FPR95 verdict"].iloc[3]
+    assert ladder_frame["FPR95 verdict"].iloc[5].endswith("(no valid interval)")
+    # everything in points, as the chart's axis
+    assert "(points)" in charts(at)[0]["layout"]["yaxis"]["title"]["text"]
+    assert list(ladder_frame.columns)[-1] == "what it changed"  # the long text last, the numbers in view
     assert not any("rungs:" in c.value or "not the shared T" in c.value for c in at.caption)  # a result, not a setting
 
 

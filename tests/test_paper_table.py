@@ -104,8 +104,10 @@ def test_every_number_is_the_csv_s_with_its_std_and_unit(key) -> None:
 
 def test_labels_name_the_tables() -> None:
     assert paper_table.LABEL == "paper, Table 1 (tab:main_misclassification_detection)"
-    assert paper_table.TABLES["calibration"].label == "paper, table tab:calibration"
-    assert paper_table.TABLES["corruption_resnet34"].label == "paper, table tab:r34corruption"
+    assert paper_table.TABLES["calibration"].label == "paper, its calibration table (tab:calibration)"
+    assert (
+        paper_table.TABLES["corruption_resnet34"].label == "paper, its ResNet-34 CIFAR-10-C table (tab:r34corruption)"
+    )
     assert "five-best" in paper_table.TABLES["table1"].selection
     assert "evaluation split" in paper_table.TABLES["table1"].selection
 

@@ -212,8 +212,9 @@ def ladder_figure(ladder: pd.DataFrame, metric: str = "fpr95") -> go.Figure:
     """The ladder (:mod:`relu_core.studies.ladder`): Rel-U − Doctor per rung, a bar each, with the 95 % paired
     interval where one is valid (rungs 1-4) and none where the rung is a minimum over rows (5-6)."""
     shown = metric_info.get(metric)
-    low, high = ladder[f"{metric}_low"].to_numpy(float), ladder[f"{metric}_high"].to_numpy(float)
-    value = ladder[metric].to_numpy(float)
+    # in percentage points, as the page's ladder table
+    low, high = 100 * ladder[f"{metric}_low"].to_numpy(float), 100 * ladder[f"{metric}_high"].to_numpy(float)
+    value = 100 * ladder[metric].to_numpy(float)
     has = np.isfinite(low)
     labels = [f"{r}. {n}" for r, n in zip(ladder["rung"], ladder["name"])]
     fig = core_figures.new_figure()
@@ -239,7 +240,7 @@ def ladder_figure(ladder: pd.DataFrame, metric: str = "fpr95") -> go.Figure:
     fig.update_layout(
         title=f"Rel-U − Doctor, {shown.name}, rung by rung ({'above' if shown.higher_is_better else 'below'} 0: "
         "Rel-U better)",
-        yaxis={"title": f"Δ {shown.name}"},
+        yaxis={"title": f"Δ {shown.name} (points)"},
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         showlegend=False,
     )

@@ -489,20 +489,37 @@ def ladder_text(result: base.StudyResult, rungs: Sequence[int] | None = None) ->
 
 
 def display_table(result: base.StudyResult) -> pd.DataFrame:
-    """The ladder for a page: per rung what it changed, each detector's FPR95 and Rel-U − Doctor per metric in
-    percentage points with its interval (rungs 1-4) or "no interval" (5-6), and the FPR95 verdict."""
+    """The ladder for a page, all in percentage points: per rung Rel-U − Doctor per metric with its interval
+    (rungs 1-4) or "no interval" (5-6), the FPR95 verdict in a few words, each detector's FPR95, and last (it is
+    long) what the rung changed. The full verdicts, in fractions, stay in the study's ``ladder`` table (its CSV)."""
     out = []
     for row in result.tables["ladder"].itertuples(index=False):
-        line = {
-            "rung": f"{row.rung}. {row.name}",
-            "what it changed": row.changed,
-            "Rel-U FPR95 %": f"{100 * row.relu_fpr95:.1f}",
-            "Doctor FPR95 %": f"{100 * row.doctor_fpr95:.1f}",
-        }
+        line = {"rung": f"{row.rung}. {row.name}"}
         for m in METRICS:
             value, low, high = (100 * float(getattr(row, f"{m}{s}")) for s in ("", "_low", "_high"))
-            interval = f" [{low:+.1f}, {high:+.1f}]" if np.isfinite(low) else " (no interval)"
-            line[f"Rel-U − Doctor {metric_info.get(m).label} (points)"] = f"{value:+.1f}{interval}"
-        line["verdict"] = row.verdict
+            digits = 2 if m == "aurc" else 1  # AURC differences are a tenth of the others'
+            interval = f" [{low:+.{digits}f}, {high:+.{digits}f}]" if np.isfinite(low) else " (no interval)"
+            line[f"Rel-U − Doctor {metric_info.get(m).label} (points)"] = f"{value:+.{digits}f}{interval}"
+        line["FPR95 verdict"] = _short_verdict(100 * row.fpr95, 100 * row.fpr95_low, 100 * row.fpr95_high)
+        if row.rung == 4:
+            line["FPR95 verdict"] += f" ({ORACLE_INTERVAL})"
+        line["Rel-U FPR95 %"] = f"{100 * row.relu_fpr95:.1f}"
+        line["Doctor FPR95 %"] = f"{100 * row.doctor_fpr95:.1f}"
+        line["what it changed"] = row.changed
         out.append(line)
     return pd.DataFrame(out)
+
+
+def _short_verdict(points: float, low: float, high: float) -> str:
+    """The FPR95 verdict of a rung in points (lower FPR95 is better): by its interval on rungs 1-4, and only the
+    difference's sign, said as such, where no interval is valid (rungs 5-6)."""
+    if not np.isfinite(points):
+        return "undefined"
+    if not np.isfinite(low):
+        leader = "Rel-U" if points < 0 else "Doctor"
+        return f"{leader} lower by {abs(points):.1f} (no valid interval)"
+    if low > 0:
+        return f"Doctor better by {points:.1f}"
+    if high < 0:
+        return f"Rel-U better by {-points:.1f}"
+    return "no significant difference"

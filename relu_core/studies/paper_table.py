@@ -71,7 +71,8 @@ PERCENT, FRACTION = "percent", "fraction"
 @dataclass(frozen=True)
 class PaperTable:
     """One of the paper's tables: its key here, CSV file, LaTeX label, printed number (None where the reference
-    does not give it), what it holds, units in words, and how its numbers were selected."""
+    does not give it), what it holds, units in words, how its numbers were selected, and a short name for a
+    reader where it has no printed number."""
 
     key: str
     file: str
@@ -80,13 +81,15 @@ class PaperTable:
     what: str
     units: str
     selection: str
+    name: str = ""
 
     @property
     def label(self) -> str:
-        """``paper, Table 1 (tab:main_misclassification_detection)``: the label every row of it carries."""
+        """``paper, Table 1 (tab:main_misclassification_detection)``, or for a table whose number the reference
+        does not give ``paper, its calibration table (tab:calibration)``: the label every row of it carries."""
         if self.number:
             return f"paper, {self.number} ({self.tex_label})"
-        return f"paper, table {self.tex_label}"
+        return f"paper, its {self.name} table ({self.tex_label})"
 
 
 _TABLE_LIST = (
@@ -107,6 +110,7 @@ _TABLE_LIST = (
         "Table 1's rows for CrossEntropy, Mixup and RegMixUp, plus a conformalized model's FPR95 (Conf.)",
         "percent (accuracy and FPR95)",
         FIVE_BEST,
+        name="conformal-prediction",
     ),
     PaperTable(
         "calibration",
@@ -118,6 +122,7 @@ _TABLE_LIST = (
         "ECE as a fraction; FPR95 in percent",
         "λ = 0.5, ε = 0 and the calibrated T (the paper's text), mean and std as printed; the reference does not say "
         "whether the authors' five-best table script (selection on the evaluation split) made this table",
+        name="calibration",
     ),
     PaperTable(
         "bayes",
@@ -127,6 +132,7 @@ _TABLE_LIST = (
         "cross-entropy models: FPR95 of MC-Dropout, Deep Ensembles, an MLP trained on the tuning data, and Rel-U",
         "percent (FPR95)",
         FIVE_BEST,
+        name="Bayesian-baselines",
     ),
     PaperTable(
         "corruption_densenet121",
@@ -137,6 +143,7 @@ _TABLE_LIST = (
         "CIFAR-10 only): Doctor and Rel-U AUROC and FPR95",
         "fractions (0.31 = 31 %)",
         CORRUPTION_SELECTION,
+        name="DenseNet-121 CIFAR-10-C",
     ),
     PaperTable(
         "corruption_resnet34",
@@ -147,6 +154,7 @@ _TABLE_LIST = (
         "CIFAR-10 only): Doctor and Rel-U AUROC and FPR95",
         "fractions (0.31 = 31 %)",
         CORRUPTION_SELECTION,
+        name="ResNet-34 CIFAR-10-C",
     ),
 )
 #: The paper's tables by key.
@@ -536,7 +544,8 @@ def no_table(what: str, dataset: str) -> str:
         "calibration": TABLES["calibration"].label,
         "corruption": f"{TABLES['corruption_densenet121'].label} and {TABLES['corruption_resnet34'].label}",
     }[what]
-    return f"No paper reference for {shown_dataset(dataset) or 'this data set'}: {title} covers {covered} only."
+    verb = "cover" if what == "corruption" else "covers"  # the two corruption tables
+    return f"No paper reference for {shown_dataset(dataset) or 'this data set'}: {title} {verb} {covered} only."
 
 
 def heading(key: str, shown: str) -> str:
