@@ -9,12 +9,14 @@
 #      and seconds (target >= 92 % in <= 60 s)
 #   3. training throughput (images/s) per network, eager
 #   4. the engine (logits, eps pass) and the Explore views at 50,000 x 1000 on the GPU
-#   5. the five-objective CIFAR-10 table (resnet9, fast recipe, T and lambda selected in the tuning split, oracle
+#   5. the ladder (study paper-protocol) of the pretrained ResNet-56 with the authors' whole ε grid (rung 3 on),
+#      which 2 CPU cores cannot afford; its JSON kept in $OUT/ladder_resnet56_eps.json
+#   6. the five-objective CIFAR-10 table (resnet9, fast recipe, T and lambda selected in the tuning split, oracle
 #      beside it, 10 seeds) from a cold cache of its own, its wall time (target <= 10 minutes)
 # Prepare on the development machine first: bash bench/gpu_bundle.sh (data and wheels into .gpu/), then with the
 # device tool: run(command="bash bench/gpu_check.sh", carry=[".gpu"], timeout_s=600).
-# `bash bench/gpu_check.sh table compiled` (any of tests, cifar, throughput, engine, scale, cifar-long, compiled,
-# table) runs the parts named, each with the time left.
+# `bash bench/gpu_check.sh table compiled` (any of tests, cifar, throughput, engine, scale, ladder, cifar-long,
+# compiled, table) runs the parts named, each with the time left.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu_check_out}"
@@ -99,6 +101,17 @@ esac
 case " $ONLY " in *" compiled "*)
   part compiled 0 $PY bench/bench_train_throughput.py --device cuda --images 12800 --compile --models resnet9:fast ;;
 esac
+
+part ladder 150 env RELU_STUDIO_CACHE="$SHARED_CACHE" sh -c "$PY -m relu_core study paper-protocol --model resnet56 \
+  --dataset cifar10 --device cuda --eps-grid authors --json > '$OUT/ladder_resnet56_eps.json'"
+if [ -s "$OUT/ladder_resnet56_eps.json" ]; then
+  $PY - "$OUT/ladder_resnet56_eps.json" <<'PYEOF'
+import json, sys
+
+for rung in json.load(open(sys.argv[1]))["rungs"]:
+    print(f"FIGURE ladder resnet56 eps: {json.dumps(rung)[:400]}")
+PYEOF
+fi
 
 part table 0 env RELU_STUDIO_CACHE="$(mktemp -d /tmp/relu_cache.XXXXXX)" \
   $PY -m relu_core study objectives --dataset cifar10 --model resnet9 --recipe fast --device cuda --seeds 10 \
