@@ -21,10 +21,15 @@ def test_the_page_opens_on_the_current_runs_data_set_and_says_the_machine(digits
     assert _dataset(at) == "digits"  # it opened on Fashion-MNIST with another data set's run current
     hint = " ".join(info.value for info in at.info)
     assert "Press **Run the study**" in hint and "scaled to this machine now: 1 model thread, load" in hint
-    # a data set chosen here stays chosen while the current run stays
-    next(box for box in at.selectbox if box.key == session.OBJ_DATASET).set_value("fashion-mnist")
+    # a data set chosen here stays chosen while the current run stays (any other offered one: Fashion-MNIST where
+    # ../shared/data or Debian's package is present)
+    box = next(box for box in at.selectbox if box.key == session.OBJ_DATASET)
+    others = [name for name in box.options if name != "digits"]
+    if not others:
+        pytest.skip("no data set but digits is offered here")
+    box.set_value(others[0])
     at.run()
     pages.ok(at)
-    assert _dataset(at) == "fashion-mnist"
+    assert _dataset(at) == others[0]
     at.run()
-    assert _dataset(at) == "fashion-mnist"
+    assert _dataset(at) == others[0]

@@ -511,7 +511,7 @@ def display_table(result: base.StudyResult) -> pd.DataFrame:
 
 
 def _short_verdict(points: float, low: float, high: float) -> str:
-    """The FPR95 verdict of a rung in points (lower FPR95 is better): by its interval on rungs 1-4, and only the
+    """The FPR95 verdict of a rung in points (the lower FPR95 wins): by its interval on rungs 1-4, and only the
     difference's sign, said as such, where no interval is valid (rungs 5-6)."""
     if not np.isfinite(points):
         return "undefined"
