@@ -404,6 +404,12 @@ def test_evaluate_protocol_paper_equals_the_library(tmp_path, capsys):
     assert expected.to_dict()["rows_per_method"]["relu"] == expected.to_dict()["rows_per_method"]["doctor"]
     label = metric_info.get("fpr95").label
     assert f"{label} {metric_info.signed(expected.difference('fpr95'))}" in text  # the λ = 0.5 rows
+    # --t-grid is honoured (it was silently dropped): the rows per method follow the given grid
+    rc = cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--seeds", "2", "--t-grid", "1", "--json"])
+    one_t = json.loads(capsys.readouterr().out)
+    small = paper_protocol.evaluate(logits, labels, r=2, seeds=2, temperatures=(1.0,))
+    assert rc == 0 and one_t["rows_per_method"] == small.to_dict()["rows_per_method"]
+    assert one_t["rows_per_method"]["doctor"] < expected.to_dict()["rows_per_method"]["doctor"] * 11
     assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--lambda-grid", "2"]) == 2
     assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--select"]) == 2
     assert cli.main(["evaluate", "--logits", str(path), "--protocol", "paper", "--r", "1"]) == 2

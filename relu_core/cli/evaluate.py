@@ -525,15 +525,18 @@ def _cmd_paper(args: argparse.Namespace, bar: shared.ProgressBar) -> int:
         perturbation = preprocessing.make_perturbation(
             run, device=args.device, batch_size=batch_size, precision=paper_protocol.PRECISION
         )  # float32 as the authors' code, not bf16 autocast on a GPU
-    lambdas = paper_protocol.LAMBDAS
+    lambdas, temperatures = paper_protocol.LAMBDAS, paper_protocol.TEMPERATURES
     if getattr(args, "lambda_grid", None) is not None:
         lambdas = shared.parse_grid(args.lambda_grid, "--lambda-grid", "λ values in [0, 1]")
+    if getattr(args, "t_grid", None) is not None:  # honoured, not silently dropped: the authors' grid by default
+        temperatures = shared.parse_grid(args.t_grid, "--t-grid", "temperatures")
     result = paper_protocol.evaluate(
         run.logits,
         run.labels,
         r=r,
         seeds=seeds,
         methods=methods,
+        temperatures=temperatures,
         lambdas=lambdas,
         epsilons=epsilons,
         perturbation=perturbation,
