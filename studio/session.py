@@ -345,6 +345,14 @@ def obj_defaults(dataset: str, trainable: list[str], model: str, recipe: str, ep
     }
 
 
+# ---- the ε grid an honest selection searches (studio.eps_choice): the Studies page's ladder, Training objectives
+#: Each page's choice of grid (a name of ``studio.eps_choice.GRIDS``), :data:`EPS_GRID_DEFAULT` until changed:
+#: none (ε = 0, logits only).
+STUDY_EPS_GRID = "study_eps_grid"
+OBJ_EPS_GRID = "obj_eps_grid"
+EPS_GRID_DEFAULT = "none"
+
+
 # ---- Runs compared side by side (app_pages/Compare.py)
 #: The page's prefix: its Run button and results (``jobbox.study_run``).
 COMPARE_PAGE = "cmp"
