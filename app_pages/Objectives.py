@@ -18,7 +18,7 @@ from relu_core import csv_text, engine, models, protocol, training
 from relu_core.progress import count
 from relu_core.studies import objectives, paper_table
 from relu_core.training import estimate
-from studio import frame, jobbox, page, session
+from studio import eps_choice, frame, jobbox, page, session
 from studio.runs import select_run
 
 # a subheader like every page's heading (studio.page.page_header): a title took two lines and 90 px at 1280 x 720
@@ -30,9 +30,8 @@ available = objectives.trainable_datasets(gpu)
 if not available:
     answer_slot.info("No data set with a training split is on this machine (Fashion-MNIST, digits or CIFAR-10).")
     st.stop()
-run_dataset = frame.current_run().dataset_name  # the page opens on the current run's data set where it can train
-if run_dataset not in available:
-    run_dataset = None
+# the page opens on the current run's data set where it can train (a run's own name is e.g. "cifar10-test")
+run_dataset = objectives.run_dataset(frame.current_run(), list(available))
 default_dataset = run_dataset or ("fashion-mnist" if "fashion-mnist" in available else next(iter(available)))
 if st.session_state.get(session.OBJ_OPENED_FOR) != st.session_state[session.RUN_ID]:  # a run made current since
     st.session_state[session.OBJ_OPENED_FOR] = st.session_state[session.RUN_ID]
@@ -56,6 +55,7 @@ session.restore(
     ),
     session.OBJ_KEPT,
 )
+session.restore({session.OBJ_EPS_GRID: session.EPS_GRID_DEFAULT}, session.OBJ_KEPT)
 with st.container(border=True):
     c_data, c_model, c_recipe = st.columns([2, 2, 2])
     dataset = c_data.selectbox("data set", list(available), key=session.OBJ_DATASET)
@@ -111,6 +111,15 @@ with st.container(border=True):
         horizontal=True,
         key=session.OBJ_SELECTION,
     )
+    # every model is trained here (a PyTorch network with its test images): ε can always be searched, by the selection
+    epsilons = eps_choice.grid_choice(
+        st,
+        "ε searched with T and λ (each model)",
+        key=session.OBJ_EPS_GRID,
+        reason=None
+        if st.session_state[session.OBJ_SELECTION] == "tuning"
+        else "ε is searched by the selection, and here T and λ are fixed",
+    )
     st.caption(f"Recipe {recipe}: {training.PRESETS[recipe].description}.")
     if (note := objectives.left_out_note(dataset)) is not None:
         st.caption(note.replace(" (name one with --outliers, e.g. npz:PATH)", "."))
@@ -125,6 +134,7 @@ session.keep(
         session.OBJ_EPOCHS,
         session.OBJ_SEEDS,
         session.OBJ_SELECTION,
+        session.OBJ_EPS_GRID,
     ],
     session.OBJ_KEPT,
 )
@@ -139,15 +149,21 @@ options = {  # the arguments of objectives_study, and the settings its result is
     "tune_fraction": session.shared().tune_fraction,  # the shared tuning fraction (set on the other pages)
     "selection": st.session_state[session.OBJ_SELECTION],
 }
+if epsilons is not None:  # part of the job's key and of each evaluation's cache key
+    options["epsilons"] = epsilons
 # The time this choice takes, from throughput measured per network and device; on a CPU a network meant for a
 # GPU is named as such before anyone waits hours for it.
 # On a CPU the measured throughput is scaled to this machine now: the threads the training gets and the load.
 machine = None if gpu else estimate.current_machine()
+# the models the study will train: those of the chosen objectives not already in the cache (they are read back)
+cached = objectives.cached_objectives(dataset, model, options["objectives"], epochs=options["epochs"], recipe=recipe)
 guess = estimate.estimate(
-    model, dataset, options["objectives"], options["epochs"], "cuda" if gpu else "cpu", machine=machine
+    model, dataset, options["objectives"], options["epochs"], "cuda" if gpu else "cpu", machine=machine, cached=cached
 )
 if not gpu and (
-    warning := estimate.cpu_warning(model, dataset, options["objectives"], options["epochs"], machine=machine)
+    warning := estimate.cpu_warning(
+        model, dataset, options["objectives"], options["epochs"], machine=machine, cached=cached
+    )
 ):
     st.warning(warning)
 result = jobbox.study_run(
@@ -171,7 +187,13 @@ answer_slot.markdown(f"**{result.answer()}**")
 st.caption(
     f"{result.model} on {result.dataset} · {result.recipe} recipe · epoch cap {result.epochs} · training seed "
     f"{result.train_seed} · {count(len(result.seeds), 'split seed')} · tuning split {result.tune_fraction:.0%} · "
-    + ("T and λ chosen inside each tuning split" if result.selection == "tuning" else "fixed T = 1, λ = 0.5")
+    + (
+        "fixed T = 1, λ = 0.5"
+        if result.selection != "tuning"
+        else "T and λ chosen inside each tuning split"
+        if result.epsilons is None
+        else f"T, λ and ε chosen inside each tuning split, {protocol.describe_eps_grid(result.epsilons)}"
+    )
     + f". {protocol.FPR_CONVENTION}."
 )
 for note in result.notes:

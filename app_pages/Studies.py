@@ -14,7 +14,7 @@ from relu_core import figures, onnx_model, protocol, scorecard
 from relu_core.progress import count
 from relu_core.studies import STUDIES, ablation, calibration, ladder, paper_table
 from relu_core.studies import figures as study_figures
-from studio import jobbox, page, query, session
+from studio import eps_choice, jobbox, page, query, session
 from studio.text import plain
 
 run = page.page_header(
@@ -26,7 +26,7 @@ run = page.page_header(
 )
 
 has_model = run.model is not None and run.images is not None
-defaults = session.study_defaults()
+defaults = {**session.study_defaults(), session.STUDY_EPS_GRID: session.EPS_GRID_DEFAULT}
 session.share(session.STUDY_SHARED)  # the tuning fraction and the seeds every page shares
 session.restore(defaults, session.STUDY_KEPT)  # the options survive another study's or another page's run
 asked = query.take_study_param()  # the Start scorecard's link: open its study at its settings
@@ -78,6 +78,12 @@ def _controls() -> dict:
         )
         if name in ("ablation", "calibration", "paper-protocol"):
             options["tune_fraction"] = page.fraction_slider(c3, "tuning fraction", key=session.STUDY_FRACTION)
+        if name == "paper-protocol":
+            epsilons = eps_choice.grid_choice(
+                st, "ε searched from rung 3 on", key=session.STUDY_EPS_GRID, reason=eps_choice.why_not(run)
+            )
+            if epsilons is not None:  # part of the job's key and the study's cache key
+                options["epsilons"] = epsilons
         if name in ("tuning-split", "mismatch"):
             # a row of their own: in a third of the width the four presets' chips were hidden at 1280 x 720
             f1, f2 = st.columns(2)
