@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -447,29 +448,27 @@ def _outlier_set(spec: str, download: bool, progress: Progress | None) -> tuple[
         return datasets.load_dataset(spec, split="test", download=download, progress=progress), "test"
 
 
-def trained_model(
-    arch: str,
-    dataset_spec: str,
-    settings: dict[str, object],
-    *,
-    device: str = "auto",
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    download: bool = False,
-) -> TrainedModel:
-    """``arch`` trained here on the training split of the registered ``dataset_spec`` with an objective, cached
-    by content (``cache_dir("models")``, with its metadata and curve), resumed from its per-epoch checkpoint
-    (``cache_dir("checkpoints")``) when an earlier attempt was cancelled or killed.
+class _TrainingPlan(NamedTuple):
+    """What :func:`trained_model` trains, read from its arguments and the data: the settings checked, the
+    training split and outlier set loaded, the ``recorded`` settings and the model's cache ``key``."""
 
-    ``settings``: ``objective`` (:meth:`training.Objective.settings`: its name and parameters), ``recipe`` (a
-    preset name of :data:`training.PRESETS`; default :func:`training.recipes.default_for` the data set), ``epochs``
-    (the cap; default the recipe's for the network, :func:`training.recipes.default_epochs`), ``seed`` and
-    ``outliers`` (a data set spec, OpenMix only). The recipe's augmentation is the data set's standard one
-    (:func:`training.augment.for_dataset`). Early stopping holds out
-    ``training.HOLDOUT_FRACTION`` of the training split (:func:`training.train`); the test split is never read
-    here. A model whose weights or logits are not finite is never stored (:class:`training.Diverged`, one line).
-    An OpenMix model comes back wrapped in :class:`training.DropOutlierClass` (C logits).
-    """
+    objective: training.Objective
+    recipe: training.recipes.TrainingRecipe
+    epochs: int
+    seed: int
+    train: datasets.ImageSet
+    outliers: datasets.ImageSet | None
+    n_classes: int
+    batch_size: int
+    augmentation: training.augment.Augmentation
+    recorded: dict[str, object]
+    key: dict[str, object]
+
+
+def _training_plan(
+    arch: str, dataset_spec: str, settings: dict[str, object], download: bool, progress: Progress | None
+) -> _TrainingPlan:
+    """The settings of :func:`trained_model` checked, its data loaded and the cache key of its model."""
     models.get_spec(arch)
     if dataset_spec.strip() not in datasets.DATASETS:
         raise InputError(f"a model is trained here on a registered data set's training split only, not {dataset_spec}")
@@ -526,6 +525,46 @@ def trained_model(
             *TRAINING_CODE,
         ),
     }
+    return _TrainingPlan(
+        objective, recipe, epochs, seed, train, outliers, n_classes, batch_size, augmentation, recorded, key
+    )
+
+
+def trained_model_key(
+    arch: str, dataset_spec: str, settings: dict[str, object], *, download: bool = False
+) -> dict[str, object]:
+    """The cache key (namespace ``models``) of the model :func:`trained_model` trains from these arguments,
+    without training it: ``cache.path_for("models", key)`` exists once it is stored. Loads the training split
+    (and an OpenMix outlier set) for their fingerprints."""
+    return _training_plan(arch, dataset_spec, settings, download, None).key
+
+
+def trained_model(
+    arch: str,
+    dataset_spec: str,
+    settings: dict[str, object],
+    *,
+    device: str = "auto",
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    download: bool = False,
+) -> TrainedModel:
+    """``arch`` trained here on the training split of the registered ``dataset_spec`` with an objective, cached
+    by content (``cache_dir("models")``, with its metadata and curve), resumed from its per-epoch checkpoint
+    (``cache_dir("checkpoints")``) when an earlier attempt was cancelled or killed.
+
+    ``settings``: ``objective`` (:meth:`training.Objective.settings`: its name and parameters), ``recipe`` (a
+    preset name of :data:`training.PRESETS`; default :func:`training.recipes.default_for` the data set), ``epochs``
+    (the cap; default the recipe's for the network, :func:`training.recipes.default_epochs`), ``seed`` and
+    ``outliers`` (a data set spec, OpenMix only). The recipe's augmentation is the data set's standard one
+    (:func:`training.augment.for_dataset`). Early stopping holds out
+    ``training.HOLDOUT_FRACTION`` of the training split (:func:`training.train`); the test split is never read
+    here. A model whose weights or logits are not finite is never stored (:class:`training.Diverged`, one line).
+    An OpenMix model comes back wrapped in :class:`training.DropOutlierClass` (C logits).
+    """
+    objective, recipe, epochs, seed, train, outliers, n_classes, batch_size, augmentation, recorded, key = (
+        _training_plan(arch, dataset_spec, settings, download, progress)
+    )
     checkpoint = paths.cache_dir("checkpoints") / f"{cache.key_digest(key)}.pt"
     resolved = engine.select_device(device)
 

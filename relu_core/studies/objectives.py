@@ -23,9 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from relu_core import cache, datasets, metric_info, models, paper_protocol, protocol, runs, stats, training
+from relu_core import cache, datasets, metric_info, models, paper_protocol, paths, protocol, runs, stats, training
 from relu_core.errors import InputError
 from relu_core.progress import Cancel, Progress, count, report, within
+from relu_core.registry import LRURegistry
 from relu_core.studies import paper_table
 
 #: The paper's five objectives, in its order (RegMixUp weighted as the authors' code; ``regmixup-appendix`` can be
@@ -419,6 +420,16 @@ def objective_run(
     """The run of ``model`` trained with ``objective`` under ``recipe`` (default the data set's,
     ``training.recipes.default_for``) on ``dataset``'s training split (cached by content; OpenMix mixes in
     ``outliers``, a registered data set, default :data:`DEFAULT_OUTLIERS`)."""
+    settings = _training_settings(dataset, objective, epochs, seed, outliers, recipe)
+    return runs.logits_for(
+        model, None, dataset, device=device, training_settings=settings, progress=progress, cancel=cancel
+    )
+
+
+def _training_settings(
+    dataset: str, objective: str, epochs: int, seed: int, outliers: str | None, recipe: str | None
+) -> dict[str, object]:
+    """The training settings (``runs.trained_model``) of :func:`objective_run`'s model."""
     settings: dict[str, object] = {
         "objective": {"name": objective},
         "epochs": epochs,
@@ -429,9 +440,52 @@ def objective_run(
         settings["outliers"] = outliers or DEFAULT_OUTLIERS.get(dataset)
         if settings["outliers"] is None:
             raise InputError(f"openmix needs an outlier data set for {dataset}: name one")
-    return runs.logits_for(
-        model, None, dataset, device=device, training_settings=settings, progress=progress, cancel=cancel
-    )
+    return settings
+
+
+#: The cache keys of the models :func:`cached_objectives` was asked about, by their settings and where the data
+#: and the cache are: a key costs a read of the training split (its fingerprint), a page asks on every rerun.
+_MODEL_KEYS = LRURegistry(64)
+
+
+def cached_objectives(
+    dataset: str,
+    model: str,
+    objectives: Sequence[str],
+    *,
+    epochs: int,
+    recipe: str | None = None,
+    seed: int = 0,
+    outliers: str | None = None,
+) -> tuple[str, ...] | None:
+    """Which of ``objectives`` already have their model (:func:`objective_run`'s, these settings) in the cache:
+    the study reads them back and trains only the others. None where that cannot be told (the training data
+    cannot be read, a setting is refused: the study itself will say why). The first question about a data set
+    reads its training split once for its fingerprint; later ones only look for the cache files."""
+    found = []
+    for name in dict.fromkeys(objectives):
+        try:
+            settings = _training_settings(dataset, name, epochs, seed, outliers, recipe)
+            where = (model, dataset, cache.key_text(settings), *map(str, paths.data_dirs()), str(paths.cache_dir()))
+            key = _MODEL_KEYS.get(where)
+            if key is None:
+                key = _MODEL_KEYS.setdefault(where, runs.trained_model_key(model, dataset, settings))
+        except InputError:
+            return None
+        if cache.path_for("models", key).exists():
+            found.append(name)
+    return tuple(found)
+
+
+def run_dataset(run, available: Sequence[str]) -> str | None:
+    """The data set of ``available`` (registered names) that ``run`` was computed on, None when it is none of
+    them: its recipe's registered spec, else its data set's name without the split (a run of a registered set is
+    named ``cifar10-test``)."""
+    spec = dict(getattr(run, "recipe", None) or ()).get("dataset_spec")
+    name = spec if isinstance(spec, str) else str(getattr(run, "dataset_name", "") or "")
+    for suffix in ("-test", "-train"):
+        name = name.removesuffix(suffix)
+    return name if name in available else None
 
 
 def objectives_study(

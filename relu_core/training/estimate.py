@@ -106,7 +106,8 @@ def cpu_share(machine: Machine) -> float:
 class TrainingEstimate:
     """The estimated ``seconds`` to train ``models`` models of ``model`` on a ``device`` type (None: no
     throughput measured for that pair), and the longest one model takes (``per_model_seconds``); on a CPU, the
-    ``machine`` it was scaled to (:func:`cpu_share`)."""
+    ``machine`` it was scaled to (:func:`cpu_share`). ``cached``: the objectives whose models are already in the
+    cache (read back, no time, not counted in ``models``), None where nobody looked; ``training``: the others."""
 
     model: str
     device: str
@@ -114,6 +115,8 @@ class TrainingEstimate:
     seconds: float | None
     per_model_seconds: float | None
     machine: Machine | None = None
+    cached: tuple[str, ...] | None = None
+    training: tuple[str, ...] = ()
 
     @property
     def too_long_for_a_cpu(self) -> bool:
@@ -121,18 +124,35 @@ class TrainingEstimate:
         return self.device == "cpu" and self.per_model_seconds is not None and self.per_model_seconds > WARN_SECONDS
 
     def sentence(self) -> str:
-        """The estimate in words, with its reference machine."""
+        """The estimate in words, with its reference machine; where the cache was looked at (``cached``), the
+        count is of the models to train, naming them and the cached ones."""
+        if self.cached and not self.training:
+            return f"No training: {_models(len(self.cached))} of {self.model} ({', '.join(self.cached)}) cached."
         if self.seconds is None:
             return f"No training time was measured for {self.model} on {self.device.upper()}: no estimate."
         where = "a GPU" if self.device == "cuda" else "the CPU"
-        count = f"{self.models} model{'s' if self.models != 1 else ''}"
         measured = f"the throughput measured on {REFERENCE.get(self.device, self.device)}"
         if self.machine is not None:
             measured += f", scaled to this machine now: {self.machine.words()}"
-        return (
-            f"Training {count} of {self.model} on {where}: about {duration(self.seconds)} if none is cached "
-            f"(estimated from {measured}; cached models take no time, early stopping may end sooner)."
+        if self.cached is None:
+            return (
+                f"Training {_models(self.models)} of {self.model} on {where}: about {duration(self.seconds)} if "
+                f"none is cached (estimated from {measured}; cached models take no time, early stopping may end "
+                "sooner)."
+            )
+        cached = (
+            f"{', '.join(self.cached)} {'is' if len(self.cached) == 1 else 'are'} cached, read back"
+            if self.cached
+            else "none is cached"
         )
+        return (
+            f"Training {_models(self.models)} of {self.model} on {where}: about {duration(self.seconds)} for "
+            f"{', '.join(self.training)} ({cached}; estimated from {measured}; early stopping may end sooner)."
+        )
+
+
+def _models(n: int) -> str:
+    return f"{n} model{'s' if n != 1 else ''}"
 
 
 def estimate(
@@ -143,16 +163,22 @@ def estimate(
     device: str,
     *,
     machine: Machine | None = None,
+    cached: Sequence[str] | None = None,
 ) -> TrainingEstimate:
     """The estimated time to train one ``model`` per objective on ``dataset``'s training split for ``epochs``
     epochs on ``device`` (a device type: ``cpu`` or ``cuda``; ``mps`` has no figures). ``objectives`` named twice
     train one model. On a CPU the time is scaled to ``machine`` (None: :func:`current_machine`, this machine
-    now: the threads model work gets and the load average; :func:`cpu_share`)."""
+    now: the threads model work gets and the load average; :func:`cpu_share`). ``cached``: the objectives whose
+    models are in the cache (``relu_core.studies.objectives.cached_objectives``): they are read back, not
+    trained, and are neither counted nor timed; None: not looked at, every model counted ("if none is cached")."""
     objectives = tuple(dict.fromkeys(objectives))  # as the study trains them: one model per objective
+    if cached is not None:
+        cached = tuple(o for o in objectives if o in set(cached))
+        objectives = tuple(o for o in objectives if o not in cached)
     rate = THROUGHPUT.get((model, device))
     images = TRAIN_IMAGES.get(dataset)
     if rate is None or images is None:
-        return TrainingEstimate(model, device, len(objectives), None, None)
+        return TrainingEstimate(model, device, len(objectives), None, None, cached=cached, training=objectives)
     from relu_core.training import HOLDOUT_FRACTION  # the package imports this module's siblings, not this one
 
     if device == "cpu":
@@ -162,17 +188,32 @@ def estimate(
         machine = None
     per_epoch = math.ceil(images * (1.0 - HOLDOUT_FRACTION)) / rate
     each = [per_epoch * epochs * (2.0 if name in TWO_BATCHES else 1.0) for name in objectives]
-    return TrainingEstimate(model, device, len(objectives), float(sum(each)), max(each, default=0.0), machine)
+    return TrainingEstimate(
+        model,
+        device,
+        len(objectives),
+        float(sum(each)),
+        max(each, default=0.0),
+        machine,
+        cached=cached,
+        training=objectives,
+    )
 
 
 def cpu_warning(
-    model: str, dataset: str, objectives: Sequence[str], epochs: int, *, machine: Machine | None = None
+    model: str,
+    dataset: str,
+    objectives: Sequence[str],
+    epochs: int,
+    *,
+    machine: Machine | None = None,
+    cached: Sequence[str] | None = None,
 ) -> str | None:
     """The warning a page shows before training ``model`` on a CPU when one model would take longer than
     :data:`WARN_SECONDS` (on ``machine``, None: this machine now), naming the data set's CPU network and its
-    time at its own recipe's cap; None otherwise."""
+    time at its own recipe's cap; None otherwise. ``cached`` as :func:`estimate`'s: cached models train not."""
     machine = current_machine() if machine is None else machine
-    guess = estimate(model, dataset, objectives, epochs, "cpu", machine=machine)
+    guess = estimate(model, dataset, objectives, epochs, "cpu", machine=machine, cached=cached)
     if not guess.too_long_for_a_cpu:
         return None
     from relu_core import models
