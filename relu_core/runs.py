@@ -466,9 +466,16 @@ class _TrainingPlan(NamedTuple):
 
 
 def _training_plan(
-    arch: str, dataset_spec: str, settings: dict[str, object], download: bool, progress: Progress | None
+    arch: str,
+    dataset_spec: str,
+    settings: dict[str, object],
+    download: bool,
+    progress: Progress | None,
+    loaded: dict[str, tuple[datasets.ImageSet, str]] | None = None,
 ) -> _TrainingPlan:
-    """The settings of :func:`trained_model` checked, its data loaded and the cache key of its model."""
+    """The settings of :func:`trained_model` checked, its data loaded (or taken from ``loaded``, where the sets
+    read are kept by their role and spec) and the cache key of its model."""
+    loaded = {} if loaded is None else loaded
     models.get_spec(arch)
     if dataset_spec.strip() not in datasets.DATASETS:
         raise InputError(f"a model is trained here on a registered data set's training split only, not {dataset_spec}")
@@ -489,8 +496,15 @@ def _training_plan(
         raise InputError("openmix needs an outlier data set (e.g. --outliers mnist for Fashion-MNIST)")
     if outliers_spec and not objective.uses_outliers:
         raise InputError(f"outliers are used by openmix only, not by {objective.name}")
-    train = datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress)
-    outliers, outlier_split = _outlier_set(str(outliers_spec), download, progress) if outliers_spec else (None, "")
+    if f"train:{dataset_spec}" not in loaded:
+        loaded[f"train:{dataset_spec}"] = (
+            datasets.load_dataset(dataset_spec, split="train", download=download, progress=progress),
+            "train",
+        )
+    train = loaded[f"train:{dataset_spec}"][0]
+    if outliers_spec and f"outliers:{outliers_spec}" not in loaded:
+        loaded[f"outliers:{outliers_spec}"] = _outlier_set(str(outliers_spec), download, progress)
+    outliers, outlier_split = loaded[f"outliers:{outliers_spec}"] if outliers_spec else (None, "")
     n_classes = len(train.class_names)
     objective = objective.for_classes(n_classes)
     batch_size = training.batch_size_for(arch, recipe)
@@ -531,12 +545,17 @@ def _training_plan(
 
 
 def trained_model_key(
-    arch: str, dataset_spec: str, settings: dict[str, object], *, download: bool = False
+    arch: str,
+    dataset_spec: str,
+    settings: dict[str, object],
+    *,
+    download: bool = False,
+    loaded: dict[str, tuple[datasets.ImageSet, str]] | None = None,
 ) -> dict[str, object]:
     """The cache key (namespace ``models``) of the model :func:`trained_model` trains from these arguments,
     without training it: ``cache.path_for("models", key)`` exists once it is stored. Loads the training split
-    (and an OpenMix outlier set) for their fingerprints."""
-    return _training_plan(arch, dataset_spec, settings, download, None).key
+    (and an OpenMix outlier set) for their fingerprints; ``loaded``, a dict kept between calls, reads each once."""
+    return _training_plan(arch, dataset_spec, settings, download, None, loaded).key
 
 
 def trained_model(

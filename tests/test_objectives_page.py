@@ -15,7 +15,11 @@ def _dataset(at) -> str:
 
 
 def test_the_page_opens_on_the_current_runs_data_set_and_says_the_machine(digits_run, pages, monkeypatch) -> None:
+    from relu_core.studies import objectives
+
     monkeypatch.setenv("RELU_STUDIO_MODEL_THREADS", "1")
+    # none cached: with every model cached (by other tests of the session) the sentence says "No training" instead
+    monkeypatch.setattr(objectives, "cached_objectives", lambda *args, **kwargs: ())
     at = pages.open("Objectives.py", digits_run)
     pages.ok(at)
     assert _dataset(at) == "digits"  # it opened on Fashion-MNIST with another data set's run current

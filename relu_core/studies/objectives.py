@@ -462,14 +462,14 @@ def cached_objectives(
     the study reads them back and trains only the others. None where that cannot be told (the training data
     cannot be read, a setting is refused: the study itself will say why). The first question about a data set
     reads its training split once for its fingerprint; later ones only look for the cache files."""
-    found = []
+    found, loaded = [], {}  # the training split read once for all the objectives
     for name in dict.fromkeys(objectives):
         try:
             settings = _training_settings(dataset, name, epochs, seed, outliers, recipe)
             where = (model, dataset, cache.key_text(settings), *map(str, paths.data_dirs()), str(paths.cache_dir()))
             key = _MODEL_KEYS.get(where)
             if key is None:
-                key = _MODEL_KEYS.setdefault(where, runs.trained_model_key(model, dataset, settings))
+                key = _MODEL_KEYS.setdefault(where, runs.trained_model_key(model, dataset, settings, loaded=loaded))
         except InputError:
             return None
         if cache.path_for("models", key).exists():
