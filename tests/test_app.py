@@ -711,16 +711,33 @@ def test_cifar10_with_pretrained_resnet_shows_class_names(start, shared_data):
     assert "resnet20" in start.selectbox(key="pick_model").options
     start.selectbox(key="pick_model").set_value("resnet20").run()
     start.button(key="pick_compute").click().run()
-    _settle(start)
-    _no_exceptions(start)
-    assert not start.error, [e.value for e in start.error]
-    accuracy = next(m for m in start.metric if m.label == "accuracy")
-    assert float(accuracy.value.rstrip("%")) > 85  # ResNet-20 on the 1,017 lossless CIFAR-10 images
-    start.switch_page(EXPLORE).run()
-    _no_exceptions(start)
-    names = _figure(start, "D* (Rel-U")["data"][0]["x"]
-    assert names[3] == "cat" and names[5] == "dog"
-    assert _figure(start, "Confusion matrix")["data"][0]["x"] == names
+    try:
+        _settle(start)
+        _no_exceptions(start)
+        assert not start.error, [e.value for e in start.error]
+        accuracy = next(m for m in start.metric if m.label == "accuracy")
+        assert float(accuracy.value.rstrip("%")) > 85  # ResNet-20 on the 1,017 lossless CIFAR-10 images
+        start.switch_page(EXPLORE).run()
+        _no_exceptions(start)
+        names = _figure(start, "D* (Rel-U")["data"][0]["x"]
+        assert names[3] == "cat" and names[5] == "dog"
+        assert _figure(start, "Confusion matrix")["data"][0]["x"] == names
+    finally:
+        _drop_running_jobs()  # Explore's λ-neighbour bootstraps on 1,017 images: half a minute nobody reads
+
+
+def _drop_running_jobs() -> None:
+    """Cancel and forget the background jobs still running (a page's prefetches), so that a later test's
+    :func:`_settle` does not wait for work of this test's run; forgotten, a later page asking for one starts it
+    again instead of finding it cancelled."""
+    from relu_core import jobs
+
+    running = [job for job in jobs.MANAGER.jobs() if job.running]
+    for job in running:
+        job.cancel()
+    for job in running:
+        assert job.wait(TIMEOUT), f"job {job.key} did not stop when cancelled"
+        jobs.MANAGER.forget(job.key)
 
 
 def test_download_report_is_one_click_and_self_contained(monkeypatch):
