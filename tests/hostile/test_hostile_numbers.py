@@ -66,27 +66,44 @@ def _in_child(code: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.slow  # a child process each
-@pytest.mark.parametrize("risk", ["1e-12", "1e-16", "1e-300", "5e-324"])
-def test_a_tiny_risk_returns_from_the_library(risk):
+TINY_RISKS = ["1e-12", "1e-16", "1e-300", "5e-324"]
+
+
+@pytest.fixture(scope="module")
+def library_answers() -> dict[str, list[str]]:
+    """Every tiny r*'s three calls, in one child process under :data:`HANG_S` (one import of the library, not one
+    per r*): each r*'s three printed lines, by r*."""
     code = (
         "import numpy as np, relu_core as rc\n"
         "from relu_core import risk_control\n"
         "from relu_core.errors import InputError\n"
         "u = np.linspace(0, 1, 200); c = np.ones(200, bool)\n"
-        f"r = {risk}\n"
-        "for call in (lambda: rc.guaranteed_risk(u, c, r, 0.1), lambda: risk_control.start_threshold(u, 100, r, 0.1),"
-        " lambda: risk_control.min_accepted(r, 0.1)):\n"
-        "    try:\n"
-        "        out = call()\n"
-        "    except InputError as e:\n"
-        "        print('refused:', e)\n"
-        "    else:\n"
-        "        print('value:', getattr(out, 'refusal', out))\n"
+        f"for r in ({', '.join(TINY_RISKS)}):\n"
+        "    print('risk:', repr(r))\n"
+        "    for call in (lambda: rc.guaranteed_risk(u, c, r, 0.1), lambda: risk_control.start_threshold(u, 100, r,"
+        " 0.1), lambda: risk_control.min_accepted(r, 0.1)):\n"
+        "        try:\n"
+        "            out = call()\n"
+        "        except InputError as e:\n"
+        "            print('refused:', e)\n"
+        "        else:\n"
+        "            print('value:', getattr(out, 'refusal', out))\n"
     )
     done = _in_child(code)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    answers: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("risk: "):
+            answers[line.removeprefix("risk: ")] = lines = []
+        else:
+            lines.append(line)
+    return answers
+
+
+@pytest.mark.slow  # a child process (one for every r*)
+@pytest.mark.parametrize("risk", TINY_RISKS)
+def test_a_tiny_risk_returns_from_the_library(risk, library_answers):
+    lines = library_answers[repr(float(risk))]
     assert len(lines) == 3
     if float(risk) >= 1e-12:  # certifiable by some sample size: the split is too small
         assert "too few calibration samples" in lines[0] and "2,302,585,092,993" in lines[0]
@@ -117,25 +134,57 @@ def test_the_pages_choices_are_all_certifiable():
             assert risk_control.check_certifiable(risk, delta) == (risk, delta)
 
 
-@pytest.mark.slow  # a child process each
-@pytest.mark.parametrize(
-    "command, risk", [("evaluate", "1e-12"), ("evaluate", "5e-324"), ("export", "1e-12"), ("export", "1e-300")]
-)
-def test_the_cli_never_hangs_on_a_tiny_risk(command, risk, tmp_path):
-    logits = _logits(tmp_path / "run.npz", 400)
-    argv = [command, "--logits", str(logits), "--risk", risk]
-    argv += ["--out", str(tmp_path / "d.pt2")] if command == "export" else ["--seeds", "1", "--bootstrap", "0"]
-    done = subprocess.run(
-        [sys.executable, "-m", "relu_core", *argv], cwd=REPO, capture_output=True, text=True, timeout=HANG_S
+CLI_CASES = [("evaluate", "1e-12"), ("evaluate", "5e-324"), ("export", "1e-12"), ("export", "1e-300")]
+
+
+@pytest.fixture(scope="module")
+def cli_answers(tmp_path_factory) -> dict[tuple[str, str], dict]:
+    """Each case of :data:`CLI_CASES` through the command line's ``main`` (what ``python -m relu_core`` exits
+    with), all in one child process under :data:`HANG_S` rather than one interpreter each: by case, the exit
+    status and what it wrote to stdout and stderr (an escaped exception's traceback included)."""
+    folder = tmp_path_factory.mktemp("tiny_risk_cli")
+    logits = _logits(folder / "run.npz", 400)
+    argvs = []
+    for command, risk in CLI_CASES:
+        argv = [command, "--logits", str(logits), "--risk", risk]
+        argv += (
+            ["--out", str(folder / f"d-{risk}.pt2")] if command == "export" else ["--seeds", "1", "--bootstrap", "0"]
+        )
+        argvs.append(argv)
+    code = (
+        "import contextlib, io, json, sys, traceback\n"
+        "from relu_core.cli import main\n"
+        "answers = []\n"
+        f"for argv in {argvs!r}:\n"
+        "    out, err = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+        "        try:\n"
+        "            status = main(argv)\n"
+        "        except SystemExit as exc:\n"
+        "            status = exc.code\n"
+        "        except BaseException:\n"
+        "            traceback.print_exc()\n"
+        "            status = 1\n"
+        "    answers.append({'returncode': status, 'stdout': out.getvalue(), 'stderr': err.getvalue()})\n"
+        "sys.__stdout__.write(json.dumps(answers))\n"
     )
-    assert "Traceback" not in done.stderr
+    done = _in_child(code)
+    assert done.returncode == 0, done.stderr
+    return dict(zip(CLI_CASES, json.loads(done.stdout.splitlines()[-1])))
+
+
+@pytest.mark.slow  # a child process (one for every case)
+@pytest.mark.parametrize("command, risk", CLI_CASES)
+def test_the_cli_never_hangs_on_a_tiny_risk(command, risk, cli_answers):
+    done = cli_answers[command, risk]
+    assert "Traceback" not in done["stderr"]
     if float(risk) < 1e-12:
-        assert done.returncode == 2
-        assert "no sample size" in _one_error_line(done.stderr)
+        assert done["returncode"] == 2
+        assert "no sample size" in _one_error_line(done["stderr"])
     elif command == "evaluate":
-        assert done.returncode == 0 and "too few calibration samples" in done.stdout
+        assert done["returncode"] == 0 and "too few calibration samples" in done["stdout"]
     else:
-        assert done.returncode == 2 and "too few calibration samples" in _one_error_line(done.stderr)
+        assert done["returncode"] == 2 and "too few calibration samples" in _one_error_line(done["stderr"])
 
 
 def test_a_url_asking_an_uncertifiable_risk_is_refused():
