@@ -17,7 +17,7 @@ import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from relu_core import cli, metric_info, metrics, paper_protocol, protocol
-from relu_core.errors import InputError
+from relu_core.errors import Cancelled, InputError
 from relu_core.runs import Run
 from relu_core.studies import ladder
 
@@ -533,6 +533,38 @@ def test_the_eps_path_runs_in_float32_in_the_ladder(monkeypatch):
     result = ladder.run_study(_run(logits, labels), seeds=1, n_resamples=0, epsilons=(0.0, 0.001), use_cache=False)
     assert asked == ["fp32"] and paper_protocol.PRECISION == "fp32"
     assert any("fp32" in n for n in result.notes)
+
+
+def test_the_ladder_reports_and_cancels_inside_the_eps_passes(monkeypatch):
+    """An ε pass over a CIFAR-10 split takes minutes on a CPU: its batches move the ladder's message (naming the
+    rung) and the ladder's cancel stops it mid-pass, not only between rungs."""
+    from relu_core import preprocessing
+
+    logits, labels = synthetic(n=300, seed=12)
+    inside = {"pass": False}
+
+    def fake_make_perturbation(run, **engine_kw):
+        def perturbation(detector, rows, epsilons):
+            engine_kw["progress"](1, 2, "perturbed 1/2")
+            inside["pass"] = True
+            cancel = engine_kw["cancel"]  # the ladder's own (None when it was given none)
+            if cancel is not None and cancel():
+                raise Cancelled("perturbed cancelled")
+            inside["pass"] = False
+            clean = np.asarray(detector.score(run.logits[rows]), dtype=np.float64)
+            return np.stack([clean for _ in epsilons])
+
+        return perturbation
+
+    monkeypatch.setattr(preprocessing, "make_perturbation", fake_make_perturbation)
+    messages = []
+    options = {"seeds": 1, "n_resamples": 0, "epsilons": (0.0, 0.001), "use_cache": False}
+    ladder.run_study(_run(logits, labels), progress=lambda done, total, m: messages.append(m), **options)
+    eps_rungs = {m.split(":")[0] for m in messages if "ε pass, perturbed 1/2" in m}
+    assert eps_rungs == {"rung 3", "rung 4", "rung 5", "rung 6"}  # rungs 1-2 are ε = 0: no pass
+
+    with pytest.raises(Cancelled):
+        ladder.run_study(_run(logits, labels), cancel=lambda: inside["pass"], **options)
 
 
 def test_the_ladder_refuses_eps_on_logits_in_one_line():

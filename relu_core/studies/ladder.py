@@ -198,6 +198,15 @@ def run_study(
     common = base.options(**options)
     r = ratio_for(tune_fraction)
     eps: dict = {}
+    steps = len(RUNGS)
+    # The rung whose work runs now: the ε passes report into it (a pass over thousands of images takes seconds to
+    # minutes on a CPU, and the selection itself reports only once a detector is chosen).
+    current = [0]
+
+    def eps_progress(done, total, message):
+        k = current[0]
+        report(common.progress, k / steps, 1, f"rung {k + 1}: ε pass, {message}")
+
     if epsilons is not None:
         from relu_core import preprocessing
 
@@ -205,7 +214,7 @@ def run_study(
         eps = {
             "epsilons": epsilons,
             "perturbation": preprocessing.make_perturbation(
-                run, device=device, precision=paper_protocol.PRECISION
+                run, device=device, precision=paper_protocol.PRECISION, progress=eps_progress, cancel=common.cancel
             ),  # float32 as the authors' code, not bf16 autocast on a GPU
         }
     steps_rungs = rungs_for(epsilons)
@@ -217,9 +226,10 @@ def run_study(
         ladder: list[dict] = []
         objects: list[dict] = []
         notes: list[str] = []
-        steps = len(RUNGS)
 
         def step(k: int):
+            current[0] = k
+
             def progress(done, total, message):
                 report(common.progress, (k + done / max(total, 1)) / steps, 1, f"rung {k + 1}: {message}")
 
