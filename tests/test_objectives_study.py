@@ -109,6 +109,10 @@ def test_study_objectives_command(tmp_path, capsys):
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     assert set(printed["objectives"]) == set(CHOSEN) and printed["dataset"] == "digits"
+    again = ["study", "objectives", "--dataset", "digits", "--model", "cnn8", "--objectives", "cross-entropy,logitnorm"]
+    assert cli.main(again + ["--epochs", "1", "--seeds", "1", "--bootstrap", "0"]) == 0
+    # both models are read back now: the estimate on stderr counts none to train, as the page does
+    assert "No training: 2 models of cnn8 (cross-entropy, logitnorm) cached." in capsys.readouterr().err
     assert cli.main(["study", "objectives", "--dataset", "digits", "--objectives", "nope"]) == 2
     assert "unknown objective" in capsys.readouterr().err
 

@@ -356,7 +356,10 @@ def handle_objectives(args: argparse.Namespace, bar) -> int:
     epochs = objectives.default_epochs(recipe, model) if options["epochs"] is None else options["epochs"]
     trained = chosen or objectives.supported_objectives(dataset)
     device = engine.select_device(args.device).type
-    for line in estimate.before_training(model, dataset, trained, epochs, device):
+    cached = objectives.cached_objectives(
+        dataset, model, trained, epochs=epochs, recipe=recipe, seed=options["train_seed"], outliers=args.outliers
+    )  # read back, not trained: the page's count
+    for line in estimate.before_training(model, dataset, trained, epochs, device, cached=cached):
         print(line, file=sys.stderr)
     result = objectives.objectives_study(dataset, model, **options, progress=bar)
     bar.close()

@@ -236,15 +236,23 @@ def cpu_warning(
 
 
 def before_training(
-    model: str, dataset: str, objectives: Sequence[str], epochs: int, device: str, *, machine: Machine | None = None
+    model: str,
+    dataset: str,
+    objectives: Sequence[str],
+    epochs: int,
+    device: str,
+    *,
+    machine: Machine | None = None,
+    cached: Sequence[str] | None = None,
 ) -> list[str]:
     """What the command line says on stderr before it trains (``train``, ``study objectives``), the Objectives
     page's words: the :func:`estimate`'s sentence and, on a CPU (``device`` a device type), the :func:`cpu_warning`
-    when one model takes longer than :data:`WARN_SECONDS` (on ``machine``, None: this machine now)."""
+    when one model takes longer than :data:`WARN_SECONDS` (on ``machine``, None: this machine now). ``cached``
+    as :func:`estimate`'s: the objectives whose model is read back from the cache."""
     if device == "cpu":
         machine = current_machine() if machine is None else machine
-    lines = [estimate(model, dataset, objectives, epochs, device, machine=machine).sentence()]
-    if device == "cpu" and (warning := cpu_warning(model, dataset, objectives, epochs, machine=machine)):
+    lines = [estimate(model, dataset, objectives, epochs, device, machine=machine, cached=cached).sentence()]
+    if device == "cpu" and (warning := cpu_warning(model, dataset, objectives, epochs, machine=machine, cached=cached)):
         lines.append(warning)
     return lines
 
