@@ -559,9 +559,12 @@ def test_the_ladder_reports_and_cancels_inside_the_eps_passes(monkeypatch):
     monkeypatch.setattr(preprocessing, "make_perturbation", fake_make_perturbation)
     messages = []
     options = {"seeds": 1, "n_resamples": 0, "epsilons": (0.0, 0.001), "use_cache": False}
-    ladder.run_study(_run(logits, labels), progress=lambda done, total, m: messages.append(m), **options)
+    result = ladder.run_study(_run(logits, labels), progress=lambda done, total, m: messages.append(m), **options)
     eps_rungs = {m.split(":")[0] for m in messages if "ε pass, perturbed 1/2" in m}
     assert eps_rungs == {"rung 3", "rung 4", "rung 5", "rung 6"}  # rungs 1-2 are ε = 0: no pass
+    changed = [rung["changed"] for rung in result.settings["rungs"]]  # each rung says that ε is in its settings
+    assert "ε over 0, 0.001" in changed[2] and "T, λ and ε selected" in changed[3]
+    assert "every (T, λ, ε) × seed row" in changed[4] and "ε" not in changed[0] + changed[1]
 
     with pytest.raises(Cancelled):
         ladder.run_study(_run(logits, labels), cancel=lambda: inside["pass"], **options)

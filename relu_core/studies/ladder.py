@@ -39,6 +39,7 @@ those rows (:data:`CURVE_NOTE`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -159,7 +160,8 @@ def _selected(
 
 
 def rungs_for(epsilons: Sequence[float] | None) -> tuple[Rung, ...]:
-    """:data:`RUNGS`, rung 3 saying that it adds the ε grid too when ``epsilons`` are searched."""
+    """:data:`RUNGS`, rung 3 saying that it adds the ε grid when ``epsilons`` are searched, and rungs 4-5 that
+    their settings include ε (rung 6 is rung 5 on another split)."""
     if not epsilons:
         return RUNGS
     grid = ", ".join(f"{e:g}" for e in epsilons)
@@ -169,7 +171,11 @@ def rungs_for(epsilons: Sequence[float] | None) -> tuple[Rung, ...]:
         f"T over the authors' grid 0.2 … 2 and ε over {grid} (λ over the studio's "
         "λ grid), still inside the tuning split",
     )
-    return (*RUNGS[:2], third, *RUNGS[3:])
+    fourth = dataclasses.replace(RUNGS[3], changed=RUNGS[3].changed.replace("T and λ selected", "T, λ and ε selected"))
+    fifth = dataclasses.replace(
+        RUNGS[4], changed=RUNGS[4].changed.replace("every (T, λ) × seed", "every (T, λ, ε) × seed")
+    )
+    return (*RUNGS[:2], third, fourth, fifth, RUNGS[5])
 
 
 def _rows_rung(rows: paper_protocol.Rows) -> dict[str, dict[str, paper_protocol.Aggregate]]:
@@ -330,7 +336,7 @@ def run_study(
             cancel=common.cancel,
         )
         for rung, rows, aggregates, fpr_note in (
-            (RUNGS[4], rows5, _rows_rung(rows5), "FPR95 with errors positive on the thinned curve"),
+            (steps_rungs[4], rows5, _rows_rung(rows5), "FPR95 with errors positive on the thinned curve"),
             (RUNGS[5], authors.rows, authors.aggregates, "FPR95 with errors positive on the thinned curve"),
         ):
             diffs = {m: aggregates[m]["relu"].mean - aggregates[m]["doctor"].mean for m in METRICS}
