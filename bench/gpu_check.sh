@@ -12,11 +12,13 @@
 #   5. the ladder (study paper-protocol) of the pretrained ResNet-56 with the authors' whole ε grid (rung 3 on),
 #      which 2 CPU cores cannot afford; its JSON kept in $OUT/ladder_resnet56_eps.json
 #   6. the five-objective CIFAR-10 table (resnet9, fast recipe, T and lambda selected in the tuning split, oracle
-#      beside it, 10 seeds) from a cold cache of its own, its wall time (target <= 10 minutes)
+#      and the paper's protocol beside it, 10 seeds) from a cold cache of its own, its wall time (target <= 10 min)
+#   Only when named: resnet34 (a cross-entropy and a MixUp ResNet-34, the paper recipe capped at 30 epochs, in a
+#   call of its own: bash bench/gpu_check.sh resnet34), cifar-long, compiled.
 # Prepare on the development machine first: bash bench/gpu_bundle.sh (data and wheels into .gpu/), then with the
 # device tool: run(command="bash bench/gpu_check.sh", carry=[".gpu"], timeout_s=600).
 # `bash bench/gpu_check.sh table compiled` (any of tests, cifar, throughput, engine, scale, ladder, cifar-long,
-# compiled, table) runs the parts named, each with the time left.
+# compiled, resnet34, table) runs the parts named, each with the time left.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu_check_out}"
@@ -113,11 +115,9 @@ for rung in json.load(open(sys.argv[1]))["rungs"]:
 PYEOF
 fi
 
-part table 0 env RELU_STUDIO_CACHE="$(mktemp -d /tmp/relu_cache.XXXXXX)" \
-  $PY -m relu_core study objectives --dataset cifar10 --model resnet9 --recipe fast --device cuda --seeds 10 \
-  --out "$OUT/objectives"
-if [ -f "$OUT/objectives/result.json" ]; then
-  $PY - "$OUT/objectives/result.json" <<'PYEOF'
+objectives_figures() {  # objectives_figures LABEL RESULT.JSON: a FIGURE line per objective of a study objectives
+  [ -f "$2" ] || return 0
+  $PY - "$1" "$2" <<'PYEOF'
 import json, sys
 
 def number(value):
@@ -127,19 +127,36 @@ def interval(diff):
     return (f"{number(diff.get('mean')):+.4f} [{number(diff.get('ci_low')):+.4f}, "
             f"{number(diff.get('ci_high')):+.4f}]")
 
-result = json.load(open(sys.argv[1]))
-print(f"FIGURE table answer: {result['answer']}")
+label, result = sys.argv[1], json.load(open(sys.argv[2]))
+print(f"FIGURE {label} answer: {result['answer']}")
 for name, row in result["objectives"].items():
     detectors = row["detectors"]
     oracle = row.get("oracle", {}).get("detectors", {})
+    paper = row.get("paper_protocol", {}).get("relu_minus_doctor", {}).get("fpr95")
     fpr = ", ".join(f"{k} {number(v.get('fpr95')):.4f}" for k, v in detectors.items())
     print(
-        f"FIGURE table {name}: accuracy {row['accuracy']:.2%}; FPR95 {fpr}; Rel-U − Doctor FPR95 "
+        f"FIGURE {label} {name}: accuracy {row['accuracy']:.2%}; FPR95 {fpr}; Rel-U − Doctor FPR95 "
         f"{interval(detectors['relu'].get('minus_doctor', {}).get('fpr95', {}))}; oracle "
-        f"{interval(oracle.get('relu', {}).get('minus_doctor', {}).get('fpr95', {}))}"
+        f"{interval(oracle.get('relu', {}).get('minus_doctor', {}).get('fpr95', {}))}; paper's protocol "
+        f"{number(paper):+.4f} (errors positive, five best rows: no interval)"
     )
 PYEOF
-fi
+}
+
+# Only when named (a call of its own: about 8 minutes on an H200 at 6,376 images/s): a cross-entropy and a MixUp
+# ResNet-34, the paper recipe capped at RESNET34_EPOCHS (default 30 of its 200), T and λ selected in the tuning
+# split, oracle and the paper's protocol beside them; the logits stay in the study's cache, the table in $OUT.
+case " $ONLY " in *" resnet34 "*)
+  part resnet34 0 env RELU_STUDIO_CACHE="$SHARED_CACHE" \
+    $PY -m relu_core study objectives --dataset cifar10 --model resnet34 --objectives cross-entropy,mixup \
+    --recipe paper --epochs "${RESNET34_EPOCHS:-30}" --device cuda --seeds 10 --out "$OUT/objectives_resnet34"
+  objectives_figures "resnet34 (${RESNET34_EPOCHS:-30} epochs)" "$OUT/objectives_resnet34/result.json" ;;
+esac
+
+part table 0 env RELU_STUDIO_CACHE="$(mktemp -d /tmp/relu_cache.XXXXXX)" \
+  $PY -m relu_core study objectives --dataset cifar10 --model resnet9 --recipe fast --device cuda --seeds 10 \
+  --out "$OUT/objectives"
+objectives_figures table "$OUT/objectives/result.json"
 
 echo
 echo "=== $(( SECONDS - BEGAN )) s in all"
