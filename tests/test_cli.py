@@ -695,6 +695,7 @@ def test_eps_defaults_to_the_detectors_it_is_defined_for(capsys, monkeypatch):
     assert asked == [["msp", "odin", "doctor", "relu"]]
 
 
+@pytest.mark.slow  # a child Python (imports torch): 9-11 s on a busy machine
 def test_a_reader_that_stops_early_is_not_an_error():
     """``python -m relu_core ... | head -1``: once the reader has gone, writing raises BrokenPipeError, which
     was reported as bad input (exit 2)."""
@@ -707,6 +708,7 @@ def test_a_reader_that_stops_early_is_not_an_error():
     assert proc.stderr.read() == b""
 
 
+@pytest.mark.slow  # a child Python (imports torch): 9-11 s on a busy machine
 def test_a_study_writes_its_out_folder_even_when_stdout_stops_early(npz_file, tmp_path):
     """The table was printed before the files were written: a reader that stopped early lost them."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "RELU_STUDIO_CACHE": str(tmp_path / "cache")}
