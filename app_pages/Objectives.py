@@ -89,7 +89,8 @@ with st.container(border=True):
     )  # the appendix's RegMixUp can be added
     st.session_state[session.OBJ_OBJECTIVES] = [o for o in st.session_state[session.OBJ_OBJECTIVES] if o in choices]
     st.multiselect("objectives", choices, key=session.OBJ_OBJECTIVES)
-    c_epochs, c_seeds, c_sel = st.columns([1, 1, 3])
+    # one row: a caption or a row of its own would push "Run the study" below a 1280 x 720 viewport
+    c_epochs, c_seeds, c_sel, c_eps = st.columns([1, 1, 3, 2])
     c_epochs.number_input(
         "epoch cap",
         min_value=1,
@@ -104,7 +105,7 @@ with st.container(border=True):
         "T and λ",
         objectives.SELECTIONS,
         format_func=lambda s: (
-            "chosen inside each tuning split (the paper's protocol; oracle beside it)"
+            "chosen inside each tuning split (honest; oracle and the paper's protocol beside it)"
             if s == "tuning"
             else "fixed: T = 1, λ = 0.5"
         ),
@@ -113,12 +114,13 @@ with st.container(border=True):
     )
     # every model is trained here (a PyTorch network with its test images): ε can always be searched, by the selection
     epsilons = eps_choice.grid_choice(
-        st,
-        "ε searched with T and λ (each model)",
+        c_eps,
+        "ε searched with T and λ",
         key=session.OBJ_EPS_GRID,
         reason=None
         if st.session_state[session.OBJ_SELECTION] == "tuning"
         else "ε is searched by the selection, and here T and λ are fixed",
+        compact=True,
     )
     st.caption(f"Recipe {recipe}: {training.PRESETS[recipe].description}.")
     if (note := objectives.left_out_note(dataset)) is not None:

@@ -24,6 +24,8 @@ LABELS = {
     "cpu": "the CPU subset: " + ", ".join(f"{e:g}" for e in preprocessing.CPU_EPSILONS),
     "authors": "the authors' whole grid: 0, 0.0005, …, 0.004",
 }
+#: The same choices in a narrow column (the Training objectives page's row of settings): the values in the help.
+SHORT_LABELS = {"none": "none (ε = 0)", "cpu": "CPU subset", "authors": "authors' grid"}
 #: Why a run of logits only offers no ε.
 NO_MODEL = "A logits file cannot be perturbed (ε needs the run's model and its images)"
 
@@ -56,17 +58,27 @@ def cost_text(grid: tuple[float, ...] | None, gpu: bool) -> str:
     )
 
 
-def grid_choice(place, label: str, *, key: str, reason: str | None = None) -> tuple[float, ...] | None:
-    """The ε-grid control in ``place`` (``st`` or a container) under ``label``, with its cost in words below it;
-    returns the chosen grid (None: ε = 0). With ``reason`` (why ε cannot be searched here, :func:`why_not`) there
-    is no control, one line saying why, and None."""
+def grid_choice(
+    place, label: str, *, key: str, reason: str | None = None, compact: bool = False
+) -> tuple[float, ...] | None:
+    """The ε-grid control in ``place`` (``st`` or a container) under ``label``, with its cost in words below it
+    (``compact``: short labels, and the values and the cost in the control's help, for a narrow column where a
+    caption would push the page's button below a 1280 × 720 viewport); returns the chosen grid (None: ε = 0). With
+    ``reason`` (why ε cannot be searched here, :func:`why_not`) there is no control, one line saying why, and
+    None."""
     if reason is not None:
         place.caption(f"{label}: none (ε = 0). {reason}.")
         return None
-    choice = place.radio(label, list(GRIDS), format_func=LABELS.get, horizontal=True, key=key)
-    grid = GRIDS.get(choice)
-    place.caption(cost_text(grid, _gpu()))
-    return grid
+    if not compact:
+        choice = place.radio(label, list(GRIDS), format_func=LABELS.get, horizontal=True, key=key)
+        place.caption(cost_text(GRIDS.get(choice), _gpu()))
+        return GRIDS.get(choice)
+    import streamlit as st
+
+    chosen = GRIDS.get(st.session_state.get(key, "none"))  # the choice this rerun draws (its widget's value)
+    help_text = "; ".join(LABELS[name] for name in GRIDS) + ". " + cost_text(chosen, _gpu())
+    choice = place.radio(label, list(GRIDS), format_func=SHORT_LABELS.get, horizontal=True, key=key, help=help_text)
+    return GRIDS.get(choice)
 
 
 def _gpu() -> bool:
